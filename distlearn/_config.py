@@ -1,0 +1,44 @@
+"""Package-wide defaults: numba flags, chunk sizes, reduction fan-in.
+
+Every module reads its tunables from here so that one place documents them.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Format version written into every store's ``distlearn`` attribute.
+STORE_FORMAT_VERSION = 1
+
+#: Target number of values in one dense row block (about 16 MiB of float32).
+DENSE_BLOCK_VALUES = 1 << 22
+
+#: Default rows per block for CSR stores.
+SPARSE_BLOCK_ROWS = 16_384
+
+#: Elements per zarr chunk of the CSR ``data``/``indices`` arrays.
+NNZ_CHUNK = 1 << 20
+
+#: Bytes of svmlight/CSV text parsed at once by the streaming readers.
+TEXT_CHUNK_BYTES = 16 << 20
+
+#: Byte-range size of one parallel svmlight parsing task.
+PARALLEL_PART_BYTES = 64 << 20
+
+#: Above this number of distinct label values a store records no class list
+#: (the labels are treated as continuous targets).
+MAX_CLASSES = 10_000
+
+#: Fan-in of tree reductions (dask's ``split_every``).
+SPLIT_EVERY = 8
+
+#: One numba decorator setting for every kernel (STYLE.md): no fastmath, so
+#: merge tests can compare sums exactly.
+NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
+
+
+def default_block_rows(n_features: int | None, layout: str) -> int:
+    """Rows per block: about 16 MiB of values for dense data, a fixed count for CSR."""
+    if layout == "dense" and n_features:
+        return int(min(65_536, max(256, DENSE_BLOCK_VALUES // max(1, n_features))))
+    return SPARSE_BLOCK_ROWS

@@ -1,0 +1,354 @@
+"""Streaming svmlight / LIBSVM reader.
+
+The happy path is scikit-learn's compiled parser (:func:`sklearn.datasets.load_svmlight_file`
+on an in-memory byte chunk), so we reuse a well-kept tokenizer.  When it
+rejects a chunk -- or when our own checks after it fail (a non-finite value,
+an index beyond ``n_features``) -- the chunk is scanned again line by line in
+Python.  That scan exists to give precise diagnostics (file, line, token) and
+to accept what scikit-learn refuses but we allow: indices out of order within
+a line are sorted, not fatal.  Files whose every line is unsorted therefore
+parse at the slow path's speed (see ``benchmarks/``).
+
+Format (http://svmlight.joachims.org/, LIBSVM): one example per line,
+``<label> [qid:<int>] <index>:<value> ...  [# comment]``; indices are 1-based
+unless ``zero_based=True``; ``qid`` is ignored; blank and comment-only lines
+are skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from .._config import TEXT_CHUNK_BYTES
+from ._errors import InputFormatError
+from ._io import open_binary
+
+__all__ = ["SvmlightReader", "parse_svmlight_bytes", "parse_svmlight_range", "line_aligned_ranges"]
+
+
+def _tok(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _scan(
+    chunk: bytes,
+    *,
+    path: str,
+    first_line: int,
+    zero_based: bool,
+    n_features: int | None,
+    dtype: np.dtype,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Line-by-line parse with exact error messages; sorts unsorted rows."""
+    off = 0 if zero_based else 1
+    labels: list[float] = []
+    indptr = [0]
+    all_idx: list[int] = []
+    all_val: list[float] = []
+    for k, raw in enumerate(chunk.split(b"\n")):
+        line = first_line + k
+        toks = raw.split(b"#", 1)[0].split()
+        if not toks:
+            continue
+
+        def fail(msg: str, token: bytes | None = None) -> InputFormatError:
+            return InputFormatError(path, msg, line=line, token=None if token is None else _tok(token))
+
+        try:
+            label = float(toks[0])
+        except ValueError:
+            hint = " (multilabel files are not supported)" if b"," in toks[0] else ""
+            raise fail(f"label {_tok(toks[0])!r} is not a number{hint}", toks[0]) from None
+        if b":" in toks[0]:
+            raise fail(f"line starts with {_tok(toks[0])!r}: the label is missing", toks[0])
+        if not math.isfinite(label):
+            raise fail(f"label {_tok(toks[0])!r} is not finite", toks[0])
+        feats = toks[1:]
+        if feats and feats[0].startswith(b"qid:"):
+            feats = feats[1:]
+        idx_row: list[int] = []
+        val_row: list[float] = []
+        for t in feats:
+            i_s, sep, v_s = t.partition(b":")
+            if not sep or not i_s or not v_s:
+                if t.startswith(b"qid:"):
+                    raise fail(f"token {_tok(t)!r}: qid must come right after the label", t)
+                raise fail(f"malformed token {_tok(t)!r}: expected INDEX:VALUE", t)
+            try:
+                idx = int(i_s)
+            except ValueError:
+                raise fail(f"token {_tok(t)!r}: feature index {_tok(i_s)!r} is not an integer", t) from None
+            if idx < 0:
+                raise fail(f"token {_tok(t)!r}: negative feature index {idx}", t)
+            if idx == 0 and not zero_based:
+                raise fail(
+                    f"token {_tok(t)!r}: feature index 0 in a 1-based file "
+                    "(pass --zero-based / zero_based=True if the file counts from 0)",
+                    t,
+                )
+            try:
+                val = float(v_s)
+            except ValueError:
+                raise fail(f"token {_tok(t)!r}: value {_tok(v_s)!r} is not a number", t) from None
+            if not math.isfinite(val):
+                raise fail(f"token {_tok(t)!r}: value {_tok(v_s)!r} is not finite", t)
+            if n_features is not None and idx - off >= n_features:
+                raise fail(
+                    f"token {_tok(t)!r}: feature index {idx} is beyond n_features={n_features} (--n-features)",
+                    t,
+                )
+            idx_row.append(idx - off)
+            val_row.append(val)
+        if idx_row:
+            order = np.argsort(idx_row, kind="stable")
+            srt = np.asarray(idx_row)[order]
+            dup = np.flatnonzero(np.diff(srt) == 0)
+            if dup.size:
+                j = int(srt[dup[0]]) + off
+                raise fail(f"duplicate feature index {j} in one line", str(j).encode())
+            all_idx.extend(srt.tolist())
+            all_val.extend(np.asarray(val_row)[order].tolist())
+        labels.append(label)
+        indptr.append(len(all_idx))
+    width = max(all_idx, default=-1) + 1
+    if n_features is not None:
+        width = n_features
+    X = sp.csr_matrix(
+        (np.asarray(all_val, dtype=dtype), np.asarray(all_idx, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+        shape=(len(labels), width),
+    )
+    return X, np.asarray(labels, dtype=np.float64)
+
+
+def parse_svmlight_bytes(
+    chunk: bytes,
+    *,
+    path: str = "<bytes>",
+    first_line: int = 1,
+    zero_based: bool = False,
+    n_features: int | None = None,
+    dtype: Any = np.float32,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Parse whole svmlight lines held in memory; ``first_line`` numbers the first one.
+
+    Returns a canonical CSR matrix (sorted, unique indices) and float64 labels.
+    Raises :class:`InputFormatError` naming ``path`` and the line for any bad input.
+    """
+    dtype = np.dtype(dtype)
+    try:
+        X, y = load_svmlight_file(io.BytesIO(chunk), dtype=dtype, zero_based=zero_based)
+    except Exception:
+        # Rejected: the scan either explains why (and raises) or parses what
+        # scikit-learn refuses but we accept (unsorted indices).
+        return _scan(chunk, path=path, first_line=first_line, zero_based=zero_based, n_features=n_features, dtype=dtype)
+    if (
+        (n_features is not None and X.shape[1] > n_features)
+        or not np.all(np.isfinite(X.data))
+        or not np.all(np.isfinite(y))
+        or (X.nnz and X.indices.min() < 0)
+    ):
+        return _scan(chunk, path=path, first_line=first_line, zero_based=zero_based, n_features=n_features, dtype=dtype)
+    X = sp.csr_matrix(X)
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    X.indices = X.indices.astype(np.int64, copy=False)
+    if n_features is not None and X.shape[1] < n_features:
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X, y
+
+
+def line_aligned_ranges(path: str | os.PathLike[str], part_bytes: int) -> list[tuple[int, int]]:
+    """Cut an uncompressed file into byte ranges that start and end at line starts."""
+    size = os.path.getsize(path)
+    cuts = [0]
+    with open(path, "rb") as f:
+        pos = part_bytes
+        while pos < size:
+            f.seek(pos - 1)
+            f.readline()  # finish the line the cut falls into
+            nxt = f.tell()
+            if nxt >= size:
+                break
+            if nxt > cuts[-1]:
+                cuts.append(nxt)
+            pos = max(nxt, pos) + part_bytes
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def parse_svmlight_range(
+    path: str,
+    start: int,
+    stop: int,
+    *,
+    zero_based: bool = False,
+    n_features: int | None = None,
+    dtype: str = "float32",
+) -> dict[str, Any]:
+    """Dask task: parse bytes ``[start, stop)`` of an uncompressed svmlight file.
+
+    Pure function of its arguments.  Returns the CSR pieces, the labels and
+    the number of newlines in the range; bad input is *returned* as
+    ``{"error": (local_line, message, token)}`` so the caller can turn the
+    range-local line number into the file's (it knows the preceding ranges).
+    """
+    with open(path, "rb") as f:
+        f.seek(start)
+        chunk = f.read(stop - start)
+    try:
+        X, y = parse_svmlight_bytes(chunk, path=path, first_line=1, zero_based=zero_based, n_features=n_features, dtype=dtype)
+    except InputFormatError as e:
+        return {"error": (e.line, e.reason, e.token), "start": start}
+    return {
+        "indptr": X.indptr,
+        "indices": X.indices,
+        "data": X.data,
+        "n_cols": X.shape[1],
+        "y": y,
+        "n_lines": chunk.count(b"\n"),
+        "n_bytes": stop - start,
+    }
+
+
+def count_lines_before(path: str | os.PathLike[str], offset: int) -> int:
+    """Newlines in the first ``offset`` bytes of an uncompressed file."""
+    n = 0
+    with open(path, "rb") as f:
+        left = offset
+        while left > 0:
+            buf = f.read(min(left, 16 << 20))
+            if not buf:
+                break
+            n += buf.count(b"\n")
+            left -= len(buf)
+    return n
+
+
+class SvmlightReader:
+    """Stream an svmlight / LIBSVM file as ``(csr_chunk, y_chunk)`` pieces.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file; gzip, bz2 and xz compression are detected from the content.
+    zero_based : bool, default=False
+        Indices count from 0 (default: from 1, as svmlight and LIBSVM write them).
+    n_features : int, default=None
+        Column count.  Left out, it is the largest index seen; given, an index
+        beyond it is an error naming the line.
+    dtype : {"float32", "float64"}, default="float32"
+        Value type.
+    chunk_bytes : int, default=16 MiB
+        Text parsed at once; memory stays proportional to it.
+    """
+
+    format = "svmlight"
+    default_layout = "csr"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        zero_based: bool = False,
+        n_features: int | None = None,
+        dtype: Any = "float32",
+        chunk_bytes: int = TEXT_CHUNK_BYTES,
+    ) -> None:
+        self.path = str(path)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"{self.path}: no such file")
+        self.size_bytes = os.path.getsize(self.path)
+        if self.size_bytes == 0:
+            raise InputFormatError(self.path, "the file is empty")
+        self.zero_based = bool(zero_based)
+        self.n_features = n_features
+        self.n_samples: int | None = None
+        self.dtype = np.dtype(dtype)
+        self.chunk_bytes = int(chunk_bytes)
+        self.bytes_read = 0
+        with open_binary(self.path) as f:
+            self.compression = getattr(f, "compression", None)
+        self.params = {"zero_based": self.zero_based}
+
+    def __iter__(self) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
+        first_line = 1
+        n_rows = 0
+        rest = b""
+        with open_binary(self.path) as f:
+            while True:
+                try:
+                    data = f.read(self.chunk_bytes)
+                except (EOFError, OSError) as e:
+                    raise InputFormatError(
+                        self.path, f"compressed stream is truncated or corrupt after line {first_line - 1} ({e})"
+                    ) from e
+                self.bytes_read = f.raw_tell()
+                if data:
+                    buf = rest + data
+                    cut = buf.rfind(b"\n") + 1
+                    if cut == 0:  # a line longer than the chunk: keep reading
+                        rest = buf
+                        continue
+                    chunk, rest = buf[:cut], buf[cut:]
+                else:
+                    chunk, rest = rest, b""
+                if chunk:
+                    X, y = parse_svmlight_bytes(
+                        chunk,
+                        path=self.path,
+                        first_line=first_line,
+                        zero_based=self.zero_based,
+                        n_features=self.n_features,
+                        dtype=self.dtype,
+                    )
+                    first_line += chunk.count(b"\n")
+                    if X.shape[0]:
+                        n_rows += X.shape[0]
+                        yield X, y
+                if not data:
+                    break
+        if n_rows == 0:
+            raise InputFormatError(self.path, "no examples: the file holds only blank or comment lines")
+        self.n_samples = n_rows
+
+
+def write_svmlight(
+    path: str | os.PathLike[str],
+    parts: Any,
+    *,
+    zero_based: bool = False,
+    overwrite: bool = False,
+) -> dict[str, int]:
+    """Write ``(X, y)`` pieces as one svmlight file, atomically (temporary name, then rename).
+
+    Values are written with ``%.8g`` (exact for float32); integral labels as integers.
+    Returns ``{"n_samples", "n_features", "nnz", "bytes"}``.
+    """
+    from sklearn.datasets import dump_svmlight_file
+
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    tmp = f"{path}.partial-{os.getpid()}"
+    n = nnz = width = 0
+    try:
+        with open(tmp, "wb") as f:
+            for X, y in parts:
+                X = sp.csr_matrix(X)
+                dump_svmlight_file(X, y, f, zero_based=zero_based)
+                n += X.shape[0]
+                nnz += X.nnz
+                width = max(width, X.shape[1])
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return {"n_samples": n, "n_features": width, "nnz": nnz, "bytes": os.path.getsize(path)}

@@ -1,0 +1,281 @@
+"""File formats → chunk streams → zarr stores.
+
+Readers (one per format) share a small protocol: after construction they
+know ``path``, ``size_bytes``, ``n_features`` (``None`` if only the end of
+the file tells), ``default_layout`` and ``params``; iterating yields
+``(X_chunk, y_chunk)`` pieces in file order, in memory proportional to one
+chunk.  Bad input raises :class:`InputFormatError` naming the file, line and
+token.
+
+:func:`convert` drives any reader into a :class:`~distlearn.data.store.DatasetWriter`;
+for large uncompressed svmlight files it parses line-aligned byte ranges as
+Dask tasks (``client=``) and writes them in order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .._config import PARALLEL_PART_BYTES
+from ._errors import InputFormatError
+from ._io import open_binary
+from ._svmlight import (
+    SvmlightReader,
+    count_lines_before,
+    line_aligned_ranges,
+    parse_svmlight_range,
+)
+from .store import Dataset, DatasetWriter
+
+__all__ = ["FORMATS", "InputFormatError", "SvmlightReader", "convert", "detect_format", "open_reader"]
+
+FORMATS = ("svmlight", "idx", "csv")
+
+_SUFFIXES = {
+    ".svm": "svmlight",
+    ".svmlight": "svmlight",
+    ".libsvm": "svmlight",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".idx": "idx",
+}
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Guess a file's format from its name, then from its first bytes."""
+    name = Path(path).name.lower()
+    for z in (".gz", ".bz2", ".xz"):
+        if name.endswith(z):
+            name = name[: -len(z)]
+    if "idx1" in name or "idx3" in name or "-ubyte" in name:
+        return "idx"
+    suffix = Path(name).suffix
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    try:
+        with open_binary(path) as f:
+            head = f.read(4096)
+    except (OSError, EOFError):
+        head = b""
+    if head[:2] == b"\x00\x00" and len(head) >= 4 and head[2] in (8, 9, 11, 12, 13, 14):
+        return "idx"
+    first = next((ln for ln in head.split(b"\n") if ln.strip() and not ln.startswith(b"#")), b"")
+    toks = first.split(b"#")[0].split()
+    if len(toks) >= 2 and all(b":" in t for t in toks[1:]):
+        return "svmlight"
+    if b"," in first:
+        return "csv"
+    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv")
+
+
+def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Any:
+    """The reader for ``path`` (format given or detected); options go to its constructor.
+
+    svmlight: ``zero_based``, ``n_features``, ``dtype``, ``chunk_bytes``;
+    idx: ``labels`` (images' companion file; inferred from the name when left out),
+    ``dtype``, ``chunk_rows``; csv: ``label_column``, ``delimiter``, ``header``,
+    ``dtype``, ``chunk_bytes``.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    fmt = format or detect_format(path)
+    if fmt == "svmlight":
+        return SvmlightReader(path, **options)
+    if fmt == "idx":
+        from ._idx import IdxReader
+
+        return IdxReader(path, **options)
+    if fmt == "csv":
+        from ._csv import CsvReader
+
+        return CsvReader(path, **options)
+    raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
+
+
+def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
+    allowed = {
+        "svmlight": {"zero_based", "n_features", "dtype", "chunk_bytes"},
+        "idx": {"labels", "dtype", "chunk_rows"},
+        "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
+    }[fmt]
+    bad = {k for k, v in options.items() if v is not None and k not in allowed}
+    if bad:
+        raise ValueError(f"option(s) {sorted(bad)} do not apply to {fmt} input (allowed: {sorted(allowed)})")
+    return {k: v for k, v in options.items() if v is not None and k in allowed}
+
+
+def convert(
+    input: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    layout: str | None = None,
+    dtype: str = "float32",
+    block_rows: int | None = None,
+    n_features: int | None = None,
+    overwrite: bool = False,
+    client: Any = None,
+    part_bytes: int = PARALLEL_PART_BYTES,
+    progress: bool | Callable[[int, int], None] = False,
+    **reader_options: Any,
+) -> Dataset:
+    """Convert a data file into a distlearn zarr store, in constant memory.
+
+    Parameters
+    ----------
+    input : str or Path
+        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``) or CSV, optionally compressed.
+    output : str or Path
+        The store to create.  An existing path is refused unless ``overwrite=True``;
+        it is replaced only once the new store is complete.
+    format : {"svmlight", "idx", "csv"}, default=None
+        Detected from the name and content when left out.
+    layout : {"csr", "dense"}, default=None
+        ``"csr"`` for svmlight, ``"dense"`` for IDX and CSV by default.  A dense store
+        of an svmlight file without ``n_features`` costs a first pass to find the width.
+    dtype : {"float32", "float64"}, default="float32"
+    block_rows : int, default=None
+        Rows per stored block (see :class:`~distlearn.data.store.DatasetWriter`).
+    n_features : int, default=None
+        Column count; rows with more features are errors.
+    client : distributed.Client, default=None
+        Parse an uncompressed svmlight file as parallel tasks over line-aligned
+        byte ranges of ``part_bytes``; results are written in file order.
+    progress : bool or callable
+        ``True`` shows a progress bar (bytes of input); a callable gets ``(done, total)``.
+    **reader_options
+        Format options (``zero_based``, ``labels``, ``label_column``, ``delimiter``, ``header``, ...).
+
+    Returns
+    -------
+    Dataset
+        The new store, opened.
+    """
+    input = str(input)
+    if Path(input).resolve() == Path(output).resolve():
+        raise ValueError("input and output are the same path")
+    fmt = format or detect_format(input)
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
+    if fmt == "svmlight":
+        reader_options = {**reader_options, "n_features": n_features}
+    opts = _reader_options(fmt, reader_options)
+    if Path(output).exists() and not overwrite:
+        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    reader = open_reader(input, format=fmt, dtype=dtype, **opts)
+    layout = layout or reader.default_layout
+    width = n_features if n_features is not None else reader.n_features
+    if n_features is not None and reader.n_features is not None and reader.n_features > n_features:
+        raise InputFormatError(input, f"rows have {reader.n_features} features, more than n_features={n_features}")
+    parallel = client is not None and fmt == "svmlight" and getattr(reader, "compression", None) is None
+    if layout == "dense" and width is None:
+        width = _svmlight_width(reader, client if parallel else None, part_bytes)
+    params = {"format": fmt, **reader.params}
+    bar = _Progress(progress, reader.size_bytes, Path(input).name)
+    with DatasetWriter(
+        output,
+        layout=layout,
+        n_features=width,
+        dtype=dtype,
+        block_rows=block_rows,
+        source=os.path.abspath(input),
+        params=params,
+        overwrite=overwrite,
+    ) as writer:
+        try:
+            if parallel:
+                _parallel_svmlight(reader, writer, client, part_bytes, bar)
+            else:
+                for X, y in reader:
+                    writer.append(X, y)
+                    bar.update_to(reader.bytes_read)
+            bar.update_to(reader.size_bytes)
+        finally:
+            bar.close()
+        return writer.close()
+
+
+def _svmlight_width(reader: SvmlightReader, client: Any, part_bytes: int) -> int:
+    """One pass to find an svmlight file's column count (needed up front for a dense store)."""
+    width = 0
+    if client is not None:
+        for part in _iter_parts(reader, client, part_bytes):
+            width = max(width, part["n_cols"])
+    else:
+        for X, _ in reader:
+            width = max(width, X.shape[1])
+    return max(width, 1)
+
+
+def _iter_parts(reader: SvmlightReader, client: Any, part_bytes: int):
+    """Parsed byte ranges in file order, keeping a bounded number of tasks in flight."""
+    ranges = line_aligned_ranges(reader.path, part_bytes)
+    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+    window = 2 * n_workers
+    futures: list[Any] = []
+    kwargs = {"zero_based": reader.zero_based, "n_features": reader.n_features, "dtype": reader.dtype.name}
+    nxt = 0
+    try:
+        for i in range(len(ranges)):
+            while nxt < len(ranges) and nxt < i + window:
+                a, b = ranges[nxt]
+                futures.append(client.submit(parse_svmlight_range, reader.path, a, b, pure=True, **kwargs))
+                nxt += 1
+            part = futures[i].result()
+            futures[i] = None  # let the worker drop it
+            if "error" in part:
+                line, reason, token = part["error"]
+                before = count_lines_before(reader.path, part["start"])
+                raise InputFormatError(reader.path, reason, line=before + line, token=token)
+            yield part
+    finally:
+        for f in futures:
+            if f is not None:
+                f.cancel()
+
+
+def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: Any, part_bytes: int, bar: Any) -> None:
+    import scipy.sparse as sp
+
+    n = 0
+    done = 0
+    for part in _iter_parts(reader, client, part_bytes):
+        rows = len(part["y"])
+        if rows:
+            width = writer.n_features or part["n_cols"]
+            X = sp.csr_matrix((part["data"], part["indices"], part["indptr"]), shape=(rows, max(width, part["n_cols"])))
+            writer.append(X, part["y"])
+            n += rows
+        done += part["n_bytes"]
+        bar.update_to(done)
+    if n == 0:
+        raise InputFormatError(reader.path, "no examples: the file holds only blank or comment lines")
+
+
+class _Progress:
+    """A tqdm bar over input bytes, a user callback, or nothing."""
+
+    def __init__(self, progress: Any, total: int, desc: str) -> None:
+        self._cb = progress if callable(progress) else None
+        self._bar = None
+        self.total = total
+        self.n = 0
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=False)
+
+    def update_to(self, done: int) -> None:
+        done = int(min(done, self.total))
+        if self._bar is not None and done > self.n:
+            self._bar.update(done - self.n)
+        if self._cb is not None:
+            self._cb(done, self.total)
+        self.n = max(self.n, done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

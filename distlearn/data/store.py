@@ -1,0 +1,775 @@
+"""The distlearn data set: a zarr v3 group on disk, dense or CSR, in row blocks.
+
+Layout (format version 1)::
+
+    STORE.zarr/                     group; attrs["distlearn"] = metadata (below)
+        X                           dense: array (n_samples, n_features), chunks (block_rows, n_features)
+        X/                          CSR: group in the anndata encoding
+            attrs: encoding-type = "csr_matrix", encoding-version = "0.1.0", shape = [n, d]
+            data      (nnz,)        float32|float64, chunks of NNZ_CHUNK elements
+            indices   (nnz,)        int32 (int64 when d >= 2**31), sorted within each row
+            indptr    (n + 1,)      int64, chunks (block_rows,)
+        y           (n_samples,)    float64 labels (integral labels are returned as int64)
+        block_index (n_blocks+1, 2) int64: first row and first stored value of every block
+
+The metadata attribute records ``format_version``, ``layout``, ``n_samples``,
+``n_features``, ``nnz``, ``dtype``, ``block_rows``, ``n_blocks``, ``classes``
+and ``class_counts``, ``label_kind``, ``source``, ``params`` (how the data was
+made) and ``complete``.
+
+Any block is read from its own chunks and two entries of ``block_index`` --
+nothing else -- so many processes can stream different blocks of one store at
+once.  Writing is atomic: the store is built under a hidden temporary name in
+the same directory, marked complete, and renamed into place only when whole;
+a writer that fails (or is killed) never leaves anything that
+:func:`open_dataset` accepts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+import zarr
+
+from .. import __version__
+from .._config import MAX_CLASSES, NNZ_CHUNK, STORE_FORMAT_VERSION, default_block_rows
+
+__all__ = [
+    "Block",
+    "Dataset",
+    "DatasetWriter",
+    "StoreError",
+    "create_dataset",
+    "open_dataset",
+    "write_dataset",
+]
+
+LAYOUTS = ("dense", "csr")
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+_PARTIAL = ".partial-"
+
+
+class StoreError(ValueError):
+    """A store is missing, incomplete, of another format, or inconsistent."""
+
+
+class Block(NamedTuple):
+    """One row block of a data set.
+
+    ``X`` is a dense ``ndarray`` or a ``scipy.sparse.csr_matrix`` (sorted
+    indices), ``y`` the labels and ``first_row`` the global index of the
+    block's first row.
+    """
+
+    X: np.ndarray | sp.csr_matrix
+    y: np.ndarray
+    first_row: int
+
+
+def _check_dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.name not in _DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'float64'; got {dt.name!r}")
+    return dt
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class _ChunkedAppender:
+    """Append to a 1-D zarr array, writing only whole chunks until ``close``.
+
+    Whole-chunk writes never read a chunk back, so appending costs one
+    compressed write per chunk whatever the sizes of the appended pieces.
+    """
+
+    def __init__(self, array: zarr.Array, chunk: int) -> None:
+        self.array = array
+        self.chunk = chunk
+        self.written = 0
+        self._pending: list[np.ndarray] = []
+        self._n_pending = 0
+
+    def append(self, values: np.ndarray) -> None:
+        if values.size:
+            self._pending.append(values)
+            self._n_pending += values.size
+        if self._n_pending >= self.chunk:
+            self._flush(final=False)
+
+    def _flush(self, *, final: bool) -> None:
+        if not self._n_pending:
+            return
+        buf = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        n = buf.size if final else (buf.size // self.chunk) * self.chunk
+        if n:
+            stop = self.written + n
+            self.array.resize((stop,))
+            self.array[self.written : stop] = buf[:n]
+            self.written = stop
+        rest = buf[n:]
+        self._pending = [rest] if rest.size else []
+        self._n_pending = rest.size
+
+    def close(self) -> int:
+        self._flush(final=True)
+        return self.written
+
+
+class DatasetWriter:
+    """Write a data set to a zarr store, block by block, in constant memory.
+
+    Rows are appended in pieces of any size with :meth:`append`; they are
+    re-cut into blocks of ``block_rows`` rows.  :meth:`close` finishes the
+    store and moves it into place; :meth:`abort` (or any exception inside a
+    ``with`` block) deletes everything written.
+
+    Parameters
+    ----------
+    path : str or Path
+        Where the store goes (conventionally ``*.zarr``).
+    layout : {"csr", "dense"}, default="csr"
+        Storage of ``X``.
+    n_features : int, default=None
+        Number of columns.  Required for ``layout="dense"``; for CSR it may be
+        left out and is then one more than the largest index seen.  When it is
+        given, a row with an index beyond it is an error.
+    dtype : {"float32", "float64"}, default="float32"
+        Storage type of the values.
+    block_rows : int, default=None
+        Rows per block; by default about 16 MiB of dense values, or 16,384 rows for CSR.
+    source : str, default=""
+        Where the data came from (file name, generator).
+    params : dict, default=None
+        JSON-serialisable creation parameters, stored in the metadata.
+    overwrite : bool, default=False
+        Replace an existing store at ``path`` (only once the new one is whole).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: str = "csr",
+        n_features: int | None = None,
+        dtype: Any = "float32",
+        block_rows: int | None = None,
+        source: str = "",
+        params: dict[str, Any] | None = None,
+        overwrite: bool = False,
+        nnz_chunk: int = NNZ_CHUNK,
+    ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+        if n_features is not None and (not isinstance(n_features, (int, np.integer)) or n_features < 1):
+            raise ValueError(f"n_features must be a positive int; got {n_features!r}")
+        if layout == "dense" and n_features is None:
+            raise ValueError("a dense store needs n_features up front")
+        if block_rows is None:
+            block_rows = default_block_rows(n_features, layout)
+        if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+            raise ValueError(f"block_rows must be a positive int; got {block_rows!r}")
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        self.layout = layout
+        self.n_features = None if n_features is None else int(n_features)
+        self.dtype = _check_dtype(dtype)
+        self.block_rows = int(block_rows)
+        self.source = source
+        self.params = dict(params or {})
+        self.overwrite = overwrite
+        self.index_dtype = np.dtype(np.int64 if (n_features or 0) >= 2**31 else np.int32)
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.parent / f".{self.path.name}{_PARTIAL}{uuid.uuid4().hex[:12]}"
+        self._group = zarr.open_group(store=str(self._tmp), mode="w-")
+        self._closed = False
+
+        self._n_rows = 0  # rows flushed into blocks
+        self._nnz = 0  # stored values flushed
+        self._max_index = -1
+        self._label_counts: dict[float, int] | None = {}
+        self._label_integral = True
+        self._block_index: list[tuple[int, int]] = [(0, 0)]
+        self._pending: list[tuple[Any, np.ndarray]] = []
+        self._n_pending = 0
+
+        g = self._group
+        self._y = g.create_array("y", shape=(0,), chunks=(self.block_rows,), dtype="float64")
+        if layout == "dense":
+            self._X = g.create_array(
+                "X", shape=(0, self.n_features), chunks=(self.block_rows, self.n_features), dtype=self.dtype
+            )
+        else:
+            xg = g.create_group("X")
+            self._xgroup = xg
+            self._data = _ChunkedAppender(
+                xg.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=self.dtype), nnz_chunk
+            )
+            self._indices = _ChunkedAppender(
+                xg.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype=self.index_dtype), nnz_chunk
+            )
+            self._indptr = _ChunkedAppender(
+                xg.create_array("indptr", shape=(0,), chunks=(self.block_rows,), dtype="int64"), self.block_rows
+            )
+            self._indptr.append(np.zeros(1, dtype=np.int64))
+
+    # -- context manager: abort on any exception, KeyboardInterrupt included
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
+
+    @property
+    def n_rows(self) -> int:
+        """Rows appended so far (flushed or pending)."""
+        return self._n_rows + self._n_pending
+
+    def append(self, X: Any, y: Any) -> None:
+        """Append rows: ``X`` dense 2-D array or scipy sparse matrix, ``y`` labels."""
+        if self._closed:
+            raise RuntimeError("writer is closed")
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+        else:
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D; got shape {X.shape}")
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        if X.shape[0] == 0:
+            return
+        if self.n_features is not None and X.shape[1] > self.n_features and not sp.issparse(X):
+            raise ValueError(f"X has {X.shape[1]} columns but the store has n_features={self.n_features}")
+        self._pending.append((X, y))
+        self._n_pending += X.shape[0]
+        while self._n_pending >= self.block_rows:
+            self._flush_block(self.block_rows)
+
+    def _take(self, n: int) -> tuple[list[Any], np.ndarray]:
+        parts, ys, got = [], [], 0
+        while got < n:
+            X, y = self._pending[0]
+            k = min(n - got, X.shape[0])
+            parts.append(X[:k])
+            ys.append(y[:k])
+            if k == X.shape[0]:
+                self._pending.pop(0)
+            else:
+                self._pending[0] = (X[k:], y[k:])
+            got += k
+        self._n_pending -= n
+        return parts, np.concatenate(ys)
+
+    def _flush_block(self, n: int) -> None:
+        parts, y = self._take(n)
+        first = self._n_rows
+        if not np.all(np.isfinite(y)):
+            bad = int(np.flatnonzero(~np.isfinite(y))[0])
+            raise ValueError(f"row {first + bad}: label {y[bad]} is not finite")
+        self._count_labels(y)
+        if self.layout == "dense":
+            d = self.n_features
+            blocks = []
+            for p in parts:
+                if sp.issparse(p):
+                    if p.shape[1] > d:
+                        if p.nnz and p.indices.max() >= d:
+                            raise ValueError(
+                                f"block at row {first}: feature index {int(p.indices.max())} "
+                                f"is beyond n_features={d}"
+                            )
+                        p = p[:, :d]
+                    p = p.toarray()
+                if p.shape[1] < d:  # narrower input: pad with zero columns
+                    p = np.pad(p, ((0, 0), (0, d - p.shape[1])))
+                blocks.append(np.asarray(p, dtype=self.dtype))
+            Xb = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+            if not np.all(np.isfinite(Xb)):
+                r, c = np.argwhere(~np.isfinite(Xb))[0]
+                raise ValueError(f"row {first + r}, column {c}: value {Xb[r, c]} is not finite")
+            stop = first + n
+            self._X.resize((stop, d))
+            self._X[first:stop] = Xb
+            self._nnz += int(np.count_nonzero(Xb))
+        else:
+            Xb = sp.vstack([sp.csr_matrix(p) for p in parts], format="csr") if len(parts) > 1 else sp.csr_matrix(parts[0])
+            self._append_csr(Xb, first)
+        self._y.resize((first + n,))
+        self._y[first : first + n] = y
+        self._n_rows += n
+        self._block_index.append((self._n_rows, self._nnz))
+
+    def _append_csr(self, Xb: sp.csr_matrix, first: int) -> None:
+        Xb.sort_indices()
+        indptr = Xb.indptr.astype(np.int64)
+        indices = Xb.indices
+        data = np.asarray(Xb.data, dtype=self.dtype)
+        if indices.size:
+            if indices.min() < 0:
+                raise ValueError(f"block at row {first}: negative feature index")
+            # duplicates: equal neighbours that are not separated by a row start
+            same = np.diff(indices) == 0
+            if same.any():
+                row_of = np.repeat(np.arange(Xb.shape[0]), np.diff(indptr))
+                dup = np.flatnonzero(same & (row_of[1:] == row_of[:-1]))
+                if dup.size:
+                    r = int(row_of[dup[0]])
+                    raise ValueError(f"row {first + r}: duplicate feature index {int(indices[dup[0]])}")
+            mx = int(indices.max())
+            if self.n_features is not None and mx >= self.n_features:
+                row_of = np.repeat(np.arange(Xb.shape[0]), np.diff(indptr))
+                r = int(row_of[np.flatnonzero(indices >= self.n_features)[0]])
+                raise ValueError(
+                    f"row {first + r}: feature index {mx} is beyond n_features={self.n_features}"
+                )
+            self._max_index = max(self._max_index, mx)
+            if not np.all(np.isfinite(data)):
+                row_of = np.repeat(np.arange(Xb.shape[0]), np.diff(indptr))
+                k = int(np.flatnonzero(~np.isfinite(data))[0])
+                raise ValueError(f"row {first + int(row_of[k])}: value {data[k]} is not finite")
+        self._data.append(data)
+        self._indices.append(indices.astype(self.index_dtype, copy=False))
+        self._indptr.append(indptr[1:] + self._nnz)
+        self._nnz += int(indptr[-1])
+
+    def _count_labels(self, y: np.ndarray) -> None:
+        if self._label_integral and not np.all(y == np.round(y)):
+            self._label_integral = False
+        if self._label_counts is None:
+            return
+        vals, counts = np.unique(y, return_counts=True)
+        for v, c in zip(vals.tolist(), counts.tolist()):
+            self._label_counts[v] = self._label_counts.get(v, 0) + c
+        if len(self._label_counts) > MAX_CLASSES:
+            self._label_counts = None  # a continuous target: no class list
+
+    def abort(self) -> None:
+        """Delete everything written; the target path is left as it was."""
+        self._closed = True
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def close(self) -> Dataset:
+        """Flush the last block, write the metadata, and move the store into place."""
+        if self._closed:
+            raise RuntimeError("writer is closed")
+        try:
+            if self._n_pending:
+                self._flush_block(self._n_pending)
+            if self._n_rows == 0:
+                raise ValueError("no rows were written; an empty data set is not stored")
+            meta = self._finish()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._move_into_place()
+        return Dataset(self.path, _meta=meta)
+
+    def _finish(self) -> dict[str, Any]:
+        n = self._n_rows
+        if self.layout == "csr":
+            self._data.close()
+            self._indices.close()
+            self._indptr.close()
+            d = self.n_features if self.n_features is not None else self._max_index + 1
+            d = max(d, 1)
+            self._xgroup.attrs.update(
+                {"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [n, d]}
+            )
+        else:
+            d = self.n_features
+        bi = np.asarray(self._block_index, dtype=np.int64)
+        self._group.create_array("block_index", data=bi, chunks=bi.shape)
+        if self._label_counts is not None:
+            keys = sorted(self._label_counts)
+            conv = int if self._label_integral else float
+            classes: list[Any] | None = [conv(k) for k in keys]
+            counts: list[int] | None = [self._label_counts[k] for k in keys]
+        else:
+            classes = counts = None
+        meta = {
+            "format_version": STORE_FORMAT_VERSION,
+            "layout": self.layout,
+            "n_samples": n,
+            "n_features": int(d),
+            "nnz": int(self._nnz),
+            "dtype": self.dtype.name,
+            "index_dtype": self.index_dtype.name if self.layout == "csr" else None,
+            "block_rows": self.block_rows,
+            "n_blocks": len(self._block_index) - 1,
+            "classes": classes,
+            "class_counts": counts,
+            "label_kind": "integer" if self._label_integral else "float",
+            "source": self.source,
+            "params": self.params,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "distlearn_version": __version__,
+            "complete": True,
+        }
+        # The metadata goes last: a store without it is never accepted.
+        self._group.attrs["distlearn"] = meta
+        return meta
+
+    def _move_into_place(self) -> None:
+        target = self.path
+        old = None
+        if target.exists() or target.is_symlink():
+            if not self.overwrite:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                raise FileExistsError(f"{target} appeared while writing; not replaced")
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
+            os.rename(target, old)
+        os.rename(self._tmp, target)
+        if old is not None:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
+
+
+def write_dataset(
+    path: str | os.PathLike[str],
+    parts: Iterable[tuple[Any, Any]],
+    **kwargs: Any,
+) -> Dataset:
+    """Write an iterable of ``(X_part, y_part)`` pieces to a store; see :class:`DatasetWriter`."""
+    with DatasetWriter(path, **kwargs) as w:
+        for X, y in parts:
+            w.append(X, y)
+        return w.close()
+
+
+def create_dataset(
+    path: str | os.PathLike[str],
+    X: Any,
+    y: Any,
+    *,
+    layout: str | None = None,
+    **kwargs: Any,
+) -> Dataset:
+    """Store an in-memory data set.
+
+    ``layout`` defaults to ``"csr"`` for scipy sparse input and ``"dense"``
+    otherwise; other keywords go to :class:`DatasetWriter`.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from distlearn.data import create_dataset
+    >>> X = np.eye(5, dtype=np.float32); y = np.array([1, -1, 1, -1, 1])
+    >>> ds = create_dataset(os.path.join(tempfile.mkdtemp(), "eye.zarr"), X, y, block_rows=2)
+    >>> ds.n_samples, ds.n_features, ds.n_blocks, ds.classes.tolist()
+    (5, 5, 3, [-1, 1])
+    >>> ds.read_block(1).first_row
+    2
+    """
+    if layout is None:
+        layout = "csr" if sp.issparse(X) else "dense"
+    if layout == "dense" and kwargs.get("n_features") is None:
+        kwargs["n_features"] = int(np.shape(X)[1])
+    if layout == "csr" and kwargs.get("n_features") is None:
+        kwargs["n_features"] = int(X.shape[1])
+    with DatasetWriter(path, layout=layout, **kwargs) as w:
+        w.append(X, y)
+        return w.close()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class Dataset:
+    """A complete, validated distlearn store opened for reading.
+
+    Use :func:`open_dataset` to get one.  Blocks are read lazily and
+    independently; the object pickles as its path, so Dask tasks reopen the
+    store on their worker instead of shipping arrays through the scheduler.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, _meta: dict[str, Any] | None = None) -> None:
+        self.path = Path(path)
+        self._group = zarr.open_group(store=str(self.path), mode="r")
+        self.meta = _meta if _meta is not None else dict(self._group.attrs["distlearn"])
+        self.layout: str = self.meta["layout"]
+        self._y = self._group["y"]
+        if self.layout == "dense":
+            self._X = self._group["X"]
+        else:
+            xg = self._group["X"]
+            self._data, self._indices, self._indptr = xg["data"], xg["indices"], xg["indptr"]
+        self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open_dataset, (str(self.path),))
+
+    def __repr__(self) -> str:
+        return (
+            f"<distlearn.Dataset {str(self.path)!r}: {self.n_samples} x {self.n_features} "
+            f"{self.layout} {self.dtype}, {self.n_blocks} blocks>"
+        )
+
+    # -- metadata
+    @property
+    def n_samples(self) -> int:
+        return int(self.meta["n_samples"])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.meta["n_features"])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_samples, self.n_features)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.meta["nnz"])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.meta["dtype"])
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.meta["n_blocks"])
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.layout == "csr"
+
+    @property
+    def label_dtype(self) -> np.dtype:
+        return np.dtype(np.int64 if self.meta["label_kind"] == "integer" else np.float64)
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        c = self.meta.get("classes")
+        return None if c is None else np.asarray(c, dtype=self.label_dtype)
+
+    @property
+    def class_counts(self) -> np.ndarray | None:
+        c = self.meta.get("class_counts")
+        return None if c is None else np.asarray(c, dtype=np.int64)
+
+    @property
+    def block_bounds(self) -> np.ndarray:
+        """Row offsets of the blocks, shape ``(n_blocks + 1,)``."""
+        return self.block_index[:, 0]
+
+    # -- reads
+    def _labels(self, start: int, stop: int) -> np.ndarray:
+        return np.asarray(self._y[start:stop]).astype(self.label_dtype, copy=False)
+
+    def read_rows(self, start: int, stop: int) -> Block:
+        """Rows ``start:stop`` (any range, not only a block)."""
+        if not 0 <= start <= stop <= self.n_samples:
+            raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
+        y = self._labels(start, stop)
+        if self.layout == "dense":
+            return Block(np.asarray(self._X[start:stop]), y, start)
+        indptr = np.asarray(self._indptr[start : stop + 1], dtype=np.int64)
+        n0, n1 = int(indptr[0]), int(indptr[-1])
+        X = sp.csr_matrix(
+            (np.asarray(self._data[n0:n1]), np.asarray(self._indices[n0:n1]), indptr - n0),
+            shape=(stop - start, self.n_features),
+        )
+        X.has_sorted_indices = True
+        return Block(X, y, start)
+
+    def read_block(self, i: int) -> Block:
+        """Block ``i`` as ``(X_block, y_block, first_row)``; reads only that block's chunks."""
+        n = self.n_blocks
+        if not -n <= i < n:
+            raise IndexError(f"block {i} out of range for {n} blocks")
+        i %= n
+        r0, r1 = int(self.block_index[i, 0]), int(self.block_index[i + 1, 0])
+        if self.layout == "dense":
+            return Block(np.asarray(self._X[r0:r1]), self._labels(r0, r1), r0)
+        n0, n1 = int(self.block_index[i, 1]), int(self.block_index[i + 1, 1])
+        indptr = np.asarray(self._indptr[r0 : r1 + 1], dtype=np.int64) - n0
+        X = sp.csr_matrix(
+            (np.asarray(self._data[n0:n1]), np.asarray(self._indices[n0:n1]), indptr),
+            shape=(r1 - r0, self.n_features),
+        )
+        X.has_sorted_indices = True
+        return Block(X, self._labels(r0, r1), r0)
+
+    def iter_blocks(self, order: Sequence[int] | np.ndarray | None = None) -> Iterator[Block]:
+        """Blocks in storage order, or in the given block order."""
+        idx = range(self.n_blocks) if order is None else order
+        for i in idx:
+            yield self.read_block(int(i))
+
+    def __iter__(self) -> Iterator[Block]:
+        return self.iter_blocks()
+
+    def __len__(self) -> int:
+        return self.n_samples
+
+    def to_scipy(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The whole data set as ``(csr_matrix, y)``; for data that fits in memory."""
+        if self.layout == "dense":
+            X, y, _ = self.read_rows(0, self.n_samples)
+            return sp.csr_matrix(X), y
+        return tuple(self.read_rows(0, self.n_samples)[:2])  # type: ignore[return-value]
+
+    def to_numpy(self) -> tuple[np.ndarray, np.ndarray]:
+        """The whole data set as a dense ``(ndarray, y)``; for data that fits in memory."""
+        X, y, _ = self.read_rows(0, self.n_samples)
+        return (X.toarray() if sp.issparse(X) else X), y
+
+    def info(self) -> dict[str, Any]:
+        """A JSON-ready summary: shape, nnz, density, classes with counts, blocks, dtype, source."""
+        n, d = self.shape
+        classes = self.meta.get("classes")
+        return {
+            "path": str(self.path),
+            "n_samples": n,
+            "n_features": d,
+            "layout": self.layout,
+            "dtype": self.meta["dtype"],
+            "nnz": self.nnz,
+            "density": self.nnz / (n * d) if n * d else 0.0,
+            "n_classes": None if classes is None else len(classes),
+            "classes": classes,
+            "class_counts": self.meta.get("class_counts"),
+            "label_kind": self.meta["label_kind"],
+            "n_blocks": self.n_blocks,
+            "block_rows": self.meta["block_rows"],
+            "bytes_stored": _du(self.path),
+            "source": self.meta.get("source", ""),
+            "params": self.meta.get("params", {}),
+            "created": self.meta.get("created"),
+            "format_version": self.meta["format_version"],
+        }
+
+    # -- validation
+    def validate(self, *, full: bool = False) -> None:
+        """Check shapes and dtypes; with ``full=True`` also every index, pointer and value."""
+        p = self.path
+        n, d = self.shape
+        if self._y.shape != (n,):
+            raise StoreError(f"{p}: y has shape {self._y.shape}, expected ({n},)")
+        bi = self.block_index
+        if bi.ndim != 2 or bi.shape != (self.n_blocks + 1, 2) or bi[0, 0] != 0 or bi[-1, 0] != n:
+            raise StoreError(f"{p}: block_index is inconsistent with n_samples={n}")
+        if np.any(np.diff(bi[:, 0]) <= 0) or np.any(np.diff(bi[:, 1]) < 0):
+            raise StoreError(f"{p}: block_index is not increasing")
+        if self.layout == "dense":
+            if self._X.shape != (n, d):
+                raise StoreError(f"{p}: X has shape {self._X.shape}, expected ({n}, {d})")
+            if self._X.dtype != self.dtype:
+                raise StoreError(f"{p}: X has dtype {self._X.dtype}, metadata says {self.dtype}")
+        else:
+            shape = self._group["X"].attrs.get("shape")
+            if list(shape or []) != [n, d]:
+                raise StoreError(f"{p}: X shape attribute {shape} != [{n}, {d}]")
+            if self._indptr.shape != (n + 1,) or self._indptr.dtype != np.int64:
+                raise StoreError(f"{p}: X/indptr must be int64 of length {n + 1}")
+            if self._data.shape != (self.nnz,) or self._indices.shape != (self.nnz,):
+                raise StoreError(f"{p}: X/data and X/indices must have length nnz={self.nnz}")
+            if self._data.dtype != self.dtype:
+                raise StoreError(f"{p}: X/data has dtype {self._data.dtype}, metadata says {self.dtype}")
+            if bi[-1, 1] != self.nnz:
+                raise StoreError(f"{p}: block_index ends at {bi[-1, 1]} values, nnz={self.nnz}")
+        if not full:
+            return
+        for i in range(self.n_blocks):
+            r0 = int(bi[i, 0])
+            try:
+                X, y, _ = self.read_block(i)
+            except Exception as e:  # a corrupt chunk
+                raise StoreError(f"{p}: block {i} (rows {r0}..) cannot be read: {e}") from e
+            if not np.all(np.isfinite(y)):
+                raise StoreError(f"{p}: block {i}: non-finite label")
+            if self.layout == "dense":
+                if not np.all(np.isfinite(X)):
+                    raise StoreError(f"{p}: block {i}: non-finite value")
+                continue
+            if X.indptr[0] != 0 or np.any(np.diff(X.indptr) < 0) or X.indptr[-1] != bi[i + 1, 1] - bi[i, 1]:
+                raise StoreError(f"{p}: block {i}: X/indptr is inconsistent with block_index")
+            if X.indices.size and (X.indices.min() < 0 or X.indices.max() >= d):
+                raise StoreError(f"{p}: block {i}: feature index out of range [0, {d})")
+            row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+            if np.any((np.diff(X.indices) <= 0) & (row_of[1:] == row_of[:-1])):
+                raise StoreError(f"{p}: block {i}: indices not sorted and unique within a row")
+            if not np.all(np.isfinite(X.data)):
+                raise StoreError(f"{p}: block {i}: non-finite value")
+
+
+def _du(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str = True) -> Dataset:
+    """Open a distlearn store for reading.
+
+    Parameters
+    ----------
+    path : str, Path or Dataset
+        The store (a ``Dataset`` is returned as is).
+    validate : bool or "full", default=True
+        ``True`` checks the metadata, shapes and dtypes (cheap); ``"full"``
+        also reads every block and checks index ranges, sortedness and
+        finiteness; ``False`` skips the shape checks.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path``.
+    StoreError
+        Not a distlearn store, written by a newer format, or incomplete
+        (a write that failed or is still running), or inconsistent.
+    """
+    if isinstance(path, Dataset):
+        return path
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such store")
+    if _PARTIAL in p.name:
+        raise StoreError(f"{p}: this is the temporary directory of an unfinished write")
+    try:
+        group = zarr.open_group(store=str(p), mode="r")
+    except Exception as e:
+        raise StoreError(f"{p}: not a zarr group ({type(e).__name__}: {e})") from e
+    meta = group.attrs.get("distlearn")
+    if not isinstance(meta, dict):
+        raise StoreError(f"{p}: not a distlearn store (no 'distlearn' metadata attribute)")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > STORE_FORMAT_VERSION:
+        raise StoreError(
+            f"{p}: store format version {version!r} is not supported by this distlearn "
+            f"(reads versions <= {STORE_FORMAT_VERSION}); upgrade distlearn"
+        )
+    if meta.get("complete") is not True:
+        raise StoreError(f"{p}: the store is incomplete (its write did not finish)")
+    if meta.get("layout") not in LAYOUTS:
+        raise StoreError(f"{p}: unknown layout {meta.get('layout')!r}")
+    try:
+        ds = Dataset(p, _meta=dict(meta))
+    except KeyError as e:
+        raise StoreError(f"{p}: missing array {e}") from e
+    if validate:
+        ds.validate(full=validate == "full")
+    return ds

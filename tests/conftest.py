@@ -1,0 +1,72 @@
+"""Shared fixtures: a real Dask cluster (scheduler + worker processes on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _dask_cli() -> list[str]:
+    exe = shutil.which("dask", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "distributed.cli.dask_spec"]
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler(tmp_path_factory):
+    """Address of a real ``dask scheduler`` with two ``dask worker`` processes, loopback only."""
+    from distributed import Client
+
+    d = tmp_path_factory.mktemp("cluster")
+    sched_file = d / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    cli = _dask_cli()
+    logs = [open(d / f"{n}.log", "w") for n in ("scheduler", "worker0", "worker1")]
+    procs = [
+        subprocess.Popen(
+            [*cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", str(sched_file)],
+            stdout=logs[0], stderr=subprocess.STDOUT, env=env,
+        )
+    ]
+    deadline = time.time() + 60
+    while not sched_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    for k in (1, 2):
+        procs.append(
+            subprocess.Popen(
+                [*cli, "worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1",
+                 "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--memory-limit", "2GiB"],
+                stdout=logs[k], stderr=subprocess.STDOUT, env=env,
+            )
+        )
+    try:
+        with Client(scheduler_file=str(sched_file), timeout=60) as c:
+            c.wait_for_workers(2, timeout=90)
+            address = c.scheduler.address
+        yield {"address": address, "scheduler_file": str(sched_file)}
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+
+
+@pytest.fixture
+def client(dask_scheduler):
+    from distributed import Client
+
+    with Client(dask_scheduler["address"], timeout=60) as c:
+        yield c
