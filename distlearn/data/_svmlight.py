@@ -62,13 +62,13 @@ def _scan(
         def fail(msg: str, token: bytes | None = None) -> InputFormatError:
             return InputFormatError(path, msg, line=line, token=None if token is None else _tok(token))
 
+        if b":" in toks[0]:
+            raise fail(f"line starts with {_tok(toks[0])!r}: the label is missing", toks[0])
         try:
             label = float(toks[0])
         except ValueError:
             hint = " (multilabel files are not supported)" if b"," in toks[0] else ""
             raise fail(f"label {_tok(toks[0])!r} is not a number{hint}", toks[0]) from None
-        if b":" in toks[0]:
-            raise fail(f"line starts with {_tok(toks[0])!r}: the label is missing", toks[0])
         if not math.isfinite(label):
             raise fail(f"label {_tok(toks[0])!r} is not finite", toks[0])
         feats = toks[1:]
@@ -78,9 +78,9 @@ def _scan(
         val_row: list[float] = []
         for t in feats:
             i_s, sep, v_s = t.partition(b":")
+            if i_s == b"qid":
+                raise fail(f"token {_tok(t)!r}: qid must come right after the label", t)
             if not sep or not i_s or not v_s:
-                if t.startswith(b"qid:"):
-                    raise fail(f"token {_tok(t)!r}: qid must come right after the label", t)
                 raise fail(f"malformed token {_tok(t)!r}: expected INDEX:VALUE", t)
             try:
                 idx = int(i_s)

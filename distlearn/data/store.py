@@ -307,7 +307,14 @@ class DatasetWriter:
             self._X[first:stop] = Xb
             self._nnz += int(np.count_nonzero(Xb))
         else:
-            Xb = sp.vstack([sp.csr_matrix(p) for p in parts], format="csr") if len(parts) > 1 else sp.csr_matrix(parts[0])
+            parts = [sp.csr_matrix(p) for p in parts]
+            if len(parts) > 1:
+                # pieces of one file may differ in width (the largest index seen so far)
+                width = max(p.shape[1] for p in parts)
+                parts = [p if p.shape[1] == width else sp.csr_matrix((p.data, p.indices, p.indptr), shape=(p.shape[0], width)) for p in parts]
+                Xb = sp.vstack(parts, format="csr")
+            else:
+                Xb = parts[0]
             self._append_csr(Xb, first)
         self._y.resize((first + n,))
         self._y[first : first + n] = y

@@ -1,0 +1,410 @@
+"""Streaming reader for numeric CSV (or other delimited text) files.
+
+One example per line: numbers separated by ``delimiter``, one column of which
+is the label.  An optional header line names the columns.  Blank lines are
+skipped and ``#`` starts a comment (a whole line, or the rest of a line).
+The file may be gzip/bz2/xz compressed (detected by content).
+
+The happy path hands a line-aligned byte chunk to :func:`numpy.loadtxt`
+(compiled in numpy >= 2), so no Python code runs per value.  When it rejects
+a chunk, or the values it returns are not all finite, the chunk is scanned
+again line by line in Python.  That scan is the authority: it raises a
+precise ``FILE:LINE: ...`` error naming the token, or -- where loadtxt is
+merely stricter, e.g. a line holding only spaces -- returns the parsed chunk.
+"""
+
+from __future__ import annotations
+
+import csv
+import lzma
+import math
+import os
+import warnings
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._config import TEXT_CHUNK_BYTES
+from ._errors import InputFormatError
+from ._io import open_binary
+
+__all__ = ["CsvReader", "parse_csv_bytes"]
+
+# Errors a compressed stream raises when it is cut short or corrupt.
+_STREAM_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+def _content(line: str) -> str:
+    """The line without its comment and surrounding whitespace ('' for a line to skip)."""
+    return line.split("#", 1)[0].strip()
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
+def _fits(v: float, dtype: np.dtype) -> bool:
+    with np.errstate(over="ignore"):
+        return bool(np.isfinite(dtype.type(v)))
+
+
+def _scan(
+    lines: list[str],
+    *,
+    path: str,
+    first_line: int,
+    delimiter: str | None,
+    n_fields: int,
+    label_column: int,
+    dtype: np.dtype,
+) -> np.ndarray:
+    """Parse ``lines`` one by one into a ``(rows, n_fields)`` float64 array, or raise precisely."""
+    narrow = dtype != np.float64
+    rows: list[list[float]] = []
+    for k, line in enumerate(lines):
+        content = _content(line)
+        if not content:
+            continue
+        lineno = first_line + k
+        fields = content.split(delimiter)
+        if len(fields) != n_fields:
+            raise InputFormatError(
+                path,
+                f"wrong number of fields: expected {n_fields}, found {len(fields)}",
+                line=lineno,
+                token=content if len(content) <= 80 else content[:77] + "...",
+            )
+        row = []
+        for j, tok in enumerate(fields):
+            t = tok.strip()
+            what = "label" if j == label_column else "value"
+            if not t:
+                raise InputFormatError(path, f"empty field in column {j + 1} ({what})", line=lineno, token="")
+            try:
+                v = float(t)
+            except ValueError:
+                if j == label_column:
+                    msg = (
+                        f"label {t!r} in column {j + 1} is not a number "
+                        "(labels must be numbers; map class names to numbers first)"
+                    )
+                else:
+                    msg = f"value {t!r} in column {j + 1} is not a number"
+                raise InputFormatError(path, msg, line=lineno, token=t) from None
+            if not math.isfinite(v):
+                raise InputFormatError(path, f"{what} {t!r} in column {j + 1} is not finite", line=lineno, token=t)
+            if narrow and j != label_column and not _fits(v, dtype):
+                # finite text beyond float32's range would be stored as inf
+                raise InputFormatError(
+                    path,
+                    f"value {t!r} in column {j + 1} overflows {dtype.name}; use dtype='float64'",
+                    line=lineno,
+                    token=t,
+                )
+            row.append(v)
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), n_fields)
+
+
+def parse_csv_bytes(
+    chunk: bytes,
+    *,
+    path: str = "<bytes>",
+    first_line: int = 1,
+    delimiter: str | None = ",",
+    n_fields: int,
+    label_column: int = 0,
+    dtype: Any = "float32",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parse whole delimited lines held in memory into ``(X, y)``.
+
+    ``first_line`` is the file's 1-based number of the chunk's first line;
+    blank and comment lines are skipped.  ``X`` has ``n_fields - 1`` columns
+    of ``dtype`` (every column but ``label_column``, which must be
+    non-negative), ``y`` is float64; all values are finite.
+
+    Raises
+    ------
+    InputFormatError
+        A non-numeric, empty or non-finite field, a value beyond ``dtype``'s
+        range, or a wrong number of fields, naming ``path``, the line and the token.
+    """
+    dtype = np.dtype(dtype)
+    features = np.delete(np.arange(n_fields), label_column)
+    # Undecodable bytes become U+FFFD, which no number contains: they are
+    # reported as a bad token on their line instead of a decoding error.
+    # Split on "\n" only (not str.splitlines' form feeds etc.), so that both
+    # parsers and the line count of the reader agree on what a line is.
+    lines = chunk.decode("utf-8", "replace").split("\n")
+    try:
+        with warnings.catch_warnings():
+            # a chunk of only blank/comment lines is fine; loadtxt warns about it
+            warnings.simplefilter("ignore", UserWarning)
+            arr: np.ndarray | None = np.loadtxt(
+                lines, delimiter=delimiter, comments="#", dtype=np.float64, ndmin=2
+            )
+    except ValueError:
+        arr = None
+    X = None
+    if arr is not None and arr.size == 0:
+        arr = np.empty((0, n_fields), dtype=np.float64)
+    if arr is not None and arr.shape[1] == n_fields and np.all(np.isfinite(arr)):
+        with np.errstate(over="ignore"):
+            X = arr[:, features].astype(dtype, order="C", copy=False)
+        if dtype != np.float64 and not np.all(np.isfinite(X)):
+            X = None
+    if X is None or arr is None:
+        arr = _scan(
+            lines,
+            path=path,
+            first_line=first_line,
+            delimiter=delimiter,
+            n_fields=n_fields,
+            label_column=label_column,
+            dtype=dtype,
+        )
+        X = arr[:, features].astype(dtype, order="C", copy=False)
+    return X, np.ascontiguousarray(arr[:, label_column])
+
+
+class CsvReader:
+    """Stream a numeric CSV file as dense ``(X_chunk, y_chunk)`` pieces.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (raw, or gzip/bz2/xz compressed).
+    label_column : int or str, default=0
+        The label's column: an index (negative counts from the end, ``-1`` is
+        the last column) or a name from the header.
+    delimiter : str or None, default=","
+        One-character field separator; ``None`` splits on runs of whitespace.
+    header : {"auto", True, False}, default="auto"
+        Whether the first (non-blank, non-comment) line names the columns.
+        ``"auto"``: it does if any of its non-empty fields is not a number.
+    dtype : {"float32", "float64"}, default="float32"
+        Type of the feature values; labels are always float64.
+    chunk_bytes : int, default=None
+        Bytes of text parsed at once (16 MiB by default); memory stays
+        proportional to it.
+
+    Attributes
+    ----------
+    n_features : int
+        Columns other than the label.
+    n_samples : int or None
+        None until a full pass has counted the rows.
+    has_header : bool
+    columns : list of str or None
+        Column names from the header.
+    label_index : int
+        The label's column as a non-negative index.
+
+    Raises
+    ------
+    InputFormatError
+        Up front: a missing or empty file, a header without data, a label
+        column that is not in the header or out of range, a first data line
+        whose field count differs from the header.  While iterating: any bad
+        line, as ``FILE:LINE: message`` with the token.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "d.csv")
+    >>> _ = open(p, "w").write("x1,x2,y\\n0.5,1,1\\n2,3,-1\\n")
+    >>> r = CsvReader(p, label_column="y")
+    >>> [(X.tolist(), y.tolist()) for X, y in r]
+    [([[0.5, 1.0], [2.0, 3.0]], [1.0, -1.0])]
+    """
+
+    format = "csv"
+    default_layout = "dense"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        label_column: int | str = 0,
+        delimiter: str | None = ",",
+        header: bool | str = "auto",
+        dtype: Any = "float32",
+        chunk_bytes: int | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "#\n\r"):
+            raise ValueError(f"delimiter must be one character other than '#' and newlines, or None; got {delimiter!r}")
+        if header not in ("auto", True, False):
+            raise ValueError(f"header must be 'auto', True or False; got {header!r}")
+        if isinstance(label_column, str) and header is False:
+            raise ValueError(f"label_column={label_column!r} is a column name, which needs a header (header=False)")
+        if not isinstance(label_column, (str, int, np.integer)) or isinstance(label_column, bool):
+            raise ValueError(f"label_column must be an int or a column name; got {label_column!r}")
+        self.dtype = np.dtype(dtype)
+        if self.dtype.name not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64'; got {self.dtype.name!r}")
+        chunk_bytes = TEXT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        if not isinstance(chunk_bytes, (int, np.integer)) or chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes must be a positive int; got {chunk_bytes!r}")
+        self.chunk_bytes = int(chunk_bytes)
+        self.delimiter = delimiter
+
+        if not os.path.isfile(self.path):
+            raise InputFormatError(self.path, "file not found")
+        self.size_bytes = os.path.getsize(self.path)
+        if self.size_bytes == 0:
+            raise InputFormatError(self.path, "the file is empty")
+        first, second = self._peek()
+        if first is None:
+            raise InputFormatError(self.path, "no data: the file holds only blank or comment lines")
+        line1, text1 = first
+        fields1 = _content(text1).split(delimiter)
+        if header == "auto":
+            header = any(t.strip() and not _is_number(t.strip()) for t in fields1)
+        self.has_header = bool(header)
+        if self.has_header:
+            self.columns: list[str] | None = self._header_names(_content(text1))
+            if second is None:
+                raise InputFormatError(self.path, "no data rows after the header", line=line1)
+            data_line, data_text = second
+            self._skip_lines = line1  # lines up to and including the header
+        else:
+            self.columns = None
+            data_line, data_text = line1, text1
+            self._skip_lines = line1 - 1
+        self._n_fields = len(self.columns) if self.columns is not None else len(fields1)
+
+        if isinstance(label_column, str):
+            if self.columns is None:
+                raise InputFormatError(
+                    self.path,
+                    f"label column {label_column!r} is given by name, but the first line is not a header "
+                    "(all its fields are numbers); pass header=True or a column index",
+                    line=line1,
+                    token=label_column,
+                )
+            if label_column not in self.columns:
+                shown = ", ".join(repr(c) for c in self.columns[:20]) + (", ..." if len(self.columns) > 20 else "")
+                raise InputFormatError(
+                    self.path,
+                    f"label column {label_column!r} is not in the header (columns: {shown})",
+                    line=line1,
+                    token=label_column,
+                )
+            self.label_index = self.columns.index(label_column)
+        else:
+            lc = int(label_column)
+            if not -self._n_fields <= lc < self._n_fields:
+                raise InputFormatError(
+                    self.path,
+                    f"label column index {lc} is out of range for {self._n_fields} columns",
+                    token=str(lc),
+                )
+            self.label_index = lc % self._n_fields
+        if self._n_fields < 2:
+            raise InputFormatError(
+                self.path, f"{self._n_fields} column(s): need a label column and at least one feature", line=line1
+            )
+        # The first data line is checked now, so a header/data mismatch fails before any work.
+        _scan(
+            [data_text],
+            path=self.path,
+            first_line=data_line,
+            delimiter=delimiter,
+            n_fields=self._n_fields,
+            label_column=self.label_index,
+            dtype=self.dtype,
+        )
+        self.n_features: int | None = self._n_fields - 1
+        self.n_samples: int | None = None
+        self.bytes_read = 0
+        self.params: dict[str, Any] = {
+            "label_column": self.label_index,
+            "label_name": None if self.columns is None else self.columns[self.label_index],
+            "delimiter": delimiter,
+            "header": self.has_header,
+        }
+
+    def __repr__(self) -> str:
+        return f"CsvReader({self.path!r}: {self.n_features} features, label column {self.label_index})"
+
+    def _header_names(self, content: str) -> list[str]:
+        if self.delimiter is None:
+            return content.split()
+        # csv honours quoted names ("a,b" is one column) and strips the quotes.
+        names = next(csv.reader([content], delimiter=self.delimiter, skipinitialspace=True))
+        return [n.strip() for n in names]
+
+    def _peek(self) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        """The first two non-blank, non-comment lines as (1-based line number, text)."""
+        found: list[tuple[int, str]] = []
+        try:
+            with open_binary(self.path) as f:
+                lineno = 0
+                while len(found) < 2:
+                    raw = f.readline()
+                    if not raw:
+                        break
+                    lineno += 1
+                    text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                    if _content(text):
+                        found.append((lineno, text))
+        except _STREAM_ERRORS as e:
+            raise InputFormatError(self.path, f"compressed stream is truncated or corrupt ({e})") from e
+        found += [None] * (2 - len(found))  # type: ignore[list-item]
+        return found[0], found[1]
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        self.bytes_read = 0
+        n_rows = 0
+        first_line = 1
+        rest = b""
+        with open_binary(self.path) as f:
+            try:
+                # skip the lines before the data (comments, blanks, the header)
+                for _ in range(self._skip_lines):
+                    f.readline()
+                first_line = self._skip_lines + 1
+                while True:
+                    try:
+                        data = f.read(self.chunk_bytes)
+                    except _STREAM_ERRORS as e:
+                        raise InputFormatError(
+                            self.path,
+                            f"compressed stream is truncated or corrupt after line {first_line - 1} ({e})",
+                        ) from e
+                    self.bytes_read = f.raw_tell()
+                    if data:
+                        buf = rest + data
+                        cut = buf.rfind(b"\n") + 1
+                        if cut == 0:  # a line longer than the chunk: keep reading
+                            rest = buf
+                            continue
+                        chunk, rest = buf[:cut], buf[cut:]
+                    else:
+                        chunk, rest = rest, b""
+                    if chunk:
+                        X, y = parse_csv_bytes(
+                            chunk,
+                            path=self.path,
+                            first_line=first_line,
+                            delimiter=self.delimiter,
+                            n_fields=self._n_fields,
+                            label_column=self.label_index,
+                            dtype=self.dtype,
+                        )
+                        first_line += chunk.count(b"\n")
+                        if y.shape[0]:
+                            n_rows += y.shape[0]
+                            yield X, y
+                    if not data:
+                        break
+            finally:
+                self.bytes_read = f.raw_tell()
+        self.n_samples = n_rows
