@@ -319,6 +319,28 @@ class SvmlightReader:
         self.n_samples = n_rows
 
 
+def _format_rows(X: sp.csr_matrix, y: np.ndarray, *, zero_based: bool) -> bytes:
+    """svmlight text of a CSR block: integral labels as integers, values with just enough digits.
+
+    ``%.9g`` round-trips float32 exactly and ``%.17g`` float64 (shorter than
+    scikit-learn's fixed ``%.16g`` for float32 data, like real corpora's files).
+    """
+    vfmt = "%.9g" if X.dtype == np.float32 else "%.17g"
+    off = 0 if zero_based else 1
+    integral = bool(np.all(y == np.round(y)))
+    labels = [str(int(v)) for v in y.tolist()] if integral else [repr(float(v)) for v in y.tolist()]
+    indices = (X.indices.astype(np.int64) + off).tolist()
+    values = X.data.tolist()
+    indptr = X.indptr.tolist()
+    pair = f"%d:{vfmt}"
+    out = []
+    for r, lab in enumerate(labels):
+        a, b = indptr[r], indptr[r + 1]
+        feats = " ".join([pair % iv for iv in zip(indices[a:b], values[a:b])])
+        out.append(f"{lab} {feats}\n" if feats else f"{lab}\n")
+    return "".join(out).encode("ascii")
+
+
 def write_svmlight(
     path: str | os.PathLike[str],
     parts: Any,
@@ -328,11 +350,10 @@ def write_svmlight(
 ) -> dict[str, int]:
     """Write ``(X, y)`` pieces as one svmlight file, atomically (temporary name, then rename).
 
-    Values are written with ``%.8g`` (exact for float32); integral labels as integers.
+    Indices are 1-based unless ``zero_based``; values use ``%.9g`` for float32
+    and ``%.17g`` otherwise (both exact); integral labels are written as integers.
     Returns ``{"n_samples", "n_features", "nnz", "bytes"}``.
     """
-    from sklearn.datasets import dump_svmlight_file
-
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
@@ -342,7 +363,9 @@ def write_svmlight(
         with open(tmp, "wb") as f:
             for X, y in parts:
                 X = sp.csr_matrix(X)
-                dump_svmlight_file(X, y, f, zero_based=zero_based)
+                X.sort_indices()
+                y = np.asarray(y, dtype=np.float64).reshape(-1)
+                f.write(_format_rows(X, y, zero_based=zero_based))
                 n += X.shape[0]
                 nnz += X.nnz
                 width = max(width, X.shape[1])

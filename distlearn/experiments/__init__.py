@@ -1,0 +1,1 @@
+"""One module per paper table or figure, plus the quickstart job; each returns data, plots optional."""

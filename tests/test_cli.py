@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from distlearn.cli import main
+from distlearn.data import open_dataset
+
+
+def _svm(tmp_path, text=b"1 1:1 3:2\n2 2:5\n3 1:1\n"):
+    p = tmp_path / "d.svm"
+    p.write_bytes(text)
+    return p
+
+
+def test_help_teaches(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("convert", "info", "generate", "demo", "distlearn convert data.svm data.zarr"):
+        assert word in out
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    assert "--zero-based" in out and "--overwrite" in out and "examples:" in out
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_convert_then_info_json(tmp_path, capsys):
+    p = _svm(tmp_path)
+    assert main(["convert", str(p), str(tmp_path / "d.zarr"), "--json", "--no-progress"]) == 0
+    conv = json.loads(capsys.readouterr().out)
+    assert conv["n_samples"] == 3 and conv["convert_seconds"] >= 0
+    assert main(["info", str(tmp_path / "d.zarr"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["n_samples"], info["n_features"], info["n_classes"]) == (3, 3, 3)
+    assert info["classes"] == [1, 2, 3] and info["class_counts"] == [1, 1, 1]
+    assert info["nnz"] == 4 and info["density"] == pytest.approx(4 / 9)
+    assert info["layout"] == "csr" and info["dtype"] == "float32" and info["n_blocks"] == 1
+    assert info["source"].endswith("d.svm")
+    assert main(["info", str(tmp_path / "d.zarr"), "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "3 x 3" in out and "validated" in out
+
+
+def test_convert_options(tmp_path, capsys):
+    p = _svm(tmp_path, b"1 0:1 2:2\n-1 1:5\n")
+    args = ["convert", str(p), str(tmp_path / "z.zarr"), "--zero-based", "--dense", "--dtype", "float64",
+            "--n-features", "5", "--block-rows", "1", "--no-progress"]
+    assert main(args) == 0
+    ds = open_dataset(tmp_path / "z.zarr")
+    assert ds.layout == "dense" and ds.dtype == np.float64 and ds.shape == (2, 5) and ds.n_blocks == 2
+    assert ds.to_numpy()[0].tolist() == [[1, 0, 2, 0, 0], [0, 5, 0, 0, 0]]
+
+
+def test_errors_exit_2_with_file_and_line(tmp_path, capsys):
+    p = _svm(tmp_path, b"1 1:1\n1 0:1\n")
+    assert main(["convert", str(p), str(tmp_path / "o.zarr"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "d.svm:2:" in err and "'0:1'" in err and "--zero-based" in err
+    assert not (tmp_path / "o.zarr").exists()
+    ok = _svm(tmp_path)
+    assert main(["convert", str(ok), str(tmp_path / "o.zarr"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(ok), str(tmp_path / "o.zarr"), "--no-progress"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["info", str(tmp_path / "missing.zarr")]) == 2
+    assert "no such store" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["convert", str(ok), "x.zarr", "--block-rows", "0"])
+    assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_generate_rcv1_and_obpm(tmp_path, capsys):
+    assert main(["generate", "rcv1", str(tmp_path / "r.zarr"), "--n-samples", "500", "--n-features", "2000",
+                 "--json", "--no-progress"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    ds = open_dataset(res["outputs"][0]["path"], validate="full")
+    assert ds.shape == (500, 2000) and ds.layout == "csr"
+    assert main(["generate", "rcv1", str(tmp_path / "r.svm"), "--n-samples", "500", "--n-features", "2000"]) == 0
+    capsys.readouterr()
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(tmp_path / "r.svm"), n_features=2000, dtype=np.float32)
+    X2, y2 = ds.to_scipy()
+    assert (X != X2).nnz == 0 and np.array_equal(y, y2)  # same seed, same data, either format
+    assert main(["generate", "obpm", str(tmp_path / "a.zarr"), "--label-noise", "0.1", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [o["n_samples"] for o in res["outputs"]] == [1000, 1000]
+    assert os.path.exists(tmp_path / "a-test.zarr")
+
+
+def test_python_dash_m(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "distlearn", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("distlearn ")
+
+
+@pytest.mark.cluster
+def test_convert_on_a_scheduler(tmp_path, dask_scheduler, capsys):
+    p = _svm(tmp_path, b"".join(b"%d 1:%d 7:1\n" % (i % 3, i) for i in range(1, 3000)))
+    assert main(["convert", str(p), str(tmp_path / "s.zarr"), "--scheduler", dask_scheduler["scheduler_file"],
+                 "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_samples"] == 2999
+
+
+@pytest.mark.cluster
+def test_demo_runs_on_a_scheduler(tmp_path, dask_scheduler, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--n-samples", "2000", "--scheduler", dask_scheduler["address"]]) == 0
+    out = capsys.readouterr().out
+    assert "All stores equal scikit-learn's parse." in out and "rcv1-like" in out
