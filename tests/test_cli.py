@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from distlearn.cli import main
+
+from .conftest import SHARED_DATA
 from distlearn.data import open_dataset
 
 
@@ -118,3 +120,14 @@ def test_demo_runs_on_a_scheduler(tmp_path, dask_scheduler, capsys):
     assert main(["demo", "--out", str(tmp_path), "--n-samples", "2000", "--scheduler", dask_scheduler["address"]]) == 0
     out = capsys.readouterr().out
     assert "All stores equal scikit-learn's parse." in out and "rcv1-like" in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_DATA / "letter.svm").exists(), reason="needs ../shared/data/letter.svm")
+def test_letter_convert_and_info(tmp_path, capsys):
+    assert main(["convert", str(SHARED_DATA / "letter.svm"), str(tmp_path / "letter.zarr"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "letter.zarr"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["n_samples"], info["n_features"], info["n_classes"]) == (20000, 16, 26)
+    assert info["classes"] == list(range(1, 27))

@@ -1,0 +1,32 @@
+"""The examples run as tests (the ones needing ../shared data are slow)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import SHARED_DATA
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _run(name, *args):
+    r = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_store_basics(tmp_path):
+    out = _run("store_basics.py", "--out", str(tmp_path), "--n-samples", "5000")
+    assert "rows are unit length: True" in out and "5000 x 20000" in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_DATA / "fashion-mnist").exists(), reason="needs ../shared/data/fashion-mnist")
+def test_fashion_mnist_stores(tmp_path):
+    out = _run("fashion_mnist_stores.py", "--out", str(tmp_path), "--plot", str(tmp_path / "drift.png"))
+    assert "train: 60000 x 784" in out and "t10k: 10000 x 784" in out
+    assert (tmp_path / "drift.png").stat().st_size > 1000
