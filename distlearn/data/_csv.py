@@ -16,11 +16,9 @@ merely stricter, e.g. a line holding only spaces -- returns the parsed chunk.
 from __future__ import annotations
 
 import csv
-import lzma
 import math
 import os
 import warnings
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,12 +26,11 @@ import numpy as np
 
 from .._config import TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._io import open_binary
+from ._io import STREAM_ERRORS as _STREAM_ERRORS
+from ._io import iter_line_chunks, open_binary
 
 __all__ = ["CsvReader", "parse_csv_bytes"]
 
-# Errors a compressed stream raises when it is cut short or corrupt.
-_STREAM_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
 def _content(line: str) -> str:
@@ -363,48 +360,30 @@ class CsvReader:
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         self.bytes_read = 0
         n_rows = 0
-        first_line = 1
-        rest = b""
         with open_binary(self.path) as f:
             try:
                 # skip the lines before the data (comments, blanks, the header)
-                for _ in range(self._skip_lines):
-                    f.readline()
-                first_line = self._skip_lines + 1
-                while True:
-                    try:
-                        data = f.read(self.chunk_bytes)
-                    except _STREAM_ERRORS as e:
-                        raise InputFormatError(
-                            self.path,
-                            f"compressed stream is truncated or corrupt after line {first_line - 1} ({e})",
-                        ) from e
+                try:
+                    for _ in range(self._skip_lines):
+                        f.readline()
+                except _STREAM_ERRORS as e:
+                    raise InputFormatError(self.path, f"compressed stream is truncated or corrupt ({e})") from e
+                for chunk, first_line in iter_line_chunks(
+                    f, self.chunk_bytes, path=self.path, first_line=self._skip_lines + 1
+                ):
                     self.bytes_read = f.raw_tell()
-                    if data:
-                        buf = rest + data
-                        cut = buf.rfind(b"\n") + 1
-                        if cut == 0:  # a line longer than the chunk: keep reading
-                            rest = buf
-                            continue
-                        chunk, rest = buf[:cut], buf[cut:]
-                    else:
-                        chunk, rest = rest, b""
-                    if chunk:
-                        X, y = parse_csv_bytes(
-                            chunk,
-                            path=self.path,
-                            first_line=first_line,
-                            delimiter=self.delimiter,
-                            n_fields=self._n_fields,
-                            label_column=self.label_index,
-                            dtype=self.dtype,
-                        )
-                        first_line += chunk.count(b"\n")
-                        if y.shape[0]:
-                            n_rows += y.shape[0]
-                            yield X, y
-                    if not data:
-                        break
+                    X, y = parse_csv_bytes(
+                        chunk,
+                        path=self.path,
+                        first_line=first_line,
+                        delimiter=self.delimiter,
+                        n_fields=self._n_fields,
+                        label_column=self.label_index,
+                        dtype=self.dtype,
+                    )
+                    if y.shape[0]:
+                        n_rows += y.shape[0]
+                        yield X, y
             finally:
                 self.bytes_read = f.raw_tell()
         self.n_samples = n_rows

@@ -6,7 +6,11 @@ import bz2
 import gzip
 import lzma
 import os
+import zlib
+from collections.abc import Iterator
 from typing import IO, Any
+
+from ._errors import InputFormatError
 
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
 
@@ -54,3 +58,38 @@ class _Input:
 def open_binary(path: str | os.PathLike[str]) -> _Input:
     """Open ``path`` for binary reading, decompressing gzip/bz2/xz transparently."""
     return _Input(path)
+
+
+#: What a compressed stream raises when it is cut short or corrupt.
+STREAM_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+def iter_line_chunks(f: _Input, chunk_bytes: int, *, path: str, first_line: int = 1) -> Iterator[tuple[bytes, int]]:
+    """Whole-line chunks of about ``chunk_bytes`` from ``f``, each with its first line's number.
+
+    A line longer than ``chunk_bytes`` is kept whole (reading goes on until its end).
+    A truncated or corrupt compressed stream raises :class:`InputFormatError`
+    naming ``path`` and the last complete line.
+    """
+    rest = b""
+    while True:
+        try:
+            data = f.read(chunk_bytes)
+        except STREAM_ERRORS as e:
+            raise InputFormatError(
+                path, f"compressed stream is truncated or corrupt after line {first_line - 1} ({e})"
+            ) from e
+        if data:
+            buf = rest + data
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                rest = buf
+                continue
+            chunk, rest = buf[:cut], buf[cut:]
+        else:
+            chunk, rest = rest, b""
+        if chunk:
+            yield chunk, first_line
+            first_line += chunk.count(b"\n")
+        if not data:
+            return

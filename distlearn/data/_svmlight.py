@@ -29,7 +29,7 @@ from sklearn.datasets import load_svmlight_file
 
 from .._config import TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._io import open_binary
+from ._io import iter_line_chunks, open_binary
 
 __all__ = ["SvmlightReader", "parse_svmlight_bytes", "parse_svmlight_range", "line_aligned_ranges"]
 
@@ -278,42 +278,21 @@ class SvmlightReader:
         self.params = {"zero_based": self.zero_based}
 
     def __iter__(self) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
-        first_line = 1
         n_rows = 0
-        rest = b""
         with open_binary(self.path) as f:
-            while True:
-                try:
-                    data = f.read(self.chunk_bytes)
-                except (EOFError, OSError) as e:
-                    raise InputFormatError(
-                        self.path, f"compressed stream is truncated or corrupt after line {first_line - 1} ({e})"
-                    ) from e
+            for chunk, first_line in iter_line_chunks(f, self.chunk_bytes, path=self.path):
                 self.bytes_read = f.raw_tell()
-                if data:
-                    buf = rest + data
-                    cut = buf.rfind(b"\n") + 1
-                    if cut == 0:  # a line longer than the chunk: keep reading
-                        rest = buf
-                        continue
-                    chunk, rest = buf[:cut], buf[cut:]
-                else:
-                    chunk, rest = rest, b""
-                if chunk:
-                    X, y = parse_svmlight_bytes(
-                        chunk,
-                        path=self.path,
-                        first_line=first_line,
-                        zero_based=self.zero_based,
-                        n_features=self.n_features,
-                        dtype=self.dtype,
-                    )
-                    first_line += chunk.count(b"\n")
-                    if X.shape[0]:
-                        n_rows += X.shape[0]
-                        yield X, y
-                if not data:
-                    break
+                X, y = parse_svmlight_bytes(
+                    chunk,
+                    path=self.path,
+                    first_line=first_line,
+                    zero_based=self.zero_based,
+                    n_features=self.n_features,
+                    dtype=self.dtype,
+                )
+                if X.shape[0]:
+                    n_rows += X.shape[0]
+                    yield X, y
         if n_rows == 0:
             raise InputFormatError(self.path, "no examples: the file holds only blank or comment lines")
         self.n_samples = n_rows
