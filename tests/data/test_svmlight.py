@@ -231,3 +231,12 @@ def test_parallel_convert_on_real_cluster(tmp_path, client):
         convert(p, tmp_path / "bad.zarr", client=client, part_bytes=50_000)
     assert not (tmp_path / "bad.zarr").exists()
     assert sorted(os.listdir(tmp_path)) == ["big.svm", "big.zarr"]
+
+
+def test_progress_reports_input_bytes(tmp_path):
+    text = b"".join(b"1 %d:1\n" % (i % 9 + 1) for i in range(3000))
+    p = _write(tmp_path, text)
+    seen = []
+    convert(p, tmp_path / "o.zarr", chunk_bytes=2048, progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 5 and seen[-1] == (len(text), len(text))
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))  # monotone
