@@ -201,6 +201,7 @@ class DatasetWriter:
         self._label_integral = True
         self._block_index: list[tuple[int, int]] = [(0, 0)]
         self._pending: list[tuple[Any, np.ndarray]] = []
+        self._pending_offset = 0
         self._n_pending = 0
 
         g = self._group
@@ -261,16 +262,21 @@ class DatasetWriter:
             self._flush_block(self.block_rows)
 
     def _take(self, n: int) -> tuple[list[Any], np.ndarray]:
+        # Pending pieces are consumed through an offset into the first one:
+        # slicing off only the rows taken keeps a large append linear in its
+        # size (re-slicing "the rest" at every block would be quadratic).
         parts, ys, got = [], [], 0
         while got < n:
             X, y = self._pending[0]
-            k = min(n - got, X.shape[0])
-            parts.append(X[:k])
-            ys.append(y[:k])
-            if k == X.shape[0]:
+            off = self._pending_offset
+            k = min(n - got, X.shape[0] - off)
+            parts.append(X[off : off + k])
+            ys.append(y[off : off + k])
+            if off + k == X.shape[0]:
                 self._pending.pop(0)
+                self._pending_offset = 0
             else:
-                self._pending[0] = (X[k:], y[k:])
+                self._pending_offset = off + k
             got += k
         self._n_pending -= n
         return parts, np.concatenate(ys)
