@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -269,16 +268,12 @@ def test_rcv1_like_rejects_bad_parameters(kwargs):
 
 
 @pytest.mark.slow
-def test_make_rcv1_like_full_scale(tmp_path: Path, request: pytest.FixtureRequest):
-    # pyproject: slow tests run only when asked for (-m slow).
-    if "slow" not in (request.config.getoption("markexpr") or "") or "not slow" in request.config.getoption("markexpr"):
-        pytest.skip("large-scale check; run with -m slow")
-    t0 = time.perf_counter()
+def test_make_rcv1_like_full_scale(tmp_path: Path):
+    """RCV1 scale in one store; its time and memory are measured in benchmarks/, not asserted here."""
     ds = make_rcv1_like(tmp_path / "rcv1.zarr", 800_000)
-    elapsed = time.perf_counter() - t0
     assert ds.shape == (800_000, 47_236)
     assert ds.nnz / ds.n_samples == pytest.approx(75, rel=0.05)
-    assert elapsed < 300
+    assert abs(float(np.mean(ds.read_block(ds.n_blocks - 1).y == 1)) - 0.47) < 0.05
 
 
 # --------------------------------------------------------------------------- drifting concept (sec. 4.2)
