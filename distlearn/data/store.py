@@ -609,17 +609,8 @@ class Dataset:
         if not -n <= i < n:
             raise IndexError(f"block {i} out of range for {n} blocks")
         i %= n
-        r0, r1 = int(self.block_index[i, 0]), int(self.block_index[i + 1, 0])
-        if self.layout == "dense":
-            return Block(np.asarray(self._X[r0:r1]), self._labels(r0, r1), r0)
-        n0, n1 = int(self.block_index[i, 1]), int(self.block_index[i + 1, 1])
-        indptr = np.asarray(self._indptr[r0 : r1 + 1], dtype=np.int64) - n0
-        X = sp.csr_matrix(
-            (np.asarray(self._data[n0:n1]), np.asarray(self._indices[n0:n1]), indptr),
-            shape=(r1 - r0, self.n_features),
-        )
-        X.has_sorted_indices = True
-        return Block(X, self._labels(r0, r1), r0)
+        # A block is a row range; its values sit in that block's chunks only.
+        return self.read_rows(int(self.block_index[i, 0]), int(self.block_index[i + 1, 0]))
 
     def iter_blocks(self, order: Sequence[int] | np.ndarray | None = None) -> Iterator[Block]:
         """Blocks in storage order, or in the given block order."""
