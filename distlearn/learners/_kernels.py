@@ -1,0 +1,441 @@
+"""Compiled update loops for the linear online rules (one skeleton, rules by code).
+
+Every kernel takes a whole chunk -- a dense block or the ``indptr, indices,
+data`` of a CSR slice -- plus the learner state and runs all of the chunk's
+rounds in compiled code (DESIGN.md, decision 1).  Kernels never validate; the
+wrapper in :mod:`distlearn.learners.linear` does.
+
+State layout (see :class:`distlearn.learners.linear.LinearState`):
+
+``W[j, k]``
+    Feature-major weights: row ``j`` holds feature ``j``'s value for every
+    output column ``k`` (DESIGN.md decision 5), so one pass over an example's
+    nonzeros yields all K margins.  Row ``n_features`` is the bias weight.
+``scale[k]``
+    The true weight vector of column ``k`` is ``scale[k] * W[:, k]``.  Rules
+    that rescale the whole vector (ALMA's and the margin perceptron's
+    projection onto the unit ball, ROMMA's ``c * w``) change one number
+    instead of touching every feature (scikit-learn's ``wscale`` trick).
+``sqnorm[k]``
+    ``||w_k||^2`` of the true weights (bias included), kept exactly in the
+    update algebra for the rules that need it (O(1) per update).
+``n_updates[k]``
+    Updates made by column ``k`` so far (the ``k`` of the 1/sqrt(k) schedules).
+
+Per round the kernel writes the progressive loss of the hypothesis *before*
+the update on the example (0-1 mistake and hinge loss) and whether the rule
+updated -- the stream of events the online-to-batch conversions consume.
+
+Conventions (DESIGN.md): ``sgn(0) = +1``; a margin ``y w.x`` is computed as a
+sequential sum over the row's stored values in index order, accumulated in
+float64 -- the same order and precision as scikit-learn's ``WeightVector.dot``,
+which is what makes the peer tests exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._config import NUMBA_FLAGS
+
+# Rule codes.  Binary rules act on each output column independently
+# (one-vs-rest when there are several); native rules couple the columns.
+PERCEPTRON = 0
+GENERALIZED = 1
+MARGIN = 2
+ALMA = 3
+ROMMA = 4
+AGGRESSIVE_ROMMA = 5
+PA = 6
+PA1 = 7
+PA2 = 8
+MIRA = 9
+LMS = 10
+MC_PA = 11
+MC_PA1 = 12
+MC_PA2 = 13
+MC_MIRA = 14
+
+FIRST_NATIVE = MC_PA
+
+#: Rules whose step or condition reads ``||w||`` (so ``sqnorm`` is maintained).
+NORM_RULES = (GENERALIZED, MARGIN, ALMA, ROMMA, AGGRESSIVE_ROMMA)
+#: Rules that project ``w`` back onto the unit ball after each update.
+PROJECTED_RULES = (MARGIN, ALMA)
+
+# A column whose scale leaves [TINY, HUGE] is folded back into W (O(d), rare).
+_TINY = 1e-100
+_HUGE = 1e100
+
+
+@njit(**NUMBA_FLAGS)
+def _fold_scale(W, scale, k):
+    s = scale[k]
+    for j in range(W.shape[0]):
+        W[j, k] = W[j, k] * s
+    scale[k] = 1.0
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _sqnorm(vx, lo, hi, fit_intercept, bias):
+    """||x||^2 of one row (bias feature included when fitted), summed in order."""
+    acc = 0.0
+    for jj in range(lo, hi):
+        v = vx[jj]
+        acc += v * v
+    if fit_intercept:
+        acc += bias * bias
+    return acc
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _binary_step(rule, p, z, yk, m, sqn, kk, xsq):
+    """Return (fire, c, u, project) for one column.
+
+    ``z = yk * m`` is the signed margin of the current (true) weights, ``sqn``
+    their squared norm, ``kk`` the 1-based update index, ``xsq`` the example's
+    squared norm (bias included).  The update is ``w <- c * w + u * x``,
+    followed by a projection onto the unit ball when ``project``.
+    """
+    if rule == PERCEPTRON:
+        if z <= 0.0:
+            return True, 1.0, yk * p[1], False
+        return False, 1.0, 0.0, False
+    if rule == GENERALIZED:
+        nrm = math.sqrt(sqn)
+        g = z / nrm if nrm > 0.0 else 0.0
+        rho = p[0] / math.sqrt(kk) if p[2] != 0.0 else p[0]
+        if g <= rho:
+            eta = p[1] / math.sqrt(kk) if p[3] != 0.0 else p[1]
+            return True, 1.0, yk * eta, False
+        return False, 1.0, 0.0, False
+    if rule == MARGIN:
+        if 1.0 - z > 0.0:
+            return True, 1.0, yk * p[0], True
+        return False, 1.0, 0.0, False
+    if rule == ALMA:
+        root = math.sqrt(kk)
+        if z <= p[0] / root:
+            return True, 1.0, yk * (p[1] / root), True
+        return False, 1.0, 0.0, False
+    if rule == ROMMA or rule == AGGRESSIVE_ROMMA:
+        if (rule == ROMMA and z <= 0.0) or (rule == AGGRESSIVE_ROMMA and z < 1.0):
+            if xsq <= 0.0:
+                return False, 1.0, 0.0, False
+            if sqn <= 0.0:
+                # First update: the smallest w with y w.x >= 1 is y x / ||x||^2.
+                return True, 1.0, yk / xsq, False
+            den = xsq * sqn - m * m
+            if den <= 1e-12 * xsq * sqn:
+                # x parallel to w: the two half-spaces do not cut a segment;
+                # fall back to the projection onto y w.x >= 1.
+                return True, 1.0, yk * (1.0 - z) / xsq, False
+            c = (xsq * sqn - z) / den
+            d = sqn * (yk - m) / den
+            return True, c, d, False
+        return False, 1.0, 0.0, False
+    if rule == PA or rule == PA1 or rule == PA2:
+        loss = 1.0 - z
+        if z <= 1.0 and loss > 0.0:
+            if rule == PA2:
+                return True, 1.0, yk * (loss / (xsq + 0.5 / p[0])), False
+            if xsq == 0.0:
+                return False, 1.0, 0.0, False
+            if rule == PA1:
+                return True, 1.0, yk * min(p[0], loss / xsq), False
+            return True, 1.0, yk * (loss / xsq), False
+        return False, 1.0, 0.0, False
+    if rule == MIRA:
+        if z <= p[0] and xsq > 0.0:
+            tau = (p[0] - z) / xsq
+            if tau > 1.0:
+                tau = 1.0
+            if tau > 0.0:
+                return True, 1.0, yk * tau, False
+        return False, 1.0, 0.0, False
+    if rule == LMS:
+        u = p[0] * (yk - m)
+        if u != 0.0:
+            return True, 1.0, u, False
+        return False, 1.0, 0.0, False
+    return False, 1.0, 0.0, False
+
+
+@njit(**NUMBA_FLAGS)
+def _mira_taus(m, yi, xsq, tau, D):
+    """Crammer & Singer's MIRA step for one example (the ultraconservative QP).
+
+    Solves min 1/2 sum_r ||M_r + tau_r x||^2 s.t. tau_r <= [r == y] and
+    sum_r tau_r = 0.  With b_r = M_r.x / ||x||^2 and D_r = b_r + [r == y] the
+    solution is tau_r = min(theta - b_r, [r == y]) where theta solves
+    sum_r max(D_r - theta, 0) = 1.
+    """
+    K = m.shape[0]
+    for r in range(K):
+        D[r] = m[r] / xsq + (1.0 if r == yi else 0.0)
+    # Insertion sort, descending (K is small).
+    for i in range(1, K):
+        v = D[i]
+        j = i - 1
+        while j >= 0 and D[j] < v:
+            D[j + 1] = D[j]
+            j -= 1
+        D[j + 1] = v
+    csum = 0.0
+    theta = 0.0
+    for i in range(K):
+        csum += D[i]
+        t = (csum - 1.0) / (i + 1)
+        if D[i] > t:
+            theta = t
+        else:
+            break
+    for r in range(K):
+        b = m[r] / xsq
+        cap = 1.0 if r == yi else 0.0
+        v = theta - b
+        tau[r] = v if v < cap else cap
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
+           fit_intercept, bias):
+    """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
+    if c != 1.0:
+        scale[k] *= c
+        sqnorm[k] *= c * c
+        mk = mk * c
+    if u != 0.0:
+        inv = u / scale[k]
+        if K == 1:
+            for jj in range(lo, hi):
+                w[ix[jj]] += vx[jj] * inv
+        else:
+            for jj in range(lo, hi):
+                w[ix[jj] * K + k] += vx[jj] * inv
+        if fit_intercept:
+            w[d * K + k] += bias * inv
+        if need_norm:
+            if xsq < 0.0:
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
+            sqnorm[k] = sq if sq > 0.0 else 0.0
+    if project:
+        nrm = math.sqrt(sqnorm[k])
+        if nrm > 1.0:
+            scale[k] /= nrm
+            sqnorm[k] = sqnorm[k] / (nrm * nrm)
+    sk = abs(scale[k])
+    if sk < _TINY or sk > _HUGE:
+        _fold_scale(W, scale, k)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
+               need_norm, acc, m, tau, work):
+    """One round with K output columns: one-vs-rest for the binary rules, or a native
+    multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
+    for k in range(K):
+        acc[k] = 0.0
+    # One sequential sum per column; the K independent sums overlap.
+    for jj in range(lo, hi):
+        base = ix[jj] * K
+        xv = vx[jj]
+        for k in range(K):
+            acc[k] += w[base + k] * xv
+    for k in range(K):
+        mk = acc[k] * scale[k]
+        if fit_intercept:
+            mk = mk + w[d * K + k] * scale[k] * bias
+        m[k] = mk
+    best = 0
+    for k in range(1, K):
+        if m[k] > m[best]:
+            best = k
+    mistake = best != yi
+    other = -np.inf
+    for k in range(K):
+        if k != yi and m[k] > other:
+            other = m[k]
+    h = 1.0 - (m[yi] - other)
+    xsq = -1.0
+    any_update = False
+    if rule >= FIRST_NATIVE:
+        for k in range(K):
+            tau[k] = 0.0
+        if rule == MC_MIRA:
+            if h >= 1.0:  # some wrong class scores at least as high as the true one
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+                if xsq > 0.0:
+                    _mira_taus(m, yi, xsq, tau, work)
+        elif h > 0.0:
+            xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            other_k = -1
+            for k in range(K):
+                if k != yi and (other_k < 0 or m[k] > m[other_k]):
+                    other_k = k
+            step = 0.0
+            if rule == MC_PA2:
+                step = h / (2.0 * xsq + 0.5 / p[0])
+            elif xsq > 0.0:
+                step = h / (2.0 * xsq)
+                if rule == MC_PA1 and step > p[0]:
+                    step = p[0]
+            tau[yi] = step
+            tau[other_k] = -step
+        for k in range(K):
+            u = tau[k]
+            if u == 0.0:
+                continue
+            any_update = True
+            _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, 1.0, u, m[k], xsq, False, False,
+                   fit_intercept, bias)
+            n_updates[k] += 1
+    else:
+        for k in range(K):
+            yk = 1.0 if yi == k else -1.0
+            mk = m[k]
+            z = yk * mk
+            if xsq < 0.0:
+                need_x = False
+                if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
+                    need_x = z < 1.0
+                elif rule == MIRA:
+                    need_x = z <= p[0]
+                elif rule == ROMMA:
+                    need_x = z <= 0.0
+                if need_x:
+                    xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
+            if not fire:
+                continue
+            any_update = True
+            if need_norm and xsq < 0.0:
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
+                   fit_intercept, bias)
+            n_updates[k] += 1
+    return mistake, (h if h > 0.0 else 0.0), any_update
+
+
+@njit(**NUMBA_FLAGS)
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
+               W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset):
+    """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
+
+    The binary (one-column) round is written out here rather than in a helper:
+    numba passes each array as many scalars, and a call per row, or a nested
+    inline, measurably slows the hot loop.
+    """
+    d = W.shape[0] - 1
+    K = W.shape[1]
+    w = W.reshape(W.shape[0] * K)  # flat view: W[j, k] is w[j * K + k]
+    need_norm = rule == GENERALIZED or rule == MARGIN or rule == ALMA or rule == ROMMA or rule == AGGRESSIVE_ROMMA
+    binary = K == 1 and rule < FIRST_NATIVE
+    acc = np.zeros(K, dtype=np.float64)
+    m = np.zeros(K, dtype=np.float64)
+    tau = np.zeros(K, dtype=np.float64)
+    work = np.zeros(K, dtype=np.float64)
+    for ii in range(order.shape[0]):
+        r = order[ii]
+        lo = indptr[r]
+        hi = indptr[r + 1]
+        yi = y[r]
+        if binary:
+            a = 0.0
+            for jj in range(lo, hi):
+                a += w[indices[jj]] * data[jj]
+            s0 = scale[0]
+            m0 = a * s0
+            if fit_intercept:
+                m0 = m0 + w[d] * s0 * bias
+            yk = 1.0 if yi == 1 else -1.0
+            z = yk * m0
+            mis = (m0 >= 0.0) != (yk > 0.0)
+            h = 1.0 - z
+            xsq = -1.0
+            # ||x||^2 only when the step reads it.
+            need_x = False
+            if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
+                need_x = z < 1.0
+            elif rule == MIRA:
+                need_x = z <= p[0]
+            elif rule == ROMMA:
+                need_x = z <= 0.0
+            if need_x:
+                xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+            upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
+            if upd:
+                if c != 1.0:
+                    scale[0] *= c
+                    sqnorm[0] *= c * c
+                    m0 = m0 * c
+                if u != 0.0:
+                    inv = u / scale[0]
+                    for jj in range(lo, hi):
+                        w[indices[jj]] += data[jj] * inv
+                    if fit_intercept:
+                        w[d] += bias * inv
+                    if need_norm:
+                        if xsq < 0.0:
+                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        sq = sqnorm[0] + 2.0 * u * m0 + u * u * xsq
+                        sqnorm[0] = sq if sq > 0.0 else 0.0
+                if project:
+                    nrm = math.sqrt(sqnorm[0])
+                    if nrm > 1.0:
+                        scale[0] /= nrm
+                        sqnorm[0] = sqnorm[0] / (nrm * nrm)
+                sk = abs(scale[0])
+                if sk < _TINY or sk > _HUGE:
+                    _fold_scale(W, scale, 0)
+                n_updates[0] += 1
+        else:
+            mis, h, upd = _row_multi(w, indices, data, lo, hi, yi, rule, p, fit_intercept, bias, d, K,
+                                     W, scale, sqnorm, n_updates, need_norm, acc, m, tau, work)
+        out_mistake[out_offset + ii] = mis
+        out_hinge[out_offset + ii] = h if h > 0.0 else 0.0
+        out_updated[out_offset + ii] = upd
+
+
+@njit(**NUMBA_FLAGS)
+def _dense_to_csr(X):
+    """Compact a dense chunk to CSR (its nonzeros, in column order)."""
+    n, d = X.shape
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        c = 0
+        for j in range(d):
+            c += 1 if X[r, j] != 0 else 0
+        indptr[r + 1] = indptr[r] + c
+    nnz = indptr[n]
+    # One spare slot: the branch-free loop below may write one past a row's end.
+    indices = np.empty(nnz + 1, dtype=np.int64)
+    data = np.empty(nnz + 1, dtype=X.dtype)
+    for r in range(n):
+        c = indptr[r]
+        for j in range(d):
+            v = X[r, j]
+            indices[c] = j
+            data[c] = v
+            c += 1 if v != 0 else 0  # branch-free; the slot is overwritten if v == 0
+    return indptr, indices[:nnz], data[:nnz]
+
+
+def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                out_mistake, out_hinge, out_updated, out_offset):
+    """Dense chunk: compacted to its nonzeros, then the CSR skeleton.  Dense and
+    CSR input therefore run the same code and give bit-identical results."""
+    indptr, indices, data = _dense_to_csr(X)
+    _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
+               n_updates, out_mistake, out_hinge, out_updated, out_offset)
+
+
+def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
+              n_updates, out_mistake, out_hinge, out_updated, out_offset):
+    """CSR chunk given by its three arrays (indices sorted within each row)."""
+    _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
+               n_updates, out_mistake, out_hinge, out_updated, out_offset)

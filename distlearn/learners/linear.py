@@ -1,0 +1,263 @@
+"""The linear online rules: their parameters, their state, and the chunk driver.
+
+This is the wrapper half of the kernel/wrapper pair: it validates and coerces,
+allocates, and calls :mod:`distlearn.learners._kernels`, which runs every round
+of a chunk in compiled code.
+
+>>> import numpy as np
+>>> rule = make_rule("perceptron")
+>>> state = init_state(n_features=2, n_outputs=1)
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+>>> y = np.array([1, 0, 1])                 # class indices; column 0 scores class 1
+>>> log = learn_chunk(rule, state, X, y)
+>>> log.mistake.tolist(), log.updated.tolist()
+([0, 1, 0], [1, 1, 1])
+>>> coef, intercept = state_coef(state)     # y.w.x <= 0 updates, even at margin 0
+>>> coef.tolist()
+[[2.0, 0.0]]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels as K
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "LinearState",
+    "RoundLog",
+    "make_rule",
+    "init_state",
+    "learn_chunk",
+    "state_coef",
+    "copy_state",
+]
+
+
+class Rule(NamedTuple):
+    """A rule as the kernels see it: a code and a float64 parameter vector."""
+
+    name: str
+    code: int
+    params: np.ndarray
+    native: bool  #: couples the per-class columns (multiclass PA, MIRA)
+
+
+class LinearState(NamedTuple):
+    """Learner state: plain arrays, so it pickles through Dask as is.
+
+    The true weights of output column ``k`` are ``scale[k] * W[:, k]``; row
+    ``n_features`` of ``W`` is the bias weight (``fit_intercept``), multiplied
+    by the constant feature value ``bias``.
+    """
+
+    W: np.ndarray          #: (n_features + 1, n_outputs), feature-major
+    scale: np.ndarray      #: (n_outputs,) float64
+    sqnorm: np.ndarray     #: (n_outputs,) float64, ||w_k||^2 where maintained
+    n_updates: np.ndarray  #: (n_outputs,) int64
+    n_rounds: np.ndarray   #: (1,) int64, examples seen
+
+
+class RoundLog(NamedTuple):
+    """Per-round events of one chunk, in processing order."""
+
+    mistake: np.ndarray  #: uint8: h_{t-1} misclassified example t (sgn(0) = +1)
+    hinge: np.ndarray    #: float64: hinge loss of h_{t-1} on example t
+    updated: np.ndarray  #: uint8: the rule updated on example t
+
+
+def _pos(name: str, value: Any, *, strict: bool = True) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v) or (v <= 0 if strict else v < 0):
+        bound = "> 0" if strict else ">= 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def _schedule(name: str, value: Any) -> float:
+    if value not in ("constant", "inv_sqrt"):
+        raise ValueError(f"{name} must be 'constant' or 'inv_sqrt', got {value!r}")
+    return 1.0 if value == "inv_sqrt" else 0.0
+
+
+def _perceptron(eta: float = 1.0) -> tuple[int, list[float]]:
+    return K.PERCEPTRON, [0.0, _pos("eta", eta)]
+
+
+def _generalized(rho: float = 0.0, eta: float = 1.0, rho_schedule: str = "constant",
+                 eta_schedule: str = "constant") -> tuple[int, list[float]]:
+    return K.GENERALIZED, [_pos("rho", rho, strict=False), _pos("eta", eta),
+                           _schedule("rho_schedule", rho_schedule), _schedule("eta_schedule", eta_schedule)]
+
+
+def _margin(horizon: float, radius: float) -> tuple[int, list[float]]:
+    m = _pos("horizon", horizon)
+    R = _pos("radius", radius)
+    return K.MARGIN, [1.0 / (math.sqrt(m) * R)]
+
+
+def _alma(alpha: float = 0.9, B: float | None = None, C: float = math.sqrt(2.0)) -> tuple[int, list[float]]:
+    a = float(alpha)
+    if not (0.0 < a <= 1.0):
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    b = 1.0 / a if B is None else _pos("B", B)
+    return K.ALMA, [(1.0 - a) * b, _pos("C", C)]
+
+
+def _romma(aggressive: bool = False) -> tuple[int, list[float]]:
+    return (K.AGGRESSIVE_ROMMA if aggressive else K.ROMMA), []
+
+
+_PA_CODES = {"PA": (K.PA, K.MC_PA), "PA-I": (K.PA1, K.MC_PA1), "PA-II": (K.PA2, K.MC_PA2)}
+
+
+def _pa(variant: str = "PA-I", C: float = 1.0, native: bool = False) -> tuple[int, list[float]]:
+    if variant not in _PA_CODES:
+        raise ValueError(f"variant must be one of {sorted(_PA_CODES)}, got {variant!r}")
+    return _PA_CODES[variant][1 if native else 0], [_pos("C", C)]
+
+
+def _mira(beta: float = 0.0, native: bool = False) -> tuple[int, list[float]]:
+    b = float(beta)
+    if not math.isfinite(b) or b < 0:
+        raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
+    return (K.MC_MIRA if native else K.MIRA), [b]
+
+
+def _lms(eta: float = 0.01) -> tuple[int, list[float]]:
+    return K.LMS, [_pos("eta", eta)]
+
+
+#: Rule name -> parameter constructor (keyword arguments are the rule's parameters).
+RULES = {
+    "perceptron": _perceptron,
+    "generalized": _generalized,
+    "margin": _margin,
+    "alma": _alma,
+    "romma": _romma,
+    "pa": _pa,
+    "mira": _mira,
+    "lms": _lms,
+}
+
+
+def make_rule(name: str, **params: Any) -> Rule:
+    """Build a :class:`Rule` from its name and parameters (validated here).
+
+    ``perceptron(eta=1)``, ``generalized(rho=0, eta=1, rho_schedule, eta_schedule)``,
+    ``margin(horizon, radius)``, ``alma(alpha=0.9, B=1/alpha, C=sqrt(2))``,
+    ``romma(aggressive=False)``, ``pa(variant="PA-I", C=1, native=False)``,
+    ``mira(beta=0, native=False)``, ``lms(eta=0.01)``.
+    """
+    try:
+        make = RULES[name]
+    except KeyError:
+        raise ValueError(f"unknown rule {name!r}; choose one of {sorted(RULES)}") from None
+    code, p = make(**params)
+    arr = np.zeros(8, dtype=np.float64)
+    arr[: len(p)] = p
+    return Rule(name, int(code), arr, code >= K.FIRST_NATIVE)
+
+
+def init_state(n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> LinearState:
+    """Zero weights for ``n_outputs`` columns (1 for a binary problem)."""
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dt}")
+    return LinearState(
+        W=np.zeros((int(n_features) + 1, int(n_outputs)), dtype=dt),
+        scale=np.ones(int(n_outputs), dtype=np.float64),
+        sqnorm=np.zeros(int(n_outputs), dtype=np.float64),
+        n_updates=np.zeros(int(n_outputs), dtype=np.int64),
+        n_rounds=np.zeros(1, dtype=np.int64),
+    )
+
+
+def copy_state(state: LinearState) -> LinearState:
+    return LinearState(*(a.copy() for a in state))
+
+
+def state_coef(state: LinearState) -> tuple[np.ndarray, np.ndarray]:
+    """``(coef, intercept)`` of the true weights: shapes (n_outputs, n_features), (n_outputs,)."""
+    W = state.W
+    full = (W.astype(np.float64) * state.scale[None, :]).T
+    return np.ascontiguousarray(full[:, :-1]), full[:, -1].copy()
+
+
+def learn_chunk(
+    rule: Rule,
+    state: LinearState,
+    X: Any,
+    y: np.ndarray,
+    *,
+    order: np.ndarray | None = None,
+    fit_intercept: bool = False,
+    bias: float = 1.0,
+    log: RoundLog | None = None,
+    offset: int = 0,
+) -> RoundLog:
+    """Run the rule over every row of one chunk, updating ``state`` in place.
+
+    Parameters
+    ----------
+    rule : Rule
+        From :func:`make_rule`.
+    state : LinearState
+        From :func:`init_state`; its dtype decides the arithmetic of the stored weights
+        (margins are always accumulated in float64).
+    X : ndarray of shape (n_rows, n_features) or scipy.sparse CSR matrix
+        Values of the weights' dtype are used without a copy.
+    y : array of int
+        Class indices.  With one output column the column scores class 1
+        (``y == 1`` is the positive label, anything else negative); with K
+        columns, column k scores class k.
+    order : array of int, optional
+        Rows to visit, in this order (a permutation for shuffled epochs).
+    fit_intercept, bias : bool, float
+        Whether the bias row of ``W`` is used, and the constant feature value.
+    log, offset : RoundLog, int, optional
+        Write the per-round events into ``log`` from position ``offset``
+        instead of allocating a new log.
+
+    Returns
+    -------
+    RoundLog
+    """
+    n_rows = X.shape[0]
+    if order is None:
+        order = np.arange(n_rows, dtype=np.int64)
+    else:
+        order = np.ascontiguousarray(order, dtype=np.int64)
+    n = order.shape[0]
+    if log is None:
+        log = RoundLog(np.zeros(n, np.uint8), np.zeros(n, np.float64), np.zeros(n, np.uint8))
+        offset = 0
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    dt = state.W.dtype
+    args = (rule.code, rule.params, bool(fit_intercept), float(bias), state.W, state.scale,
+            state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset))
+    if sp.issparse(X):
+        X = X.tocsr() if X.format != "csr" else X
+        data = X.data if X.data.dtype == dt else X.data.astype(dt)
+        indptr = X.indptr
+        indices = X.indices
+        if indptr.dtype != indices.dtype:
+            indptr = indptr.astype(np.int64)
+            indices = indices.astype(np.int64)
+        K.learn_csr(indptr, indices, data, y, order, *args)
+    else:
+        Xd = np.asarray(X)
+        if Xd.dtype != dt or not Xd.flags.c_contiguous:
+            Xd = np.ascontiguousarray(Xd, dtype=dt)
+        K.learn_dense(Xd, y, order, *args)
+    state.n_rounds[0] += n
+    return log
