@@ -1,6 +1,8 @@
 """distlearn: fast online learners turned into accurate batch classifiers, run on Dask.
 
-The data layer (zarr stores, readers, generators) lives in :mod:`distlearn.data`.
+The data layer (zarr stores, readers, generators) lives in :mod:`distlearn.data`;
+the compiled update rules in :mod:`distlearn.learners`; the scikit-learn
+estimators built on them in :mod:`distlearn.estimators` and here.
 """
 
 from __future__ import annotations
@@ -8,5 +10,28 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .data import Dataset, create_dataset, open_dataset  # noqa: E402
+from .estimators import (  # noqa: E402
+    ALMA,
+    LMS,
+    MIRA,
+    ROMMA,
+    GeneralizedPerceptron,
+    MarginPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
 
-__all__ = ["Dataset", "__version__", "create_dataset", "open_dataset"]
+__all__ = [
+    "ALMA",
+    "LMS",
+    "MIRA",
+    "ROMMA",
+    "Dataset",
+    "GeneralizedPerceptron",
+    "MarginPerceptron",
+    "PassiveAggressive",
+    "Perceptron",
+    "__version__",
+    "create_dataset",
+    "open_dataset",
+]

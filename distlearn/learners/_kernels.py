@@ -79,6 +79,15 @@ def _fold_scale(W, scale, k):
     scale[k] = 1.0
 
 
+@njit(**NUMBA_FLAGS)
+def _zero_column(W, scale, sqnorm, k):
+    """w_k <- 0 (ROMMA's c can be exactly 0; a zero scale could not be divided by)."""
+    for j in range(W.shape[0]):
+        W[j, k] = 0.0
+    scale[k] = 1.0
+    sqnorm[k] = 0.0
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _sqnorm(vx, lo, hi, fit_intercept, bias):
     """||x||^2 of one row (bias feature included when fitted), summed in order."""
@@ -204,7 +213,10 @@ def _mira_taus(m, yi, xsq, tau, D):
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
            fit_intercept, bias):
     """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
-    if c != 1.0:
+    if c == 0.0:
+        _zero_column(W, scale, sqnorm, k)
+        mk = 0.0
+    elif c != 1.0:
         scale[k] *= c
         sqnorm[k] *= c * c
         mk = mk * c
@@ -267,10 +279,14 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
         for k in range(K):
             tau[k] = 0.0
         if rule == MC_MIRA:
-            if h >= 1.0:  # some wrong class scores at least as high as the true one
+            # Margin beta = p[0]: the true class must beat every other by beta.
+            if m[yi] - p[0] <= other:
                 xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
                 if xsq > 0.0:
+                    keep = m[yi]
+                    m[yi] = keep - p[0]
                     _mira_taus(m, yi, xsq, tau, work)
+                    m[yi] = keep
         elif h > 0.0:
             xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
             other_k = -1
@@ -369,7 +385,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                 xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
             if upd:
-                if c != 1.0:
+                if c == 0.0:
+                    _zero_column(W, scale, sqnorm, 0)
+                    m0 = 0.0
+                elif c != 1.0:
                     scale[0] *= c
                     sqnorm[0] *= c * c
                     m0 = m0 * c

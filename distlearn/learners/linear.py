@@ -126,7 +126,7 @@ def _pa(variant: str = "PA-I", C: float = 1.0, native: bool = False) -> tuple[in
     return _PA_CODES[variant][1 if native else 0], [_pos("C", C)]
 
 
-def _mira(beta: float = 0.0, native: bool = False) -> tuple[int, list[float]]:
+def _mira(beta: float = 0.01, native: bool = False) -> tuple[int, list[float]]:
     b = float(beta)
     if not math.isfinite(b) or b < 0:
         raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
@@ -156,7 +156,7 @@ def make_rule(name: str, **params: Any) -> Rule:
     ``perceptron(eta=1)``, ``generalized(rho=0, eta=1, rho_schedule, eta_schedule)``,
     ``margin(horizon, radius)``, ``alma(alpha=0.9, B=1/alpha, C=sqrt(2))``,
     ``romma(aggressive=False)``, ``pa(variant="PA-I", C=1, native=False)``,
-    ``mira(beta=0, native=False)``, ``lms(eta=0.01)``.
+    ``mira(beta=0.01, native=False)``, ``lms(eta=0.01)``.
     """
     try:
         make = RULES[name]

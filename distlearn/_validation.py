@@ -1,0 +1,96 @@
+"""Declarative parameter tables and input coercion for the public API.
+
+Each estimator lists its parameters once, as ``{name: constraint}``; ``fit``
+checks them all before any work, and a failure names the parameter, the value
+it got and the range it accepts.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "check_params", "is_store"]
+
+
+class Real:
+    """A real number in an interval; ``closed`` is "both", "left", "right" or "neither"."""
+
+    def __init__(self, lo: float = -math.inf, hi: float = math.inf, closed: str = "both",
+                 none_ok: bool = False) -> None:
+        self.lo, self.hi, self.closed, self.none_ok = lo, hi, closed, none_ok
+
+    def describe(self) -> str:
+        left = "[" if self.closed in ("both", "left") and math.isfinite(self.lo) else "("
+        right = "]" if self.closed in ("both", "right") and math.isfinite(self.hi) else ")"
+        text = f"a real number in {left}{self.lo:g}, {self.hi:g}{right}"
+        return text + (" or None" if self.none_ok else "")
+
+    def check(self, name: str, value: Any) -> None:
+        if value is None and self.none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        v = float(value)
+        lo_ok = v >= self.lo if self.closed in ("both", "left") else v > self.lo
+        hi_ok = v <= self.hi if self.closed in ("both", "right") else v < self.hi
+        if not (lo_ok and hi_ok) or (math.isinf(v) and math.isfinite(self.hi if v > 0 else self.lo)):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+
+
+class Integral:
+    def __init__(self, lo: int | None = None, hi: int | None = None) -> None:
+        self.lo, self.hi = lo, hi
+
+    def describe(self) -> str:
+        lo = "-inf" if self.lo is None else str(self.lo)
+        hi = "inf" if self.hi is None else str(self.hi)
+        return f"an integer in [{lo}, {hi}]"
+
+    def check(self, name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+
+
+class Options:
+    def __init__(self, *options: Any) -> None:
+        self.options = options
+
+    def check(self, name: str, value: Any) -> None:
+        if not any(value == o and type(value) is type(o) for o in self.options):
+            allowed = ", ".join(repr(o) for o in self.options)
+            raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+
+
+class Boolean:
+    def check(self, name: str, value: Any) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+class RandomState:
+    def check(self, name: str, value: Any) -> None:
+        if value is None or isinstance(value, (np.random.RandomState, np.random.Generator)):
+            return
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+            return
+        raise ValueError(f"{name} must be None, a non-negative int, or a numpy RandomState/Generator; got {value!r}")
+
+
+def check_params(obj: Any, table: dict[str, Any]) -> None:
+    """Check every ``obj.<name>`` against its constraint in ``table``."""
+    for name, constraint in table.items():
+        constraint.check(name, getattr(obj, name))
+
+
+def is_store(X: Any) -> bool:
+    """True for a distlearn store given as a path or a :class:`~distlearn.data.store.Dataset`."""
+    from .data.store import Dataset
+
+    return isinstance(X, (str, os.PathLike, Dataset))

@@ -1,0 +1,776 @@
+"""scikit-learn estimators for the online linear rules.
+
+Each estimator is a thin shell over :mod:`distlearn.learners`: ``fit`` checks
+the parameters (one declarative table per class), coerces the input once, and
+hands whole chunks to the compiled kernels.  ``X`` may be a numpy array, a
+scipy.sparse matrix, or a distlearn store (a path or a
+:class:`~distlearn.data.store.Dataset`), which is streamed block by block.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import rng
+from ._validation import Boolean, Integral, Options, Real, RandomState, check_params, is_store
+from .learners import init_state, learn_chunk, make_rule, state_coef
+
+__all__ = [
+    "Perceptron",
+    "GeneralizedPerceptron",
+    "MarginPerceptron",
+    "ALMA",
+    "ROMMA",
+    "PassiveAggressive",
+    "MIRA",
+    "LMS",
+]
+
+_COMMON = {
+    "epochs": Integral(1, None),
+    "shuffle": Boolean(),
+    "random_state": RandomState(),
+    "fit_intercept": Boolean(),
+    "dtype": Options("float64", "float32", np.float64, np.float32),
+    "conversion": Options("last"),
+}
+
+
+class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
+    """Shared machinery: parameters, input handling, epochs, prediction."""
+
+    _params: dict[str, Any] = {}
+
+    # -- per-rule hooks -------------------------------------------------------
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        """(rule name, rule parameters, native multiclass?) for this problem."""
+        raise NotImplementedError
+
+    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
+        """Hook for rules that measure the data before learning (margin perceptron)."""
+
+    # -- parameters and input -------------------------------------------------
+    def _check_params(self) -> None:
+        check_params(self, {**_COMMON, **self._params})
+
+    @property
+    def _np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def _validate_xy(self, X: Any, y: Any, reset: bool) -> tuple[Any, np.ndarray]:
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+                             reset=reset, ensure_min_samples=1)
+        check_classification_targets(y)
+        if sp.issparse(X) and not X.has_sorted_indices:
+            X = X.sorted_indices()
+        return X, y
+
+    def _encode(self, y: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(self.classes_, y)
+        idx[idx >= len(self.classes_)] = 0
+        bad = self.classes_[idx] != y
+        if np.any(bad):
+            unknown = np.unique(np.asarray(y)[bad])[:5]
+            raise ValueError(f"y contains labels not in classes_ {self.classes_.tolist()}: {unknown.tolist()}")
+        return idx.astype(np.int64)
+
+    def _start(self, classes: np.ndarray, n_features: int) -> None:
+        classes = np.asarray(classes)
+        if classes.ndim != 1 or len(classes) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; got {len(np.unique(classes))} class"
+                f"{'es' if len(np.unique(classes)) != 1 else ''}: {np.unique(classes).tolist()}"
+            )
+        if len(np.unique(classes)) != len(classes):
+            raise ValueError(f"classes must be unique, got {classes.tolist()}")
+        self.classes_ = np.sort(classes)
+        name, params, native = self._rule(len(self.classes_))
+        self._rule_obj = make_rule(name, **params)
+        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self._state = init_state(n_features, n_out, dtype=self._np_dtype)
+        self.n_updates_ = 0
+        self.online_errors_ = 0
+        self.n_iter_ = 0
+        self.t_ = 0
+        self._seed = rng.normalize_seed(self.random_state)
+
+    def _run(self, X: Any, yi: np.ndarray, order: np.ndarray | None) -> None:
+        log = learn_chunk(self._rule_obj, self._state, X, yi, order=order,
+                          fit_intercept=self.fit_intercept)
+        self.online_errors_ += int(log.mistake.sum())
+        self.n_updates_ += int(log.updated.sum())
+        self.t_ += len(log.mistake)
+
+    def _finish(self) -> None:
+        coef, intercept = state_coef(self._state)
+        dt = self._np_dtype
+        self.coef_ = coef.astype(dt, copy=False)
+        self.intercept_ = intercept.astype(dt, copy=False) if self.fit_intercept else np.zeros(len(coef), dt)
+
+    # -- public API -------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> _OnlineLinearClassifier:
+        """Train from scratch for ``epochs`` passes over the data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
+            Training data, or a distlearn store (path or ``Dataset``), which is
+            streamed block by block with its own labels.
+        y : array-like of shape (n_samples,), default=None
+            Labels; must be None for a store.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if is_store(X):
+            return self._fit_store(X, y)
+        X, y = self._validate_xy(X, y, reset=True)
+        self._start(np.unique(y), X.shape[1])
+        yi = self._encode(y)
+        self._prepare(X, X.shape[0] * self.epochs, first=True)
+        n = X.shape[0]
+        for epoch in range(self.epochs):
+            order = None
+            if self.shuffle:
+                order = rng.block_generator(self._seed, "shuffle", epoch).permutation(n)
+            self._run(X, yi, order)
+            self.n_iter_ += 1
+        self._finish()
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> _OnlineLinearClassifier:
+        """One pass over ``X`` in the given order, continuing from the current weights.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (n_classes,), default=None
+            All the classes that will ever be seen.  Needed on the first call
+            unless this batch already contains every class.
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "classes_")
+        if first:
+            self._check_params()
+        if is_store(X):
+            return self._fit_store(X, y, partial=True, classes=classes)
+        X, y = self._validate_xy(X, y, reset=first)
+        if first:
+            self._start(np.unique(y) if classes is None else np.asarray(classes), X.shape[1])
+            self._prepare(X, X.shape[0], first=True)
+        elif classes is not None and not np.array_equal(np.sort(np.asarray(classes)), self.classes_):
+            raise ValueError(f"classes={np.asarray(classes).tolist()} differs from the first call's {self.classes_.tolist()}")
+        self._run(X, self._encode(y), None)
+        self.n_iter_ += 1
+        self._finish()
+        return self
+
+    def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> _OnlineLinearClassifier:
+        from .data.store import open_dataset
+
+        if y is not None:
+            raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
+        ds = open_dataset(X)
+        if ds.classes is None:
+            raise ValueError(f"store {ds.path}: labels are not classes (continuous targets?)")
+        first = not partial or not hasattr(self, "classes_")
+        if first:
+            self._start(ds.classes if classes is None else np.asarray(classes), ds.n_features)
+            self.n_features_in_ = ds.n_features
+            self._prepare(ds, ds.n_samples * (1 if partial else self.epochs), first=True)
+        elif ds.n_features != self.n_features_in_:
+            raise ValueError(f"store {ds.path} has {ds.n_features} features, but {type(self).__name__} "
+                             f"is expecting {self.n_features_in_} features as input")
+        epochs = 1 if partial else self.epochs
+        nb = ds.n_blocks
+        dt = self._np_dtype
+        for epoch in range(epochs):
+            shuffle = self.shuffle and not partial
+            blocks = np.arange(nb)
+            if shuffle:
+                # Streaming shuffle: a seeded permutation of the blocks, and of
+                # the rows inside each block (a full permutation would need
+                # random access across the whole store).
+                blocks = rng.block_generator(self._seed, "shuffle-blocks", epoch).permutation(nb)
+            for b in blocks:
+                block = ds.read_block(int(b))
+                Xb = block.X
+                if sp.issparse(Xb):
+                    Xb = Xb.astype(dt, copy=False)
+                else:
+                    Xb = np.ascontiguousarray(Xb, dtype=dt)
+                order = None
+                if shuffle:
+                    order = rng.block_generator(self._seed, "shuffle-rows", epoch * (1 << 32) + int(b)).permutation(Xb.shape[0])
+                self._run(Xb, self._encode(np.asarray(block.y)), order)
+            self.n_iter_ += 1
+        self._finish()
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores: shape (n_samples,) for two classes (positive means ``classes_[1]``),
+        (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "coef_")
+        if is_store(X):
+            from .data.store import open_dataset
+
+            ds = open_dataset(X)
+            return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
+                np.zeros((0,) if self.coef_.shape[0] == 1 else (0, self.coef_.shape[0]))
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        scores = X @ self.coef_.T.astype(np.float64) + self.intercept_.astype(np.float64)
+        scores = np.asarray(scores)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted labels (``sgn(0) = +1``: a zero score predicts ``classes_[1]``)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores >= 0).astype(np.intp)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+_COMMON_DOC = """
+    epochs : int, default=5
+        Passes over the training data in ``fit`` (``partial_fit`` makes one).
+    shuffle : bool, default=True
+        Visit the examples in a new seeded permutation in each epoch (for a
+        store: a permutation of its blocks and of the rows inside each block).
+    random_state : int, RandomState, Generator or None, default=None
+        Seed of the shuffles; an int makes ``fit`` reproducible.
+    fit_intercept : bool, default=True
+        Learn a bias, as the weight of an extra constant feature equal to 1
+        (so it enters ``||x||`` and the update like any feature).
+    dtype : {"float64", "float32"}, default="float64"
+        Storage type of the weights (margins are always accumulated in
+        float64); the data is used in this type.
+    conversion : {"last"}, default="last"
+        Online-to-batch conversion: the final hypothesis.
+"""
+
+
+def _doc(cls: type) -> type:
+    cls.__doc__ = (cls.__doc__ or "").replace("    %(common)s\n", _COMMON_DOC.strip("\n") + "\n")
+    return cls
+
+
+@_doc
+class Perceptron(_OnlineLinearClassifier):
+    """The classic perceptron (Rosenblatt): update ``w += eta * y * x`` when ``y * w.x <= 0``.
+
+    Parameters
+    ----------
+    eta : float, default=1.0
+        Step size (it only rescales ``w`` when ``fit_intercept=False``).
+    %(common)s
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    n_updates_ : int
+        Rounds on which the rule updated (in any one-vs-rest column).
+    online_errors_ : int
+        Progressive mistakes: examples that the hypothesis of the moment
+        misclassified before learning from them, summed over epochs.
+    n_iter_ : int
+        Epochs (``fit``) or calls (``partial_fit``) run.
+    t_ : int
+        Rounds (examples) seen.
+
+    Notes
+    -----
+    Multiclass problems are learnt one-vs-rest, all classes in one pass over
+    each chunk.  With ``fit_intercept=False, shuffle=False, epochs=1`` the
+    weights equal scikit-learn's ``Perceptron(fit_intercept=False,
+    shuffle=False, max_iter=1, tol=None, eta0=1.0)`` bit for bit.
+
+    References
+    ----------
+    F. Rosenblatt. The perceptron: a probabilistic model for information
+    storage and organization in the brain. Psychological Review 65(6), 1958.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import Perceptron
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> clf = Perceptron(random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    """
+
+    _params = {"eta": Real(0, math.inf, "neither")}
+
+    def __init__(self, *, eta: float = 1.0, epochs: int = 5, shuffle: bool = True,
+                 random_state: Any = None, fit_intercept: bool = True, dtype: Any = "float64",
+                 conversion: str = "last") -> None:
+        self.eta = eta
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "perceptron", {"eta": self.eta}, False
+
+
+@_doc
+class GeneralizedPerceptron(_OnlineLinearClassifier):
+    """The generalised perceptron of Harrington et al. (2003), Algorithm 1.
+
+    Update ``w += eta_k * y * x`` when ``y * (w.x) / ||w|| <= rho_k``, where k
+    counts updates from 1 and each of ``rho_k``, ``eta_k`` is constant or
+    decays as ``1/sqrt(k)``.  ``rho = 0`` with constant steps is the classic
+    perceptron.
+
+    Parameters
+    ----------
+    rho : float, default=0.0
+        Update margin (on the normalised margin ``y w.x / ||w||``; taken as 0
+        while ``w = 0``).
+    eta : float, default=1.0
+        Step size.
+    rho_schedule, eta_schedule : {"constant", "inv_sqrt"}, default="constant"
+        ``rho_k = rho`` or ``rho / sqrt(k)``; likewise ``eta_k``.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    References
+    ----------
+    E. Harrington, R. Herbrich, J. Kivinen, J. Platt, R. C. Williamson.
+    Online Bayes Point Machines. PAKDD 2003 (``papers/004``), Section 2.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import GeneralizedPerceptron
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> GeneralizedPerceptron(rho=0.1, random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"rho": Real(0, math.inf, "left"), "eta": Real(0, math.inf, "neither"),
+               "rho_schedule": Options("constant", "inv_sqrt"), "eta_schedule": Options("constant", "inv_sqrt")}
+
+    def __init__(self, *, rho: float = 0.0, eta: float = 1.0, rho_schedule: str = "constant",
+                 eta_schedule: str = "constant", epochs: int = 5, shuffle: bool = True,
+                 random_state: Any = None, fit_intercept: bool = True, dtype: Any = "float64",
+                 conversion: str = "last") -> None:
+        self.rho = rho
+        self.eta = eta
+        self.rho_schedule = rho_schedule
+        self.eta_schedule = eta_schedule
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "generalized", {"rho": self.rho, "eta": self.eta, "rho_schedule": self.rho_schedule,
+                               "eta_schedule": self.eta_schedule}, False
+
+
+@_doc
+class MarginPerceptron(_OnlineLinearClassifier):
+    """The finite-horizon margin-based perceptron of Dekel & Singer (2005), Fig. 1.
+
+    When the hinge loss ``1 - y w.x`` is positive: ``w' = w + y x / (sqrt(m) R)``,
+    then ``w = w' / max(1, ||w'||)``.
+
+    Parameters
+    ----------
+    horizon : int, default=None
+        m, the number of rounds the learner will see.  None: measured —
+        ``n_samples * epochs`` in ``fit`` (the size of the first batch in a
+        first ``partial_fit``).
+    radius : float, default=None
+        R, an upper bound on ``||x||`` (the bias feature included).  None:
+        measured as the largest row norm of the training data (of the first
+        batch for ``partial_fit``).
+    %(common)s
+
+    Attributes
+    ----------
+    horizon_ : int
+    radius_ : float
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    References
+    ----------
+    O. Dekel, Y. Singer. Data-driven online to batch conversions. NIPS 2005
+    (``papers/002``), Figure 1.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import MarginPerceptron
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> MarginPerceptron(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"horizon": Real(0, math.inf, "neither", none_ok=True),
+               "radius": Real(0, math.inf, "neither", none_ok=True)}
+
+    def __init__(self, *, horizon: int | None = None, radius: float | None = None, epochs: int = 5,
+                 shuffle: bool = True, random_state: Any = None, fit_intercept: bool = True,
+                 dtype: Any = "float64", conversion: str = "last") -> None:
+        self.horizon = horizon
+        self.radius = radius
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
+        self.horizon_ = int(self.horizon) if self.horizon is not None else max(1, int(n_rows))
+        if self.radius is not None:
+            self.radius_ = float(self.radius)
+        else:
+            self.radius_ = max(_max_row_norm(X, self.fit_intercept), 1e-300)
+        self._rule_obj = make_rule("margin", horizon=self.horizon_, radius=self.radius_)
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "margin", {"horizon": 1.0, "radius": 1.0}, False  # set for real in _prepare
+
+
+def _max_row_norm(X: Any, fit_intercept: bool) -> float:
+    extra = 1.0 if fit_intercept else 0.0
+    if is_store(X):
+        from .data.store import open_dataset
+
+        return max((_max_row_norm(b.X, fit_intercept) for b in open_dataset(X).iter_blocks()), default=math.sqrt(extra))
+    if sp.issparse(X):
+        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    else:
+        sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    return float(math.sqrt((sq.max() if len(sq) else 0.0) + extra))
+
+
+@_doc
+class ALMA(_OnlineLinearClassifier):
+    """ALMA_2, Gentile's Approximate Large Margin Algorithm (p = 2).
+
+    With k counting updates from 1: update when ``y w.x <= (1 - alpha) B / sqrt(k)``:
+    ``w' = w + (C / sqrt(k)) y x``, then ``w = w' / max(1, ||w'||)``.  The
+    analysis assumes normalised instances (``||x|| = 1``).
+
+    Parameters
+    ----------
+    alpha : float, default=0.9
+        In (0, 1]: the fraction of the maximal margin sought.
+    B : float, default=None
+        Margin scale; ``1 / alpha`` when None (Gentile's choice).
+    C : float, default=sqrt(2)
+        Step scale.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    Notes
+    -----
+    This is the paper's rule and river's ``ALMAClassifier``, except that river
+    updates when the margin is strictly below the threshold; here (as in the
+    papers) equality also updates.
+
+    References
+    ----------
+    C. Gentile. A new approximate maximal margin classification algorithm.
+    JMLR 2:213-242, 2001.  Harrington et al., Online Bayes Point Machines,
+    PAKDD 2003 (``papers/004``), Section 2.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import ALMA
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> ALMA(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"alpha": Real(0, 1, "right"), "B": Real(0, math.inf, "neither", none_ok=True),
+               "C": Real(0, math.inf, "neither")}
+
+    def __init__(self, *, alpha: float = 0.9, B: float | None = None, C: float = math.sqrt(2.0),
+                 epochs: int = 5, shuffle: bool = True, random_state: Any = None,
+                 fit_intercept: bool = True, dtype: Any = "float64", conversion: str = "last") -> None:
+        self.alpha = alpha
+        self.B = B
+        self.C = C
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "alma", {"alpha": self.alpha, "B": self.B, "C": self.C}, False
+
+
+@_doc
+class ROMMA(_OnlineLinearClassifier):
+    """ROMMA, the Relaxed Online Maximum Margin Algorithm (Li & Long, 2002).
+
+    On a mistake (``aggressive``: whenever ``y w.x < 1``) the new ``w`` is the
+    smallest vector in the intersection of ``{v : v.w >= ||w||^2}`` and
+    ``{v : y v.x >= 1}``: ``w <- c w + d x`` with
+    ``c = (||x||^2 ||w||^2 - y w.x) / (||x||^2 ||w||^2 - (w.x)^2)`` and
+    ``d = ||w||^2 (y - w.x) / (||x||^2 ||w||^2 - (w.x)^2)``; the first update
+    is ``w = y x / ||x||^2``.
+
+    Parameters
+    ----------
+    aggressive : bool, default=False
+        Aggressive ROMMA: update whenever the margin is below 1.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    Notes
+    -----
+    When ``x`` is parallel to ``w`` the two half-spaces leave no segment to
+    project on; the update then falls back to the projection onto
+    ``y v.x >= 1``.
+
+    References
+    ----------
+    Y. Li, P. M. Long. The relaxed online maximum margin algorithm. Machine
+    Learning 46:361-387, 2002.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import ROMMA
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> ROMMA(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"aggressive": Boolean()}
+
+    def __init__(self, *, aggressive: bool = False, epochs: int = 5, shuffle: bool = True,
+                 random_state: Any = None, fit_intercept: bool = True, dtype: Any = "float64",
+                 conversion: str = "last") -> None:
+        self.aggressive = aggressive
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "romma", {"aggressive": bool(self.aggressive)}, False
+
+
+@_doc
+class PassiveAggressive(_OnlineLinearClassifier):
+    """Passive-Aggressive classifiers PA, PA-I and PA-II (Crammer et al., 2006).
+
+    With the hinge loss ``l = max(0, 1 - y w.x)``: ``w += tau y x`` where
+    ``tau = l / ||x||^2`` (PA), ``min(C, l / ||x||^2)`` (PA-I) or
+    ``l / (||x||^2 + 1 / (2C))`` (PA-II).
+
+    Parameters
+    ----------
+    variant : {"PA", "PA-I", "PA-II"}, default="PA-I"
+    C : float, default=1.0
+        Aggressiveness (PA-I, PA-II).
+    multiclass : {"ovr", "native"}, default="ovr"
+        One-vs-rest, or the single-prototype multiclass PA: with s the
+        highest-scoring wrong class and ``l = max(0, 1 - (w_y.x - w_s.x))``,
+        ``w_y += tau x`` and ``w_s -= tau x`` with ``||x||^2`` doubled in
+        ``tau``.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    Notes
+    -----
+    With ``fit_intercept=False, shuffle=False, epochs=1``, PA-I equals
+    scikit-learn's ``PassiveAggressiveClassifier(C=C, loss="hinge",
+    fit_intercept=False, shuffle=False, max_iter=1, tol=None)`` bit for bit.
+    With ``fit_intercept=True`` the bias is a feature (it counts in
+    ``||x||^2``), whereas scikit-learn and river leave it out of the norm.
+
+    References
+    ----------
+    K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz, Y. Singer. Online
+    passive-aggressive algorithms. JMLR 7:551-585, 2006.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import PassiveAggressive
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> PassiveAggressive(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"variant": Options("PA", "PA-I", "PA-II"), "C": Real(0, math.inf, "neither"),
+               "multiclass": Options("ovr", "native")}
+
+    def __init__(self, *, variant: str = "PA-I", C: float = 1.0, multiclass: str = "ovr",
+                 epochs: int = 5, shuffle: bool = True, random_state: Any = None,
+                 fit_intercept: bool = True, dtype: Any = "float64", conversion: str = "last") -> None:
+        self.variant = variant
+        self.C = C
+        self.multiclass = multiclass
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        native = self.multiclass == "native" and n_classes > 2
+        return "pa", {"variant": self.variant, "C": self.C, "native": native}, native
+
+
+@_doc
+class MIRA(_OnlineLinearClassifier):
+    """MIRA, the Margin Infused Relaxed Algorithm (Crammer & Singer, 2003).
+
+    Binary: when ``y w.x <= beta``, ``w += tau y x`` with
+    ``tau = min(1, (beta - y w.x) / ||x||^2)``.  Multiclass (native, one
+    prototype per class), when ``w_y.x - beta <= max_{r != y} w_r.x``: the
+    ultraconservative update that solves
+    ``min 1/2 sum_r ||w_r + tau_r x||^2`` subject to ``tau_r <= [r = y]`` and
+    ``sum_r tau_r = 0``, with the true class's score lowered by ``beta``.
+
+    Parameters
+    ----------
+    beta : float, default=0.01
+        Margin.  ``beta = 0`` is Crammer & Singer's rule exactly, which never
+        leaves ``w = 0`` (every step is 0 there); 0.01 is the value of the
+        budget paper (Crammer, Kandola & Singer 2003).
+    multiclass : {"native", "ovr"}, default="native"
+        The multiclass MIRA update, or binary MIRA one-vs-rest.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    References
+    ----------
+    K. Crammer, Y. Singer. Ultraconservative online algorithms for multiclass
+    problems. JMLR 3:951-991, 2003.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import MIRA
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> MIRA(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"beta": Real(0, math.inf, "left"), "multiclass": Options("native", "ovr")}
+
+    def __init__(self, *, beta: float = 0.01, multiclass: str = "native", epochs: int = 5,
+                 shuffle: bool = True, random_state: Any = None, fit_intercept: bool = True,
+                 dtype: Any = "float64", conversion: str = "last") -> None:
+        self.beta = beta
+        self.multiclass = multiclass
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        native = self.multiclass == "native" and n_classes > 2
+        return "mira", {"beta": self.beta, "native": native}, native
+
+
+@_doc
+class LMS(_OnlineLinearClassifier):
+    """LMS (Widrow-Hoff) regression used as a classifier: ``w += eta (y - w.x) x``,
+    predicting the sign of ``w.x``.
+
+    Parameters
+    ----------
+    eta : float, default=0.01
+        Step size.  LMS diverges when ``eta * ||x||^2 >= 2``: scale the data.
+    %(common)s
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
+        As in :class:`Perceptron`.
+
+    References
+    ----------
+    B. Widrow, M. E. Hoff. Adaptive switching circuits. IRE WESCON
+    Convention Record, 1960.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from distlearn import LMS
+    >>> X, y = make_classification(n_samples=500, class_sep=2.0, flip_y=0, random_state=0)
+    >>> LMS(random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"eta": Real(0, math.inf, "neither")}
+
+    def __init__(self, *, eta: float = 0.01, epochs: int = 5, shuffle: bool = True,
+                 random_state: Any = None, fit_intercept: bool = True, dtype: Any = "float64",
+                 conversion: str = "last") -> None:
+        self.eta = eta
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "lms", {"eta": self.eta}, False
