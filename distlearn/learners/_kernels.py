@@ -67,8 +67,8 @@ NORM_RULES = (GENERALIZED, MARGIN, ALMA, ROMMA, AGGRESSIVE_ROMMA)
 PROJECTED_RULES = (MARGIN, ALMA)
 
 # A column whose scale leaves [TINY, HUGE] is folded back into W (O(d), rare).
-_TINY = 1e-100
-_HUGE = 1e100
+_TINY = 1e-30
+_HUGE = 1e30
 
 
 @njit(**NUMBA_FLAGS)
@@ -246,18 +246,70 @@ def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _margins_multi(w, ix, vx, lo, hi, K, acc):
+    """acc[k] = sum_j w[j, k] x_j for every column: one sequential sum per column
+    (so each equals a one-column margin bit for bit), held in registers for
+    groups of 8, 4, 2 and 1 columns -- the group's sums overlap each other."""
+    k0 = 0
+    while k0 + 8 <= K:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        for jj in range(lo, hi):
+            b = ix[jj] * K + k0
+            xv = vx[jj]
+            a0 += w[b] * xv
+            a1 += w[b + 1] * xv
+            a2 += w[b + 2] * xv
+            a3 += w[b + 3] * xv
+            a4 += w[b + 4] * xv
+            a5 += w[b + 5] * xv
+            a6 += w[b + 6] * xv
+            a7 += w[b + 7] * xv
+        acc[k0] = a0
+        acc[k0 + 1] = a1
+        acc[k0 + 2] = a2
+        acc[k0 + 3] = a3
+        acc[k0 + 4] = a4
+        acc[k0 + 5] = a5
+        acc[k0 + 6] = a6
+        acc[k0 + 7] = a7
+        k0 += 8
+    if k0 + 4 <= K:
+        a0 = a1 = a2 = a3 = 0.0
+        for jj in range(lo, hi):
+            b = ix[jj] * K + k0
+            xv = vx[jj]
+            a0 += w[b] * xv
+            a1 += w[b + 1] * xv
+            a2 += w[b + 2] * xv
+            a3 += w[b + 3] * xv
+        acc[k0] = a0
+        acc[k0 + 1] = a1
+        acc[k0 + 2] = a2
+        acc[k0 + 3] = a3
+        k0 += 4
+    if k0 + 2 <= K:
+        a0 = a1 = 0.0
+        for jj in range(lo, hi):
+            b = ix[jj] * K + k0
+            xv = vx[jj]
+            a0 += w[b] * xv
+            a1 += w[b + 1] * xv
+        acc[k0] = a0
+        acc[k0 + 1] = a1
+        k0 += 2
+    if k0 < K:
+        a0 = 0.0
+        for jj in range(lo, hi):
+            a0 += w[ix[jj] * K + k0] * vx[jj]
+        acc[k0] = a0
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
                need_norm, acc, m, tau, work):
     """One round with K output columns: one-vs-rest for the binary rules, or a native
     multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
-    for k in range(K):
-        acc[k] = 0.0
-    # One sequential sum per column; the K independent sums overlap.
-    for jj in range(lo, hi):
-        base = ix[jj] * K
-        xv = vx[jj]
-        for k in range(K):
-            acc[k] += w[base + k] * xv
+    _margins_multi(w, ix, vx, lo, hi, K, acc)
     for k in range(K):
         mk = acc[k] * scale[k]
         if fit_intercept:
@@ -421,36 +473,40 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
 
 
 @njit(**NUMBA_FLAGS)
-def _dense_to_csr(X):
-    """Compact a dense chunk to CSR (its nonzeros, in column order)."""
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                 out_mistake, out_hinge, out_updated, out_offset, block):
+    """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
+    (cache-sized), then the CSR skeleton."""
     n, d = X.shape
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
+    indptr = np.zeros(block + 1, dtype=np.int64)
+    indices = np.empty(block * d + 1, dtype=np.int64)
+    data = np.empty(block * d + 1, dtype=X.dtype)
+    yb = np.empty(block, dtype=np.int64)
+    local = np.arange(block)
+    n_rows = order.shape[0]
+    for s in range(0, n_rows, block):
+        nb = min(block, n_rows - s)
         c = 0
-        for j in range(d):
-            c += 1 if X[r, j] != 0 else 0
-        indptr[r + 1] = indptr[r] + c
-    nnz = indptr[n]
-    # One spare slot: the branch-free loop below may write one past a row's end.
-    indices = np.empty(nnz + 1, dtype=np.int64)
-    data = np.empty(nnz + 1, dtype=X.dtype)
-    for r in range(n):
-        c = indptr[r]
-        for j in range(d):
-            v = X[r, j]
-            indices[c] = j
-            data[c] = v
-            c += 1 if v != 0 else 0  # branch-free; the slot is overwritten if v == 0
-    return indptr, indices[:nnz], data[:nnz]
+        for i in range(nb):
+            r = order[s + i]
+            yb[i] = y[r]
+            for j in range(d):
+                v = X[r, j]
+                indices[c] = j
+                data[c] = v
+                c += 1 if v != 0 else 0  # branch-free; a zero's slot is overwritten
+            indptr[i + 1] = c
+        _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
+                   sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s)
 
 
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                 out_mistake, out_hinge, out_updated, out_offset):
-    """Dense chunk: compacted to its nonzeros, then the CSR skeleton.  Dense and
-    CSR input therefore run the same code and give bit-identical results."""
-    indptr, indices, data = _dense_to_csr(X)
-    _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-               n_updates, out_mistake, out_hinge, out_updated, out_offset)
+    """Dense chunk: rows compacted to their nonzeros, then the CSR skeleton.  Dense
+    and CSR input therefore run the same code and give bit-identical results."""
+    block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
+    _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                 out_mistake, out_hinge, out_updated, out_offset, block)
 
 
 def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
