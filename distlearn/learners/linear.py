@@ -247,6 +247,10 @@ def learn_chunk(
             state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset))
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
+        if not X.has_sorted_indices:
+            # Margins are summed in column order (what makes results independent
+            # of how the matrix was built, and equal to the dense path).
+            X = X.sorted_indices()
         data = X.data if X.data.dtype == dt else X.data.astype(dt)
         indptr = X.indptr
         indices = X.indices
