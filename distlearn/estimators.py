@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import rng
 from ._validation import Boolean, Integral, Options, Real, RandomState, check_params, is_store
 from .learners import init_state, learn_chunk, make_rule, state_coef
+from .learners.linear import row_sqnorms
 
 __all__ = [
     "Perceptron",
@@ -472,10 +473,7 @@ def _max_row_norm(X: Any, fit_intercept: bool) -> float:
         from .data.store import open_dataset
 
         return max((_max_row_norm(b.X, fit_intercept) for b in open_dataset(X).iter_blocks()), default=math.sqrt(extra))
-    if sp.issparse(X):
-        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
-    else:
-        sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    sq = row_sqnorms(X)
     return float(math.sqrt((sq.max() if len(sq) else 0.0) + extra))
 
 

@@ -514,3 +514,26 @@ def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, 
     """CSR chunk given by its three arrays (indices sorted within each row)."""
     _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
                n_updates, out_mistake, out_hinge, out_updated, out_offset)
+
+
+@njit(**NUMBA_FLAGS)
+def row_sqnorms_csr(indptr, data, out):
+    """Squared row norms, summed in stored order (as the rules sum ||x||^2)."""
+    for r in range(out.shape[0]):
+        acc = 0.0
+        for jj in range(indptr[r], indptr[r + 1]):
+            v = data[jj]
+            acc += v * v
+        out[r] = acc
+
+
+@njit(**NUMBA_FLAGS)
+def row_sqnorms_dense(X, out):
+    """Squared row norms in column order: equal to the CSR version bit for bit
+    (a zero adds exactly nothing)."""
+    for r in range(X.shape[0]):
+        acc = 0.0
+        for j in range(X.shape[1]):
+            v = X[r, j]
+            acc += v * v
+        out[r] = acc

@@ -37,6 +37,7 @@ __all__ = [
     "learn_chunk",
     "state_coef",
     "copy_state",
+    "row_sqnorms",
 ]
 
 
@@ -265,3 +266,16 @@ def learn_chunk(
         K.learn_dense(Xd, y, order, *args)
     state.n_rounds[0] += n
     return log
+
+
+def row_sqnorms(X: Any) -> np.ndarray:
+    """``||x_i||^2`` of every row, summed exactly as the rules sum them (dense == CSR)."""
+    out = np.zeros(X.shape[0], dtype=np.float64)
+    if sp.issparse(X):
+        X = X.tocsr()
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()
+        K.row_sqnorms_csr(X.indptr, X.data, out)
+    else:
+        K.row_sqnorms_dense(np.ascontiguousarray(X), out)
+    return out

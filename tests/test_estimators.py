@@ -1,0 +1,105 @@
+"""Estimator behaviour beyond scikit-learn's contract: stores, seeds, partial_fit, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import distlearn
+from distlearn.data.store import write_dataset
+
+ALL = [
+    distlearn.Perceptron, distlearn.GeneralizedPerceptron, distlearn.MarginPerceptron, distlearn.ALMA,
+    distlearn.ROMMA, distlearn.PassiveAggressive, distlearn.MIRA, distlearn.LMS,
+]
+
+
+def _data(n=600, d=15, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=3, size=(k, d))
+    y = rng.integers(0, k, n)
+    X = centers[y] + rng.normal(size=(n, d))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    return X, y * 10 + 1  # numeric labels (stores hold numbers), not 0..k-1
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_store_input_equals_in_memory(tmp_path, cls):
+    X, y = _data()
+    ds = write_dataset(tmp_path / "d.zarr", [(X, y)], block_rows=128, dtype="float64")
+    a = cls(shuffle=False, epochs=2).fit(X, y)
+    b = cls(shuffle=False, epochs=2).fit(str(ds.path))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert a.online_errors_ == b.online_errors_ and a.n_updates_ == b.n_updates_
+    np.testing.assert_array_equal(b.predict(ds), a.predict(X))
+    # Shuffled store epochs are reproducible from the seed.
+    c1 = cls(random_state=5, epochs=2).fit(ds)
+    c2 = cls(random_state=5, epochs=2).fit(ds)
+    np.testing.assert_array_equal(c1.coef_, c2.coef_)
+
+
+def test_seeded_shuffle_is_reproducible_and_layout_free():
+    X, y = _data()
+    a = distlearn.Perceptron(random_state=3).fit(X, y)
+    b = distlearn.Perceptron(random_state=3).fit(sp.csr_matrix(X), y)
+    c = distlearn.Perceptron(random_state=4).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+
+
+def test_partial_fit_equals_fit_in_pieces():
+    X, y = _data()
+    full = distlearn.PassiveAggressive(shuffle=False, epochs=1).fit(X, y)
+    inc = distlearn.PassiveAggressive()
+    for lo in range(0, len(y), 100):
+        inc.partial_fit(X[lo:lo + 100], y[lo:lo + 100], classes=np.unique(y))
+    np.testing.assert_array_equal(full.coef_, inc.coef_)
+    assert inc.t_ == len(y) and inc.online_errors_ == full.online_errors_
+
+
+def test_binary_labels_and_sign_convention():
+    X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    clf = distlearn.Perceptron(fit_intercept=False, shuffle=False, epochs=1).fit(X, ["no", "yes"])
+    # A zero score predicts classes_[1] (sgn(0) = +1).
+    assert clf.predict(np.zeros((1, 2)))[0] == "yes"
+    assert clf.decision_function(X).shape == (2,)
+
+
+@pytest.mark.parametrize("cls,param,value,match", [
+    (distlearn.Perceptron, "epochs", 0, "epochs must be an integer in \\[1, inf\\]"),
+    (distlearn.Perceptron, "eta", -1.0, "eta must be a real number in \\(0, inf\\)"),
+    (distlearn.Perceptron, "dtype", "float16", "dtype must be one of"),
+    (distlearn.Perceptron, "conversion", "averaging", "conversion must be one of 'last'"),
+    (distlearn.ALMA, "alpha", 1.5, "alpha must be a real number in \\(0, 1\\]"),
+    (distlearn.PassiveAggressive, "variant", "PA-III", "variant must be one of"),
+    (distlearn.PassiveAggressive, "C", 0.0, "C must be a real number in \\(0, inf\\)"),
+    (distlearn.MIRA, "beta", -0.1, "beta must be a real number in \\[0, inf\\)"),
+    (distlearn.GeneralizedPerceptron, "rho_schedule", "log", "rho_schedule must be one of"),
+    (distlearn.MarginPerceptron, "radius", -2.0, "radius must be a real number"),
+])
+def test_parameter_errors_name_the_parameter(cls, param, value, match):
+    X, y = _data()
+    with pytest.raises(ValueError, match=match):
+        cls(**{param: value}).fit(X, y)
+
+
+def test_input_errors():
+    X, y = _data()
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        distlearn.Perceptron().fit(X, np.zeros(len(y)))
+    with pytest.raises(ValueError, match="NaN"):
+        distlearn.Perceptron().fit(np.full((3, 2), np.nan), [0, 1, 0])
+    clf = distlearn.Perceptron().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :3])
+    with pytest.raises(ValueError, match="not in classes_"):
+        clf.partial_fit(X, np.full(len(y), 7))
+
+
+def test_store_with_y_is_refused(tmp_path):
+    X, y = _data()
+    ds = write_dataset(tmp_path / "d.zarr", [(X, y)])
+    with pytest.raises(ValueError, match="y must be None"):
+        distlearn.Perceptron().fit(ds, y)
