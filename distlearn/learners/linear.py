@@ -243,15 +243,32 @@ def learn_chunk(
         log = RoundLog(np.zeros(n, np.uint8), np.zeros(n, np.float64), np.zeros(n, np.uint8))
         offset = 0
     y = np.ascontiguousarray(y, dtype=np.int64)
+    # The kernels trust their input; check what would make them read or write
+    # out of bounds.
+    if y.shape != (n_rows,):
+        raise ValueError(f"y has shape {y.shape}; expected ({n_rows},), one class index per row of X")
+    n_out = state.W.shape[1]
+    if n_out > 1 and n and (y.min() < 0 or y.max() >= n_out):
+        raise ValueError(f"class indices must be in [0, {n_out - 1}] for {n_out} output columns")
+    if rule.native and n_out < 3:
+        raise ValueError(f"native multiclass rule {rule.name!r} needs at least 3 output columns, got {n_out}")
+    if n and (order.min() < 0 or order.max() >= n_rows):
+        raise ValueError(f"order has row indices outside [0, {n_rows - 1}]")
+    if X.shape[1] != state.W.shape[0] - 1:
+        raise ValueError(f"X has {X.shape[1]} features; the state has {state.W.shape[0] - 1}")
+    if offset < 0 or any(len(a) < offset + n for a in log):
+        raise ValueError(f"log arrays of length {len(log.mistake)} cannot hold {n} rounds from offset {offset}")
     dt = state.W.dtype
     args = (rule.code, rule.params, bool(fit_intercept), float(bias), state.W, state.scale,
             state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset))
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
-        if not X.has_sorted_indices:
+        if not X.has_canonical_format:
             # Margins are summed in column order (what makes results independent
-            # of how the matrix was built, and equal to the dense path).
-            X = X.sorted_indices()
+            # of how the matrix was built, and equal to the dense path), and a
+            # duplicated entry means the sum of its values, as in scipy.
+            X = X.copy()
+            X.sum_duplicates()
         data = X.data if X.data.dtype == dt else X.data.astype(dt)
         indptr = X.indptr
         indices = X.indices
