@@ -153,13 +153,15 @@ def _same_bits(a, b, what=""):
     if a.tobytes() != b.tobytes():
         bad = np.flatnonzero(a.reshape(-1).view(np.uint8) != b.reshape(-1).view(np.uint8))
         raise AssertionError(f"{what}: not bit-identical (first differing byte {bad[0]})")
+    return True
 
 
 def _same_run(s1, l1, s2, l2):
     for f in s1._fields:
-        _same_bits(getattr(s1, f), getattr(s2, f), f"state.{f}")
+        assert _same_bits(getattr(s1, f), getattr(s2, f), f"state.{f}")
     for f in l1._fields:
-        _same_bits(getattr(l1, f), getattr(l2, f), f"log.{f}")
+        assert _same_bits(getattr(l1, f), getattr(l2, f), f"log.{f}")
+    return True
 
 
 def _csr_with_explicit_zeros(X, rng):
@@ -344,7 +346,7 @@ def test_dense_and_csr_are_bit_identical(name, params, K):
     }
     for what, Xin in inputs.items():
         try:
-            _same_run(*ref, *_run(name, params, Xin, y, K, fit_intercept=True, bias=0.75, order=order))
+            assert _same_run(*ref, *_run(name, params, Xin, y, K, fit_intercept=True, bias=0.75, order=order))
         except AssertionError as e:
             raise AssertionError(f"{what}: {e}") from None
 
@@ -361,7 +363,7 @@ def test_csr_index_dtypes_and_data_dtypes():
     ref = _run("pa", {"variant": "PA-I", "C": 0.3}, X, y, 1, fit_intercept=True)
     for Xin in (mixed, i64, int_data, X.astype(np.int64)):
         s, log = _run("pa", {"variant": "PA-I", "C": 0.3}, Xin, y, 1, fit_intercept=True)
-        _same_run(*ref, s, log)
+        assert _same_run(*ref, s, log)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
@@ -375,7 +377,7 @@ def test_read_only_inputs(sparse):
     for a in (*arrays, yr, orr):
         a.setflags(write=False)
     s, log = _run("pa", {"variant": "PA", "C": 1.0, "native": True}, Xr, yr, 3, order=orr)
-    _same_run(*ref, s, log)
+    assert _same_run(*ref, s, log)
     # and the inputs were not touched
     np.testing.assert_array_equal(Xr.toarray() if sparse else Xr, X)
 
@@ -400,7 +402,7 @@ def test_wide_dense_rows_cross_row_blocks(name, params, K, exact):
     log_d = RoundLog(np.zeros(400, np.uint8), np.zeros(400), np.zeros(400, np.uint8))
     dense = _run(name, params, X, y, K, fit_intercept=True, order=order, log=log_d, offset=9)
     csr = _run(name, params, sp.csr_matrix(X), y, K, fit_intercept=True, order=order)
-    _same_run(dense[0], RoundLog(*(a[9:9 + len(order)] for a in log_d)), *csr)
+    assert _same_run(dense[0], RoundLog(*(a[9:9 + len(order)] for a in log_d)), *csr)
     ref = naive_run(name, params, X[order], y[order], K, fit_intercept=True)
     _check_oracle(*csr, ref, exact)
 
@@ -440,9 +442,9 @@ def test_float32_state_exact_for_integer_perceptron():
     s64, l64 = _run("perceptron", {"eta": 1.0}, X, y, 3, fit_intercept=True)
     s32 = init_state(D, 3, dtype=np.float32)
     l32 = learn_chunk(make_rule("perceptron"), s32, X, y, fit_intercept=True)
-    _same_bits(state_coef(s32)[0], state_coef(s64)[0])
+    assert _same_bits(state_coef(s32)[0], state_coef(s64)[0])
     for f in l64._fields:
-        _same_bits(getattr(l32, f), getattr(l64, f), f)
+        assert _same_bits(getattr(l32, f), getattr(l64, f), f)
 
 
 def test_row_sqnorms_sum_like_the_rules():
@@ -454,7 +456,7 @@ def test_row_sqnorms_sum_like_the_rules():
     A.data[:] = np.concatenate([A.data[a:b][::-1] for a, b in zip(A.indptr[:-1], A.indptr[1:])])
     A.has_sorted_indices = False
     for Xin in (X, sp.csr_matrix(X), A):
-        _same_bits(row_sqnorms(Xin), want)
+        assert _same_bits(row_sqnorms(Xin), want)
 
 
 # ---------------------------------------------------------------------------
@@ -481,14 +483,14 @@ def test_chunk_invariance(name, params, K, sparse):
     parts = init_state(D, K)
     logs = [learn_chunk(rule, parts, Xin[a:b], y[a:b], fit_intercept=True) for a, b in splits]
     joined = RoundLog(*(np.concatenate([getattr(lg, f) for lg in logs]) for f in RoundLog._fields))
-    _same_run(whole, lw, parts, joined)
+    assert _same_run(whole, lw, parts, joined)
     # the same through one preallocated log
     into = init_state(D, K)
     log = RoundLog(np.zeros(N, np.uint8), np.zeros(N, np.float64), np.zeros(N, np.uint8))
     for a, b in splits:
         out = learn_chunk(rule, into, Xin[a:b], y[a:b], fit_intercept=True, log=log, offset=int(a))
         assert out is log
-    _same_run(whole, lw, into, log)
+    assert _same_run(whole, lw, into, log)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
@@ -507,7 +509,7 @@ def test_order_equals_permuted_rows(name, params, K, sparse):
         idx = np.asarray(order)
         a = _run(name, params, Xin, y, K, fit_intercept=True, order=order)
         b = _run(name, params, Xin[idx], y[idx], K, fit_intercept=True)
-        _same_run(*a, *b)
+        assert _same_run(*a, *b)
         assert len(a[1].mistake) == len(idx) and a[0].n_rounds[0] == len(idx)
 
 
@@ -523,7 +525,7 @@ def test_empty_chunk_changes_nothing(name, params, K, sparse):
     log = learn_chunk(make_rule(name, **params), s, X, y, fit_intercept=True, order=np.zeros(0, np.int64))
     assert all(len(a) == 0 for a in log)
     for f in s._fields:
-        _same_bits(getattr(s, f), getattr(before, f), f)
+        assert _same_bits(getattr(s, f), getattr(before, f), f)
 
 
 @pytest.mark.parametrize("fit_intercept", [False, True])
@@ -565,13 +567,13 @@ def test_log_and_offset_write_only_their_slice():
     assert out is log
     for f in RoundLog._fields:
         a = getattr(log, f)
-        _same_bits(a[off:off + N], getattr(ref, f), f)
+        assert _same_bits(a[off:off + N], getattr(ref, f), f)
         assert (a[:off] == a[0]).all() and (a[off + N:] == a[-1]).all()
     assert log.mistake[0] == 7 and log.hinge[0] == -1.0 and log.updated[-1] == 9
     # Without a log, offset is ignored: a fresh log from position 0.
     fresh = learn_chunk(rule, init_state(D, 3), X, y, offset=5)
     for f in RoundLog._fields:
-        _same_bits(getattr(fresh, f), getattr(ref, f), f)
+        assert _same_bits(getattr(fresh, f), getattr(ref, f), f)
 
 
 # ---------------------------------------------------------------------------
@@ -607,7 +609,7 @@ def test_csr_with_unsorted_indices_equals_dense(name, params, K):
     kept = A.indices.copy()
     ref = _run(name, params, X, y, K, fit_intercept=True)
     got = _run(name, params, A, y, K, fit_intercept=True)
-    _same_run(*ref, *got)
+    assert _same_run(*ref, *got)
     np.testing.assert_array_equal(A.indices, kept)
 
 
@@ -625,7 +627,7 @@ def test_csr_with_duplicate_entries_equals_dense():
     assert not A.has_canonical_format and A.has_sorted_indices and np.array_equal(A.toarray(), X)
     ref = _run("pa", {"variant": "PA", "C": 1.0}, X, y, 1)
     got = _run("pa", {"variant": "PA", "C": 1.0}, A, y, 1)
-    _same_run(*ref, *got)
+    assert _same_run(*ref, *got)
 
 
 # ---------------------------------------------------------------------------
@@ -706,7 +708,7 @@ def test_rounds_without_update_leave_the_state_alone(problem, fit_intercept, rul
         assert log.hinge[0] >= 0.0 and (not log.mistake[0] or log.hinge[0] >= 1.0)
         if not log.updated[0]:
             for f in ("W", "scale", "sqnorm", "n_updates"):
-                _same_bits(getattr(s, f), getattr(before, f), f)
+                assert _same_bits(getattr(s, f), getattr(before, f), f)
         else:
             assert (s.n_updates > before.n_updates).any()
 
@@ -727,7 +729,7 @@ def test_chunking_never_changes_a_bit(problem, fit_intercept, rule, cuts, sparse
     logs = [learn_chunk(r, parts, Xin[a:b], y[a:b], fit_intercept=fit_intercept)
             for a, b in zip(bounds[:-1], bounds[1:])]
     joined = RoundLog(*(np.concatenate([getattr(lg, f) for lg in logs]) for f in RoundLog._fields))
-    _same_run(whole, lw, parts, joined)
+    assert _same_run(whole, lw, parts, joined)
 
 
 def test_kernel_bounds_are_checked_by_the_wrapper():
