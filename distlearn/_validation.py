@@ -21,17 +21,20 @@ class Real:
     """A real number in an interval; ``closed`` is "both", "left", "right" or "neither"."""
 
     def __init__(self, lo: float = -math.inf, hi: float = math.inf, closed: str = "both",
-                 none_ok: bool = False) -> None:
-        self.lo, self.hi, self.closed, self.none_ok = lo, hi, closed, none_ok
+                 none_ok: bool = False, also: tuple[str, ...] = ()) -> None:
+        self.lo, self.hi, self.closed, self.none_ok, self.also = lo, hi, closed, none_ok, also
 
     def describe(self) -> str:
         left = "[" if self.closed in ("both", "left") and math.isfinite(self.lo) else "("
         right = "]" if self.closed in ("both", "right") and math.isfinite(self.hi) else ")"
         text = f"a real number in {left}{self.lo:g}, {self.hi:g}{right}"
-        return text + (" or None" if self.none_ok else "")
+        extra = [repr(a) for a in self.also] + (["None"] if self.none_ok else [])
+        return text + "".join(f" or {e}" for e in extra)
 
     def check(self, name: str, value: Any) -> None:
         if value is None and self.none_ok:
+            return
+        if isinstance(value, str) and value in self.also:
             return
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
             raise ValueError(f"{name} must be {self.describe()}, got {value!r}")

@@ -20,8 +20,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import rng
 from ._validation import Boolean, Integral, Options, Real, RandomState, check_params, is_store
-from .learners import init_state, learn_chunk, make_rule, state_coef
-from .learners.linear import row_sqnorms
+from .learners import copy_state, init_state, learn_chunk, make_rule, state_coef
+from .learners.linear import _raise_non_finite, row_sqnorms
 
 __all__ = [
     "Perceptron",
@@ -66,21 +66,62 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         return np.dtype(self.dtype)
 
     def _validate_xy(self, X: Any, y: Any, reset: bool) -> tuple[Any, np.ndarray]:
+        # No finiteness pass over X here: the kernels notice a NaN or infinity
+        # when its row's margin comes out non-finite (before any update from
+        # that row), and fit/partial_fit then roll back; see _guard.
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-                             reset=reset, ensure_min_samples=1)
-        check_classification_targets(y)
-        if sp.issparse(X) and not X.has_sorted_indices:
-            X = X.sorted_indices()
+                             reset=reset, ensure_min_samples=1, ensure_all_finite=False)
+        y = np.asarray(y)
+        if y.dtype.kind not in "iu":  # integer labels are classes already
+            check_classification_targets(y)
         return X, y
 
+    @staticmethod
+    def _classes(y: np.ndarray) -> np.ndarray:
+        if y.dtype.kind in "iu" and len(y):
+            lo = int(y.min())
+            span = int(y.max()) - lo + 1
+            if span <= 1 << 20:
+                return np.flatnonzero(np.bincount((y - lo).astype(np.intp), minlength=span)).astype(y.dtype) + lo
+        return np.unique(y)
+
     def _encode(self, y: np.ndarray) -> np.ndarray:
-        idx = np.searchsorted(self.classes_, y)
-        idx[idx >= len(self.classes_)] = 0
-        bad = self.classes_[idx] != y
+        classes = self.classes_
+        if y.dtype.kind in "iu" and classes.dtype.kind in "iu" and len(y):
+            # Integer labels: a lookup table over [min, max] (one gather) when the
+            # range is small, instead of a binary search per label.
+            lo, hi = int(y.min()), int(y.max())
+            if hi - lo < 1 << 20:
+                lut = np.full(hi - lo + 1, -1, np.int64)
+                inside = classes[(classes >= lo) & (classes <= hi)]
+                lut[inside.astype(np.int64) - lo] = np.searchsorted(classes, inside)
+                idx = lut[(y - lo).astype(np.intp)]
+                if idx.min() < 0:
+                    unknown = np.unique(y[idx < 0])[:5]
+                    raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
+                return idx
+        idx = np.searchsorted(classes, y)
+        idx[idx >= len(classes)] = 0
+        bad = classes[idx] != y
         if np.any(bad):
             unknown = np.unique(np.asarray(y)[bad])[:5]
-            raise ValueError(f"y contains labels not in classes_ {self.classes_.tolist()}: {unknown.tolist()}")
+            raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
         return idx.astype(np.int64)
+
+    _FITTED = ("classes_", "coef_", "intercept_", "n_features_in_", "feature_names_in_", "n_updates_",
+               "online_errors_", "n_iter_", "t_", "_state", "_rule_obj", "_seed", "horizon_", "radius_",
+               "eta_")
+
+    def _forget(self) -> None:
+        """Drop every fitted attribute: a failed fit leaves no model that looks valid."""
+        for name in self._FITTED:
+            self.__dict__.pop(name, None)
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        return (copy_state(self._state), self.n_updates_, self.online_errors_, self.n_iter_, self.t_)
+
+    def _restore(self, snap: tuple[Any, ...]) -> None:
+        self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_ = snap
 
     def _start(self, classes: np.ndarray, n_features: int) -> None:
         classes = np.asarray(classes)
@@ -132,10 +173,17 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         self._check_params()
+        try:
+            return self._fit(X, y)
+        except BaseException:
+            self._forget()
+            raise
+
+    def _fit(self, X: Any, y: Any) -> _OnlineLinearClassifier:
         if is_store(X):
             return self._fit_store(X, y)
         X, y = self._validate_xy(X, y, reset=True)
-        self._start(np.unique(y), X.shape[1])
+        self._start(self._classes(y), X.shape[1])
         yi = self._encode(y)
         self._prepare(X, X.shape[0] * self.epochs, first=True)
         n = X.shape[0]
@@ -166,11 +214,24 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         first = not hasattr(self, "classes_")
         if first:
             self._check_params()
+        snap = None if first else self._snapshot()
+        try:
+            return self._partial_fit(X, y, classes, first)
+        except BaseException:
+            # Nothing of a failed call is kept: the model is as before it.
+            if snap is None:
+                self._forget()
+            else:
+                self._restore(snap)
+                self._finish()
+            raise
+
+    def _partial_fit(self, X: Any, y: Any, classes: Any, first: bool) -> _OnlineLinearClassifier:
         if is_store(X):
             return self._fit_store(X, y, partial=True, classes=classes)
         X, y = self._validate_xy(X, y, reset=first)
         if first:
-            self._start(np.unique(y) if classes is None else np.asarray(classes), X.shape[1])
+            self._start(self._classes(y) if classes is None else np.asarray(classes), X.shape[1])
             self._prepare(X, X.shape[0], first=True)
         elif classes is not None and not np.array_equal(np.sort(np.asarray(classes)), self.classes_):
             raise ValueError(f"classes={np.asarray(classes).tolist()} differs from the first call's {self.classes_.tolist()}")
@@ -474,7 +535,12 @@ def _max_row_norm(X: Any, fit_intercept: bool) -> float:
 
         return max((_max_row_norm(b.X, fit_intercept) for b in open_dataset(X).iter_blocks()), default=math.sqrt(extra))
     sq = row_sqnorms(X)
-    return float(math.sqrt((sq.max() if len(sq) else 0.0) + extra))
+    top = float(sq.max()) if len(sq) else 0.0
+    if not math.isfinite(top):
+        r = int(np.flatnonzero(~np.isfinite(sq))[0])
+        _raise_non_finite(X, r, r)
+        raise ValueError(f"row {r} of X has a squared norm that overflows float64; scale the features")
+    return math.sqrt(top + extra)
 
 
 @_doc
@@ -734,12 +800,18 @@ class LMS(_OnlineLinearClassifier):
 
     Parameters
     ----------
-    eta : float, default=0.01
-        Step size.  LMS diverges when ``eta * ||x||^2 >= 2``: scale the data.
+    eta : float or "auto", default="auto"
+        Step size.  LMS converges in the mean square for ``0 < eta < 2 / lambda_max``
+        and diverges once ``eta * ||x||^2 >= 2`` on many examples; ``"auto"`` takes
+        ``1 / R^2`` with ``R = max ||x||`` (bias included) measured on the first
+        ``fit``/``partial_fit`` data, stable whatever the feature scale.  A
+        diverging run stops with an error naming the row.
     %(common)s
 
     Attributes
     ----------
+    eta_ : float
+        The step size used.
     coef_, intercept_, classes_, n_features_in_, n_updates_, online_errors_, n_iter_, t_
         As in :class:`Perceptron`.
 
@@ -757,9 +829,9 @@ class LMS(_OnlineLinearClassifier):
     True
     """
 
-    _params = {"eta": Real(0, math.inf, "neither")}
+    _params = {"eta": Real(0, math.inf, "neither", also=("auto",))}
 
-    def __init__(self, *, eta: float = 0.01, epochs: int = 5, shuffle: bool = True,
+    def __init__(self, *, eta: float | str = "auto", epochs: int = 5, shuffle: bool = True,
                  random_state: Any = None, fit_intercept: bool = True, dtype: Any = "float64",
                  conversion: str = "last") -> None:
         self.eta = eta
@@ -770,5 +842,12 @@ class LMS(_OnlineLinearClassifier):
         self.dtype = dtype
         self.conversion = conversion
 
+    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
+        if self.eta == "auto":
+            self.eta_ = 1.0 / max(_max_row_norm(X, self.fit_intercept), 1e-150) ** 2
+        else:
+            self.eta_ = float(self.eta)
+        self._rule_obj = make_rule("lms", eta=self.eta_)
+
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
-        return "lms", {"eta": self.eta}, False
+        return "lms", {"eta": 1.0}, False  # set for real in _prepare

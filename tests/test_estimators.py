@@ -103,3 +103,59 @@ def test_store_with_y_is_refused(tmp_path):
     ds = write_dataset(tmp_path / "d.zarr", [(X, y)])
     with pytest.raises(ValueError, match="y must be None"):
         distlearn.Perceptron().fit(ds, y)
+
+
+@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_non_finite_row_is_named_and_nothing_is_kept(cls, layout, k):
+    # The kernels find a NaN/inf by its non-finite margin (no separate pass over
+    # X); fit then leaves no fitted model, partial_fit restores the one before.
+    X, y = _data(k=k)
+    bad = X.copy()
+    bad[417, 6] = np.inf if cls is distlearn.ALMA else np.nan
+    conv = sp.csr_matrix if layout == "csr" else np.asarray
+    clf = cls(random_state=0)
+    with pytest.raises(ValueError, match=r"NaN or infinity: row 417 .*column \[6\]"):
+        clf.fit(conv(bad), y)
+    assert not hasattr(clf, "coef_") and not hasattr(clf, "classes_")
+
+    clf = cls(random_state=0).partial_fit(conv(X[:300]), y[:300], classes=np.unique(y))
+    before = (clf.coef_.copy(), clf.intercept_.copy(), clf.n_updates_, clf.online_errors_, clf.t_, clf.n_iter_)
+    with pytest.raises(ValueError, match=r"row 117 .*column \[6\]"):
+        clf.partial_fit(conv(bad[300:]), y[300:])
+    after = (clf.coef_, clf.intercept_, clf.n_updates_, clf.online_errors_, clf.t_, clf.n_iter_)
+    assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+    assert before[2:] == after[2:]
+    # ... and it goes on exactly as if the bad call had not happened.
+    ref = cls(random_state=0).partial_fit(conv(X[:300]), y[:300], classes=np.unique(y))
+    assert np.array_equal(clf.partial_fit(conv(X[300:]), y[300:]).coef_, ref.partial_fit(conv(X[300:]), y[300:]).coef_)
+
+
+def test_diverging_lms_stops_with_an_error_and_auto_step_is_stable():
+    X, y = _data()
+    X = X * 1e3  # ||x||^2 ~ 1e8: a fixed step of 0.01 diverges
+    with pytest.raises(ValueError, match="weights overflowed.*smaller step"):
+        distlearn.LMS(eta=0.01, random_state=0, epochs=20).fit(X, y)
+    clf = distlearn.LMS(random_state=0).fit(X, y)  # eta="auto" = 1 / max ||x||^2
+    assert np.isfinite(clf.coef_).all()
+    assert clf.eta_ == pytest.approx(1.0 / (float(np.max(np.sum(X * X, axis=1))) + 1.0))
+    assert clf.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([-5, 3, 1_000_000]), np.array([0, 1, 2], np.uint8), np.array([2**40, 2**40 + 1, -(2**40)]),
+    np.array(["a", "b", "c"]), np.array([1.0, 2.0, 4.0]),
+])
+def test_integer_label_fast_path_equals_generic_path(labels):
+    # Small-range integer labels are encoded by a lookup table, wide ranges and
+    # other types by search; the fitted model is the same either way.
+    X, y = _data(k=3)
+    y = labels[(y - 1) // 10]
+    clf = distlearn.Perceptron(random_state=0).fit(X, y)
+    assert clf.classes_.tolist() == sorted(labels.tolist())
+    ref = distlearn.Perceptron(random_state=0).fit(X, np.searchsorted(np.sort(labels), y))
+    assert np.array_equal(clf.coef_, ref.coef_)
+    assert np.array_equal(clf.predict(X), np.sort(labels)[ref.predict(X)])
+    with pytest.raises(ValueError, match="not in classes_"):
+        clf.partial_fit(X[:5], np.full(5, "zzz") if labels.dtype.kind == "U" else np.full(5, 7, labels.dtype))

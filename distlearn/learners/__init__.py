@@ -8,6 +8,7 @@ driver; the scikit-learn estimators built on them live in
 from __future__ import annotations
 
 from .linear import (
+    NonFiniteError,
     RULES,
     LinearState,
     Rule,
@@ -20,6 +21,7 @@ from .linear import (
 )
 
 __all__ = [
+    "NonFiniteError",
     "RULES",
     "LinearState",
     "Rule",

@@ -310,11 +310,17 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
     """One round with K output columns: one-vs-rest for the binary rules, or a native
     multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
     _margins_multi(w, ix, vx, lo, hi, K, acc)
+    finite = True
     for k in range(K):
         mk = acc[k] * scale[k]
         if fit_intercept:
             mk = mk + w[d * K + k] * scale[k] * bias
         m[k] = mk
+        finite = finite and math.isfinite(mk)
+    if not finite:
+        # A NaN or infinity in x (0 * inf is NaN too) or overflowed weights:
+        # signalled by a NaN hinge before anything is updated.
+        return False, np.nan, False
     best = 0
     for k in range(1, K):
         if m[k] > m[best]:
@@ -394,6 +400,11 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
+    Returns -1, or the position in ``order`` of the first round whose margin is
+    not finite (a NaN or infinity in the row, or overflowed weights); rounds
+    before it are applied and logged, that round and later ones are not.  This
+    replaces a separate finiteness pass over the data.
+
     The binary (one-column) round is written out here rather than in a helper:
     numba passes each array as many scalars, and a call per row, or a nested
     inline, measurably slows the hot loop.
@@ -420,6 +431,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             m0 = a * s0
             if fit_intercept:
                 m0 = m0 + w[d] * s0 * bias
+            if not math.isfinite(m0):
+                return ii  # non-finite x (0 * inf is NaN too) or weights; nothing updated
             yk = 1.0 if yi == 1 else -1.0
             z = yk * m0
             mis = (m0 >= 0.0) != (yk > 0.0)
@@ -467,9 +480,12 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
         else:
             mis, h, upd = _row_multi(w, indices, data, lo, hi, yi, rule, p, fit_intercept, bias, d, K,
                                      W, scale, sqnorm, n_updates, need_norm, acc, m, tau, work)
+            if h != h:
+                return ii
         out_mistake[out_offset + ii] = mis
         out_hinge[out_offset + ii] = h if h > 0.0 else 0.0
         out_updated[out_offset + ii] = upd
+    return -1
 
 
 @njit(**NUMBA_FLAGS)
@@ -496,8 +512,11 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
                 data[c] = v
                 c += 1 if v != 0 else 0  # branch-free; a zero's slot is overwritten
             indptr[i + 1] = c
-        _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
-                   sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s)
+        bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
+                         sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s)
+        if bad >= 0:
+            return s + bad
+    return -1
 
 
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
@@ -505,14 +524,14 @@ def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_u
     """Dense chunk: rows compacted to their nonzeros, then the CSR skeleton.  Dense
     and CSR input therefore run the same code and give bit-identical results."""
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
-    _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                  out_mistake, out_hinge, out_updated, out_offset, block)
 
 
 def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
               n_updates, out_mistake, out_hinge, out_updated, out_offset):
     """CSR chunk given by its three arrays (indices sorted within each row)."""
-    _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
+    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
                n_updates, out_mistake, out_hinge, out_updated, out_offset)
 
 

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from . import _kernels as K
 
 __all__ = [
+    "NonFiniteError",
     "RULES",
     "Rule",
     "LinearState",
@@ -275,14 +276,45 @@ def learn_chunk(
         if indptr.dtype != indices.dtype:
             indptr = indptr.astype(np.int64)
             indices = indices.astype(np.int64)
-        K.learn_csr(indptr, indices, data, y, order, *args)
+        bad = K.learn_csr(indptr, indices, data, y, order, *args)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
             Xd = np.ascontiguousarray(Xd, dtype=dt)
-        K.learn_dense(Xd, y, order, *args)
+        bad = K.learn_dense(Xd, y, order, *args)
+    if bad >= 0:
+        state.n_rounds[0] += bad
+        r, t = int(order[bad]), int(bad)
+        _raise_non_finite(X, r, t)
+        raise NonFiniteError(
+            f"the weights overflowed: the margin of row {r} (round {t} of this chunk) is not finite "
+            "although the row is; use a smaller step size or scale the features", r, t)
     state.n_rounds[0] += n
     return log
+
+
+class NonFiniteError(ValueError):
+    """A round's margin was not finite: a NaN or infinity in the row, or weights
+    that overflowed.  ``row`` is the row of X, ``round`` its position in the chunk;
+    the state holds the rounds before it (the caller decides whether to keep them)."""
+
+    def __init__(self, message: str, row: int, round: int) -> None:
+        super().__init__(message)
+        self.row = row
+        self.round = round
+
+
+def _raise_non_finite(X: Any, r: int, t: int) -> None:
+    """Raise :class:`NonFiniteError` if row ``r`` of X holds a NaN or infinity."""
+    if sp.issparse(X):
+        row = X[r]
+        cols = np.asarray(row.indices)[~np.isfinite(row.data)]
+    else:
+        cols = np.flatnonzero(~np.isfinite(np.asarray(X[r])))
+    if len(cols):
+        raise NonFiniteError(
+            f"Input X contains NaN or infinity: row {r} (round {t} of this chunk), "
+            f"column{'s' if len(cols) > 1 else ''} {np.sort(cols)[:5].tolist()}", r, t)
 
 
 def row_sqnorms(X: Any) -> np.ndarray:

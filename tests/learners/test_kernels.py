@@ -745,3 +745,23 @@ def test_kernel_bounds_are_checked_by_the_wrapper():
         learn_chunk(make_rule("perceptron"), init_state(D, 1), X, y, order=np.array([0, len(y)]))
     with pytest.raises(ValueError, match="features"):
         learn_chunk(make_rule("perceptron"), init_state(D + 1, 1), X, y)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_non_finite_row_stops_the_chunk_before_updating(k):
+    from distlearn.learners import NonFiniteError, init_state, learn_chunk, make_rule
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 6))
+    y = rng.integers(0, max(k, 2), 50)
+    X[31, 2] = np.nan
+    order = rng.permutation(50)
+    state = init_state(6, k)
+    with pytest.raises(NonFiniteError) as info:
+        learn_chunk(make_rule("perceptron"), state, X, y, order=order)
+    t = int(np.flatnonzero(order == 31)[0])
+    assert (info.value.row, info.value.round) == (31, t)
+    # The state holds exactly the rounds before the bad one.
+    ref = init_state(6, k)
+    learn_chunk(make_rule("perceptron"), ref, X, y, order=order[:t])
+    assert np.array_equal(state.W, ref.W) and state.n_rounds[0] == t
