@@ -10,6 +10,9 @@ from __future__ import annotations
 from .linear import (
     NonFiniteError,
     RULES,
+    RunningSum,
+    running_sum,
+    running_value,
     LinearState,
     Rule,
     RoundLog,
@@ -23,6 +26,9 @@ from .linear import (
 __all__ = [
     "NonFiniteError",
     "RULES",
+    "RunningSum",
+    "running_sum",
+    "running_value",
     "LinearState",
     "Rule",
     "RoundLog",

@@ -68,20 +68,52 @@ PROJECTED_RULES = (MARGIN, ALMA)
 
 # A column whose scale leaves [TINY, HUGE] is folded back into W (O(d), rare).
 _TINY = 1e-30
+# A running sum P + q * W is rebased (P += q * W, q = 0: O(d), W untouched)
+# when a column's scale has moved by this factor since the last rebase; else
+# q * W would grow as the scale shrinks and cost digits to cancellation.
+_REBASE = 16.0
 _HUGE = 1e30
 
 
 @njit(**NUMBA_FLAGS)
-def _fold_scale(W, scale, k):
+def _fold_scale(W, scale, k, accq):
     s = scale[k]
+    if accq.shape[0]:
+        # The running sum is P + q * W (see _learn_csr); W grows by s, so q
+        # shrinks by s, and so does the scale the sum was last rebased at.
+        K = W.shape[1]
+        accq[k] /= s
+        accq[K + k] /= s
     for j in range(W.shape[0]):
         W[j, k] = W[j, k] * s
     scale[k] = 1.0
 
 
 @njit(**NUMBA_FLAGS)
-def _zero_column(W, scale, sqnorm, k):
+def _check_rebase(W, scale, k, accP, accq):
+    """Fold ``q * W`` into ``P`` once the scale has drifted ``_REBASE``-fold since the
+    last time (``accq[K + k]`` holds that scale)."""
+    K = W.shape[1]
+    r = abs(scale[k] / accq[K + k])
+    if r < 1.0 / _REBASE or r > _REBASE:
+        q = accq[k]
+        if q != 0.0:
+            for j in range(W.shape[0]):
+                accP[j * K + k] += q * W[j, k]
+            accq[k] = 0.0
+        accq[K + k] = scale[k]
+
+
+@njit(**NUMBA_FLAGS)
+def _zero_column(W, scale, sqnorm, k, accP, accq):
     """w_k <- 0 (ROMMA's c can be exactly 0; a zero scale could not be divided by)."""
+    K = W.shape[1]
+    if accq.shape[0]:
+        q = accq[k]
+        for j in range(W.shape[0]):
+            accP[j * K + k] += q * W[j, k]
+        accq[k] = 0.0
+        accq[K + k] = 1.0
     for j in range(W.shape[0]):
         W[j, k] = 0.0
     scale[k] = 1.0
@@ -211,10 +243,10 @@ def _mira_taus(m, yi, xsq, tau, D):
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
-           fit_intercept, bias):
+           fit_intercept, bias, accP, accq):
     """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
     if c == 0.0:
-        _zero_column(W, scale, sqnorm, k)
+        _zero_column(W, scale, sqnorm, k, accP, accq)
         mk = 0.0
     elif c != 1.0:
         scale[k] *= c
@@ -222,14 +254,25 @@ def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
         mk = mk * c
     if u != 0.0:
         inv = u / scale[k]
-        if K == 1:
+        if accq.shape[0] and accq[k] != 0.0:
+            # Keep the running sum P + q * W unchanged while W moves.
+            qi = accq[k] * inv
             for jj in range(lo, hi):
-                w[ix[jj]] += vx[jj] * inv
+                b = ix[jj] * K + k
+                w[b] += vx[jj] * inv
+                accP[b] -= vx[jj] * qi
+            if fit_intercept:
+                w[d * K + k] += bias * inv
+                accP[d * K + k] -= bias * qi
         else:
-            for jj in range(lo, hi):
-                w[ix[jj] * K + k] += vx[jj] * inv
-        if fit_intercept:
-            w[d * K + k] += bias * inv
+            if K == 1:
+                for jj in range(lo, hi):
+                    w[ix[jj]] += vx[jj] * inv
+            else:
+                for jj in range(lo, hi):
+                    w[ix[jj] * K + k] += vx[jj] * inv
+            if fit_intercept:
+                w[d * K + k] += bias * inv
         if need_norm:
             if xsq < 0.0:
                 xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
@@ -242,7 +285,9 @@ def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
             sqnorm[k] = sqnorm[k] / (nrm * nrm)
     sk = abs(scale[k])
     if sk < _TINY or sk > _HUGE:
-        _fold_scale(W, scale, k)
+        _fold_scale(W, scale, k, accq)
+    if accq.shape[0]:
+        _check_rebase(W, scale, k, accP, accq)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -306,7 +351,7 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
-               need_norm, acc, m, tau, work):
+               need_norm, acc, m, tau, work, accP, accq):
     """One round with K output columns: one-vs-rest for the binary rules, or a native
     multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
     _margins_multi(w, ix, vx, lo, hi, K, acc)
@@ -366,7 +411,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
                 continue
             any_update = True
             _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, 1.0, u, m[k], xsq, False, False,
-                   fit_intercept, bias)
+                   fit_intercept, bias, accP, accq)
             n_updates[k] += 1
     else:
         for k in range(K):
@@ -390,20 +435,32 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
             if need_norm and xsq < 0.0:
                 xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
             _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
-                   fit_intercept, bias)
+                   fit_intercept, bias, accP, accq)
             n_updates[k] += 1
     return mistake, (h if h > 0.0 else 0.0), any_update
 
 
 @njit(**NUMBA_FLAGS)
 def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
-               W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset):
+               W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset,
+               age, accP, accq, acc_cfg):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
     not finite (a NaN or infinity in the row, or overflowed weights); rounds
     before it are applied and logged, that round and later ones are not.  This
     replaces a separate finiteness pass over the data.
+
+    ``age[0]`` counts the rounds the current hypothesis has already been used
+    (0 on the round after an update).  The running sum (DESIGN.md decision 4):
+    when ``accq`` is not empty, every round whose hypothesis index ``i =
+    acc_cfg[2] + ii`` satisfies ``i >= acc_cfg[0]`` and (``age >= acc_cfg[1]``
+    or ``i == 0``) adds that hypothesis to ``sum = accP + accq * W`` (true
+    units, column by column) -- O(K) per round, plus one more multiply-add per
+    updated weight to keep ``accP + accq * W`` fixed while ``W`` moves.  With
+    ``acc_cfg[1] = 0`` this is the plain average's sum; with a cutoff ``k`` it is
+    the numerator of cutoff averaging (B_i of Dekel's eq. 3).  ``acc_cfg[3]``
+    counts the hypotheses added.
 
     The binary (one-column) round is written out here rather than in a helper:
     numba passes each array as many scalars, and a call per row, or a nested
@@ -418,11 +475,21 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     m = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
+    acc_on = accq.shape[0] > 0  # accq = [q (K), scale at the last rebase (K)]
+    acc_start = acc_cfg[0]
+    acc_cut = acc_cfg[1]
+    base = acc_cfg[2]
     for ii in range(order.shape[0]):
         r = order[ii]
         lo = indptr[r]
         hi = indptr[r + 1]
         yi = y[r]
+        if acc_on:
+            gi = base + ii
+            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                for k in range(K):
+                    accq[k] += scale[k]
+                acc_cfg[3] += 1
         if binary:
             a = 0.0
             for jj in range(lo, hi):
@@ -451,7 +518,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
             if upd:
                 if c == 0.0:
-                    _zero_column(W, scale, sqnorm, 0)
+                    _zero_column(W, scale, sqnorm, 0, accP, accq)
                     m0 = 0.0
                 elif c != 1.0:
                     scale[0] *= c
@@ -459,10 +526,20 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                     m0 = m0 * c
                 if u != 0.0:
                     inv = u / scale[0]
-                    for jj in range(lo, hi):
-                        w[indices[jj]] += data[jj] * inv
-                    if fit_intercept:
-                        w[d] += bias * inv
+                    if acc_on and accq[0] != 0.0:
+                        qi = accq[0] * inv
+                        for jj in range(lo, hi):
+                            j = indices[jj]
+                            w[j] += data[jj] * inv
+                            accP[j] -= data[jj] * qi
+                        if fit_intercept:
+                            w[d] += bias * inv
+                            accP[d] -= bias * qi
+                    else:
+                        for jj in range(lo, hi):
+                            w[indices[jj]] += data[jj] * inv
+                        if fit_intercept:
+                            w[d] += bias * inv
                     if need_norm:
                         if xsq < 0.0:
                             xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
@@ -475,22 +552,26 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                         sqnorm[0] = sqnorm[0] / (nrm * nrm)
                 sk = abs(scale[0])
                 if sk < _TINY or sk > _HUGE:
-                    _fold_scale(W, scale, 0)
+                    _fold_scale(W, scale, 0, accq)
+                if acc_on:
+                    _check_rebase(W, scale, 0, accP, accq)
                 n_updates[0] += 1
         else:
             mis, h, upd = _row_multi(w, indices, data, lo, hi, yi, rule, p, fit_intercept, bias, d, K,
-                                     W, scale, sqnorm, n_updates, need_norm, acc, m, tau, work)
+                                     W, scale, sqnorm, n_updates, need_norm, acc, m, tau, work,
+                                     accP, accq)
             if h != h:
                 return ii
         out_mistake[out_offset + ii] = mis
         out_hinge[out_offset + ii] = h if h > 0.0 else 0.0
         out_updated[out_offset + ii] = upd
+        age[0] = 0 if upd else age[0] + 1
     return -1
 
 
 @njit(**NUMBA_FLAGS)
 def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                 out_mistake, out_hinge, out_updated, out_offset, block):
+                 out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block):
     """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
     (cache-sized), then the CSR skeleton."""
     n, d = X.shape
@@ -500,6 +581,7 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
     yb = np.empty(block, dtype=np.int64)
     local = np.arange(block)
     n_rows = order.shape[0]
+    base0 = acc_cfg[2]
     for s in range(0, n_rows, block):
         nb = min(block, n_rows - s)
         c = 0
@@ -512,27 +594,31 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
                 data[c] = v
                 c += 1 if v != 0 else 0  # branch-free; a zero's slot is overwritten
             indptr[i + 1] = c
+        acc_cfg[2] = base0 + s
         bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
-                         sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s)
+                         sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s,
+                         age, accP, accq, acc_cfg)
         if bad >= 0:
+            acc_cfg[2] = base0
             return s + bad
+    acc_cfg[2] = base0
     return -1
 
 
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                out_mistake, out_hinge, out_updated, out_offset):
+                out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
     """Dense chunk: rows compacted to their nonzeros, then the CSR skeleton.  Dense
     and CSR input therefore run the same code and give bit-identical results."""
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
     return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                 out_mistake, out_hinge, out_updated, out_offset, block)
+                        out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block)
 
 
 def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-              n_updates, out_mistake, out_hinge, out_updated, out_offset):
+              n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
     """CSR chunk given by its three arrays (indices sorted within each row)."""
     return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-               n_updates, out_mistake, out_hinge, out_updated, out_offset)
+                      n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
 
 
 @njit(**NUMBA_FLAGS)

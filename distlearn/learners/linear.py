@@ -29,6 +29,9 @@ from . import _kernels as K
 
 __all__ = [
     "NonFiniteError",
+    "RunningSum",
+    "running_sum",
+    "running_value",
     "RULES",
     "Rule",
     "LinearState",
@@ -63,7 +66,40 @@ class LinearState(NamedTuple):
     scale: np.ndarray      #: (n_outputs,) float64
     sqnorm: np.ndarray     #: (n_outputs,) float64, ||w_k||^2 where maintained
     n_updates: np.ndarray  #: (n_outputs,) int64
-    n_rounds: np.ndarray   #: (1,) int64, examples seen
+    n_rounds: np.ndarray   #: (1,) int64, examples seen (= index of the current hypothesis)
+    age: np.ndarray        #: (1,) int64, rounds the current hypothesis has been used so far
+
+
+class RunningSum(NamedTuple):
+    """A weighted sum of hypotheses kept by the kernels at O(K) per round.
+
+    ``sum = P + q * W`` column by column, in true weight units (see
+    :func:`running_sum`).  Round ``t`` (hypothesis ``i = t - 1``) is added when
+    ``i >= start`` and the hypothesis has been used for at least ``cut``
+    rounds before (or ``i == 0``): ``cut = 0`` sums every hypothesis, ``cut = k``
+    gives the numerator of cutoff averaging with cutoff ``k``.
+    """
+
+    P: np.ndarray      #: (n_features + 1, n_outputs) float64
+    q: np.ndarray      #: (2, n_outputs) float64: q, and the scale at the last rebase
+    cfg: np.ndarray    #: int64 [start, cut, base (set per call), hypotheses added so far]
+
+    @property
+    def count(self) -> int:
+        """Hypotheses added so far."""
+        return int(self.cfg[3])
+
+
+def running_sum(state: LinearState, *, start: int = 0, cut: int = 0) -> RunningSum:
+    """An empty :class:`RunningSum` for ``state``'s shape."""
+    d1, k = state.W.shape
+    return RunningSum(np.zeros((d1, k), np.float64), np.vstack([np.zeros(k), state.scale]),
+                      np.array([int(start), int(cut), 0, 0], np.int64))
+
+
+def running_value(acc: RunningSum, state: LinearState) -> np.ndarray:
+    """The sum so far, shape (n_outputs, n_features + 1), true units (bias last)."""
+    return (acc.P + acc.q[0][None, :] * state.W.astype(np.float64)).T.copy()
 
 
 class RoundLog(NamedTuple):
@@ -181,6 +217,7 @@ def init_state(n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> L
         sqnorm=np.zeros(int(n_outputs), dtype=np.float64),
         n_updates=np.zeros(int(n_outputs), dtype=np.int64),
         n_rounds=np.zeros(1, dtype=np.int64),
+        age=np.zeros(1, dtype=np.int64),
     )
 
 
@@ -206,6 +243,7 @@ def learn_chunk(
     bias: float = 1.0,
     log: RoundLog | None = None,
     offset: int = 0,
+    acc: RunningSum | None = None,
 ) -> RoundLog:
     """Run the rule over every row of one chunk, updating ``state`` in place.
 
@@ -229,6 +267,8 @@ def learn_chunk(
     log, offset : RoundLog, int, optional
         Write the per-round events into ``log`` from position ``offset``
         instead of allocating a new log.
+    acc : RunningSum, optional
+        Also maintain this running sum of hypotheses (the conversions' averages).
 
     Returns
     -------
@@ -260,8 +300,16 @@ def learn_chunk(
     if offset < 0 or any(len(a) < offset + n for a in log):
         raise ValueError(f"log arrays of length {len(log.mistake)} cannot hold {n} rounds from offset {offset}")
     dt = state.W.dtype
+    if acc is None:
+        accP, accq, cfg = _NO_P, _NO_Q, np.zeros(4, np.int64)
+    else:
+        if acc.P.shape != state.W.shape:
+            raise ValueError(f"running sum of shape {acc.P.shape} does not fit weights {state.W.shape}")
+        accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
+        cfg[2] = state.n_rounds[0]
     args = (rule.code, rule.params, bool(fit_intercept), float(bias), state.W, state.scale,
-            state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset))
+            state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset),
+            state.age, accP, accq, cfg)
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
         if not X.has_canonical_format:
@@ -291,6 +339,10 @@ def learn_chunk(
             "although the row is; use a smaller step size or scale the features", r, t)
     state.n_rounds[0] += n
     return log
+
+
+_NO_P = np.zeros(0, np.float64)
+_NO_Q = np.zeros(0, np.float64)
 
 
 class NonFiniteError(ValueError):
