@@ -9,6 +9,7 @@ scipy.sparse matrix, or a distlearn store (a path or a
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -21,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import rng
 from ._validation import Boolean, Integral, Options, Real, RandomState, check_params, is_store
 from .learners import copy_state, init_state, learn_chunk, make_rule, state_coef
+from .conversions import make_conversion
 from .learners.linear import _raise_non_finite, row_sqnorms
 
 __all__ = [
@@ -34,13 +36,18 @@ __all__ = [
     "LMS",
 ]
 
+class _ConversionParam:
+    def check(self, name: str, value: Any) -> None:
+        make_conversion(value)
+
+
 _COMMON = {
     "epochs": Integral(1, None),
     "shuffle": Boolean(),
     "random_state": RandomState(),
     "fit_intercept": Boolean(),
     "dtype": Options("float64", "float32", np.float64, np.float32),
-    "conversion": Options("last"),
+    "conversion": _ConversionParam(),
 }
 
 
@@ -110,7 +117,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
 
     _FITTED = ("classes_", "coef_", "intercept_", "n_features_in_", "feature_names_in_", "n_updates_",
                "online_errors_", "n_iter_", "t_", "_state", "_rule_obj", "_seed", "horizon_", "radius_",
-               "eta_")
+               "eta_", "summary_", "_tracker", "_conv", "_pass")
 
     def _forget(self) -> None:
         """Drop every fitted attribute: a failed fit leaves no model that looks valid."""
@@ -118,10 +125,11 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
             self.__dict__.pop(name, None)
 
     def _snapshot(self) -> tuple[Any, ...]:
-        return (copy_state(self._state), self.n_updates_, self.online_errors_, self.n_iter_, self.t_)
+        return (copy_state(self._state), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
+                copy.deepcopy(self._tracker))
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
-        self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_ = snap
+        self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_, self._tracker = snap
 
     def _start(self, classes: np.ndarray, n_features: int) -> None:
         classes = np.asarray(classes)
@@ -143,18 +151,46 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         self.t_ = 0
         self._seed = rng.normalize_seed(self.random_state)
 
+    def _make_tracker(self, X: Any) -> Any:
+        conv = make_conversion(self.conversion)
+        n_out = self._state.W.shape[1]
+        d = self._state.W.shape[0] - 1
+        if is_store(X):
+            from .data.store import open_dataset
+
+            ds = open_dataset(X)
+            nnz = d  # unknown without a pass; the dense bound
+            if getattr(ds, "layout", None) == "csr" and hasattr(ds, "nnz"):
+                nnz = ds.nnz / max(1, ds.n_samples)
+        else:
+            nnz = X.nnz / max(1, X.shape[0]) if sp.issparse(X) else d
+        ctx = {"n_features": d, "n_outputs": n_out, "nnz_per_row": nnz,
+               "radius": lambda: getattr(self, "radius_", None) or _max_row_norm(X, self.fit_intercept)}
+        self._conv = conv
+        self._tracker = conv.tracker(ctx)
+        self._pass = 1
+        self._tracker.begin(self._state)
+
+    def _next_pass(self) -> None:
+        """Replay: the tracker chooses from pass 1's losses; the learner starts over."""
+        self._tracker.plan(self._state)
+        self._state = init_state(self._state.W.shape[0] - 1, self._state.W.shape[1], dtype=self._np_dtype)
+        self._pass += 1
+        self._tracker.begin(self._state)
+
     def _run(self, X: Any, yi: np.ndarray, order: np.ndarray | None) -> None:
-        log = learn_chunk(self._rule_obj, self._state, X, yi, order=order,
-                          fit_intercept=self.fit_intercept)
-        self.online_errors_ += int(log.mistake.sum())
-        self.n_updates_ += int(log.updated.sum())
-        self.t_ += len(log.mistake)
+        log = self._tracker.run_chunk(self._rule_obj, self._state, X, yi, order, self.fit_intercept)
+        if self._pass == 1:
+            self.online_errors_ += int(log.mistake.sum())
+            self.n_updates_ += int(log.updated.sum())
+            self.t_ += len(log.mistake)
 
     def _finish(self) -> None:
-        coef, intercept = state_coef(self._state)
+        H = self._tracker.finalize(self._state)
         dt = self._np_dtype
-        self.coef_ = coef.astype(dt, copy=False)
-        self.intercept_ = intercept.astype(dt, copy=False) if self.fit_intercept else np.zeros(len(coef), dt)
+        self.coef_ = np.ascontiguousarray(H[:, :-1]).astype(dt, copy=False)
+        self.intercept_ = H[:, -1].astype(dt) if self.fit_intercept else np.zeros(len(H), dt)
+        self.summary_ = self._tracker
 
     # -- public API -------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> _OnlineLinearClassifier:
@@ -186,13 +222,18 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         self._start(self._classes(y), X.shape[1])
         yi = self._encode(y)
         self._prepare(X, X.shape[0] * self.epochs, first=True)
+        self._make_tracker(X)
         n = X.shape[0]
-        for epoch in range(self.epochs):
-            order = None
-            if self.shuffle:
-                order = rng.block_generator(self._seed, "shuffle", epoch).permutation(n)
-            self._run(X, yi, order)
-            self.n_iter_ += 1
+        for p in range(self._conv.passes):
+            if p:
+                self._next_pass()
+            for epoch in range(self.epochs):
+                order = None
+                if self.shuffle:
+                    order = rng.block_generator(self._seed, "shuffle", epoch).permutation(n)
+                self._run(X, yi, order)
+                if p == 0:
+                    self.n_iter_ += 1
         self._finish()
         return self
 
@@ -214,6 +255,10 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         first = not hasattr(self, "classes_")
         if first:
             self._check_params()
+        passes = make_conversion(self.conversion).passes
+        if passes > 1:
+            raise ValueError(f"conversion={self.conversion!r} replays the data (two passes), which partial_fit "
+                             "cannot do; use fit, or conversion='last', 'average' or 'tree'")
         snap = None if first else self._snapshot()
         try:
             return self._partial_fit(X, y, classes, first)
@@ -233,6 +278,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         if first:
             self._start(self._classes(y) if classes is None else np.asarray(classes), X.shape[1])
             self._prepare(X, X.shape[0], first=True)
+            self._make_tracker(X)
         elif classes is not None and not np.array_equal(np.sort(np.asarray(classes)), self.classes_):
             raise ValueError(f"classes={np.asarray(classes).tolist()} differs from the first call's {self.classes_.tolist()}")
         self._run(X, self._encode(y), None)
@@ -253,10 +299,21 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
             self._start(ds.classes if classes is None else np.asarray(classes), ds.n_features)
             self.n_features_in_ = ds.n_features
             self._prepare(ds, ds.n_samples * (1 if partial else self.epochs), first=True)
+            self._make_tracker(ds)
         elif ds.n_features != self.n_features_in_:
             raise ValueError(f"store {ds.path} has {ds.n_features} features, but {type(self).__name__} "
                              f"is expecting {self.n_features_in_} features as input")
         epochs = 1 if partial else self.epochs
+        nb = ds.n_blocks
+        dt = self._np_dtype
+        for p in range(1 if partial else self._conv.passes):
+            if p:
+                self._next_pass()
+            self._store_epochs(ds, epochs, partial, count=p == 0)
+        self._finish()
+        return self
+
+    def _store_epochs(self, ds: Any, epochs: int, partial: bool, count: bool) -> None:
         nb = ds.n_blocks
         dt = self._np_dtype
         for epoch in range(epochs):
@@ -278,9 +335,8 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
                 if shuffle:
                     order = rng.block_generator(self._seed, "shuffle-rows", epoch * (1 << 32) + int(b)).permutation(Xb.shape[0])
                 self._run(Xb, self._encode(np.asarray(block.y)), order)
-            self.n_iter_ += 1
-        self._finish()
-        return self
+            if count:
+                self.n_iter_ += 1
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Scores: shape (n_samples,) for two classes (positive means ``classes_[1]``),
@@ -324,8 +380,12 @@ _COMMON_DOC = """
     dtype : {"float64", "float32"}, default="float64"
         Storage type of the weights (margins are always accumulated in
         float64); the data is used in this type.
-    conversion : {"last"}, default="last"
-        Online-to-batch conversion: the final hypothesis.
+    conversion : str or conversion object, default="last"
+        Online-to-batch conversion (:mod:`distlearn.conversions`): ``"last"``,
+        ``"average"``, ``"tree"`` (one pass), ``"suffix"``, ``"cutoff"``,
+        ``"survivor"`` (two passes: ``fit`` replays the seeded run), or an
+        object such as ``Cutoff(delta=0.01)``.  ``summary_`` holds the fitted
+        conversion state (e.g. ``summary_.k_`` and ``summary_.bounds_`` for cutoff).
 """
 
 

@@ -1,0 +1,519 @@
+"""Online-to-batch conversions as mergeable summaries, and the trackers that feed them.
+
+The learner runs over rounds ``t = 1..m``; round ``t`` uses hypothesis ``h_{t-1}``
+and logs its loss on example ``t`` (0-1 or hinge) and whether the rule updated.
+Hypothesis indices therefore run ``0..m-1`` for the rounds, plus the final
+``h_m``.  A *tracker* rides along one learner run: it tells the driver where to
+split chunks (tree leaves, capture points), which running sum of hypotheses the
+kernels should keep (:class:`~distlearn.learners.linear.RunningSum`), and turns
+the per-chunk logs into a *summary*.  A summary is plain data: ``merge(other)``
+combines two (its law is in each class's docstring), ``finalize()`` returns
+the batch hypothesis as an array of shape (n_outputs, n_features + 1), bias
+last, and ``nbytes`` its memory.
+
+Conversions that need the whole loss sequence before they can choose their
+hypotheses (suffix, cutoff, survivor) run the learner twice: the first pass
+records losses only (O(m) scalars for suffix, O(sqrt m) groups for cutoff,
+O(1) for survivor), the second replays the learner -- every random choice in
+distlearn is seeded, so the replay produces the same hypotheses -- and
+accumulates just the chosen ones in O(d) memory.  ``passes`` says which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..learners.linear import LinearState, RoundLog, RunningSum, learn_chunk, running_sum, running_value
+
+__all__ = [
+    "LOSSES",
+    "beta",
+    "eq3",
+    "cutoff_bounds",
+    "AverageSummary",
+    "TreeNode",
+    "TreeSummary",
+    "CutoffGroups",
+    "Tracker",
+    "LastTracker",
+    "AverageTracker",
+    "TreeTracker",
+    "SuffixTracker",
+    "CutoffTracker",
+    "SurvivorTracker",
+    "hypothesis",
+]
+
+LOSSES = ("zero_one", "hinge")
+
+
+def hypothesis(state: LinearState) -> np.ndarray:
+    """The current hypothesis as (n_outputs, n_features + 1), true units, bias last."""
+    return (state.W.astype(np.float64) * state.scale[None, :]).T.copy()
+
+
+def _round_loss(log: RoundLog, loss: str, lo: int = 0, hi: int | None = None) -> np.ndarray:
+    if loss == "zero_one":
+        return log.mistake[lo:hi].astype(np.float64)
+    return np.asarray(log.hinge[lo:hi], dtype=np.float64)
+
+
+def _ages(age0: int, updated: np.ndarray) -> np.ndarray:
+    """Age (rounds already used) of the hypothesis of every round of a chunk."""
+    n = len(updated)
+    idx = np.arange(n)
+    prev = np.full(n, -1, np.int64)
+    if n > 1:
+        prev[1:] = np.maximum.accumulate(np.where(updated[:-1] != 0, idx[:-1], -1))
+    return np.where(prev >= 0, idx - prev - 1, age0 + idx)
+
+
+# -- the data-driven criterion ---------------------------------------------------
+def beta(loss_sum: float, count: int, C: float) -> float:
+    """Dekel & Singer's eq. 2: ``L(J) + C |J|^(-1/2)`` with ``L`` the mean loss."""
+    if count <= 0:
+        return math.inf
+    return loss_sum / count + C / math.sqrt(count)
+
+
+@dataclass
+class TreeNode:
+    """A node of the tree-based conversion: the chosen set J's hypothesis sum,
+    its loss sum and size, at ``level`` (a leaf block is level 0)."""
+
+    level: int
+    total: np.ndarray
+    loss: float
+    count: int
+
+
+def eq3(left: TreeNode, right: TreeNode, C: float) -> TreeNode:
+    """Eq. 3 of Dekel & Singer: keep the left set, the right set or their union,
+    whichever has the smallest beta; ties in the order the equation lists them."""
+    bl = beta(left.loss, left.count, C)
+    br = beta(right.loss, right.count, C)
+    bu = beta(left.loss + right.loss, left.count + right.count, C)
+    level = max(left.level, right.level) + 1
+    if bl <= br and bl <= bu:
+        return TreeNode(level, left.total, left.loss, left.count)
+    if br <= bl and br <= bu:
+        return TreeNode(level, right.total, right.loss, right.count)
+    return TreeNode(level, left.total + right.total, left.loss + right.loss, left.count + right.count)
+
+
+# -- summaries ---------------------------------------------------------------------
+@dataclass
+class AverageSummary:
+    """Sum and number of hypotheses, plus the block's final hypothesis.
+
+    Merge law (blocks of one stream, in order): sums and counts add, the final
+    hypothesis is the right block's; associative, with the empty summary as
+    identity; commutative in everything but ``last``.  ``finalize`` is the
+    paper's ``(1/(m+1)) sum_{i=0}^{m} h_i`` (h_0 included).
+    """
+
+    total: np.ndarray | None = None
+    count: int = 0
+    last: np.ndarray | None = None
+
+    def merge(self, other: AverageSummary) -> AverageSummary:
+        if self.total is None:
+            return other
+        if other.total is None:
+            return self
+        return AverageSummary(self.total + other.total, self.count + other.count,
+                              other.last if other.last is not None else self.last)
+
+    def finalize(self) -> np.ndarray:
+        if self.last is None:
+            raise ValueError("empty summary: no rounds were observed")
+        return (self.total + self.last) / (self.count + 1)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.total, self.last) if a is not None)
+
+
+@dataclass
+class TreeSummary:
+    """The tree-based conversion's live nodes (a binary counter over leaf blocks).
+
+    Merge law: the right summary's nodes are pushed, in order, onto the left's
+    stack, and equal-or-lower levels are combined by eq. 3.  When the left
+    block holds a multiple of ``2**L`` leaves (``L`` the right's top level) --
+    blocks of equal power-of-two leaf counts, as the distributed reduction uses
+    -- this is exactly the tree over the concatenated leaves; otherwise it is
+    eq. 3 over the nodes as given.  Associative in the aligned case; not
+    commutative.  ``finalize`` pads with infinite-loss virtual hypotheses (so
+    a partial right subtree is kept as it is) and folds the stack right to left.
+    """
+
+    C: float = 3.0
+    nodes: list[TreeNode] = field(default_factory=list)
+    peak_nodes: int = 0
+
+    def push(self, node: TreeNode) -> None:
+        self.nodes.append(node)
+        while len(self.nodes) >= 2 and self.nodes[-2].level <= self.nodes[-1].level:
+            right = self.nodes.pop()
+            left = self.nodes.pop()
+            self.nodes.append(eq3(left, right, self.C))
+        self.peak_nodes = max(self.peak_nodes, len(self.nodes))
+
+    def merge(self, other: TreeSummary) -> TreeSummary:
+        out = TreeSummary(self.C, list(self.nodes), max(self.peak_nodes, other.peak_nodes))
+        for node in other.nodes:
+            out.push(node)
+        return out
+
+    def chosen(self) -> TreeNode:
+        if not self.nodes:
+            raise ValueError("empty summary: no rounds were observed")
+        acc = self.nodes[-1]
+        for node in reversed(self.nodes[:-1]):
+            acc = eq3(node, acc, self.C)
+        return acc
+
+    def finalize(self) -> np.ndarray:
+        node = self.chosen()
+        return node.total / node.count
+
+    @property
+    def nbytes(self) -> int:
+        return sum(n.total.nbytes for n in self.nodes)
+
+
+@dataclass
+class CutoffGroups:
+    """Hypotheses grouped by survival time: for each time ``s``, how many hypotheses
+    survived exactly ``s`` rounds and the loss they suffered on their last round.
+
+    Also the loss of ``h_0`` on round 1 (``h_0`` is always in the ensemble, Dekel's
+    B_0 = 1) and losses suffered on rounds *without* an update at position ``j`` of
+    a hypothesis' life (empty for a learner that is conservative for this loss).
+    Merge law (blocks of one stream): needs the left block's open hypothesis; see
+    :class:`CutoffTracker`.  Memory: one entry per distinct survival time, at most
+    sqrt(2m).
+    """
+
+    counts: dict[int, int] = field(default_factory=dict)
+    last_loss: dict[int, float] = field(default_factory=dict)
+    extra: dict[int, float] = field(default_factory=dict)
+    loss0: float = 0.0
+    m: int = 0
+
+    def add(self, s: int, loss: float) -> None:
+        self.counts[s] = self.counts.get(s, 0) + 1
+        if loss:
+            self.last_loss[s] = self.last_loss.get(s, 0.0) + loss
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.counts)
+
+
+def cutoff_bounds(groups: CutoffGroups, C: float, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Theorem 2 of Dekel (cutoff averaging) for every cutoff ``k = 0..max s``.
+
+    Returns ``(bound, sum_B, sum_L)`` indexed by ``k``: with ``delta / m`` for the
+    union over k, ``bound = Lbar + sqrt(2 C ln(m^2/delta) Lbar / sum_B) + 7 C ln(m^2/delta) / sum_B``
+    where ``Lbar = sum_L / sum_B``.
+    """
+    m = groups.m
+    s = np.array(sorted(groups.counts), dtype=np.int64)
+    smax = int(s[-1]) if len(s) else 1
+    ks = np.arange(smax + 1)
+    n = np.array([groups.counts[v] for v in s], dtype=np.float64)
+    ll = np.array([groups.last_loss.get(int(v), 0.0) for v in s], dtype=np.float64)
+    # Suffix sums over groups with s > k: sum n, sum n*s, sum last losses.
+    order_n = np.concatenate([np.cumsum((n)[::-1])[::-1], [0.0]])
+    order_ns = np.concatenate([np.cumsum((n * s)[::-1])[::-1], [0.0]])
+    order_l = np.concatenate([np.cumsum(ll[::-1])[::-1], [0.0]])
+    first = np.searchsorted(s, ks, side="right")  # groups with s > k start here
+    sum_b = order_ns[first] - ks * order_n[first]
+    # The last round of a hypothesis with s > k is at position s-1 >= k: counted.
+    sum_l = order_l[first].copy()
+    if groups.extra:
+        pos = np.array(sorted(groups.extra), dtype=np.int64)
+        val = np.array([groups.extra[p] for p in pos])
+        tail = np.concatenate([np.cumsum(val[::-1])[::-1], [0.0]])
+        sum_l += tail[np.searchsorted(pos, ks, side="left")]
+    # B_0 = 1 always: h_0 (position 0 of the first hypothesis) joins when k > 0.
+    sum_b = sum_b + (ks > 0)
+    sum_l = sum_l + np.where(ks > 0, groups.loss0, 0.0)
+    log_term = math.log(max(m, 1) ** 2 / delta)
+    lbar = sum_l / sum_b
+    bound = lbar + np.sqrt(2.0 * C * log_term * lbar / sum_b) + 7.0 * C * log_term / sum_b
+    return bound, sum_b, sum_l
+
+
+# -- trackers ----------------------------------------------------------------------
+class Tracker:
+    """Rides along one learner run (one pass); subclasses say what they keep."""
+
+    passes = 1
+
+    def __init__(self, loss: str = "zero_one") -> None:
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+        self.loss = loss
+        self.acc: RunningSum | None = None
+
+    # hooks
+    def begin(self, state: LinearState) -> None:
+        """Called once before the first round."""
+
+    def boundaries(self, first_round: int, n: int) -> list[int]:
+        """Split points inside a chunk of ``n`` rounds whose first round uses hypothesis
+        ``first_round`` (positions 1..n-1)."""
+        return []
+
+    def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
+        """Called after rounds ``log[lo:hi]`` ran; ``age0`` was the hypothesis age
+        before them."""
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        raise NotImplementedError
+
+    # the driver
+    def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
+                  fit_intercept: bool) -> RoundLog:
+        n_rows = X.shape[0]
+        if order is None:
+            order = np.arange(n_rows, dtype=np.int64)
+        n = len(order)
+        log = RoundLog(np.zeros(n, np.uint8), np.zeros(n, np.float64), np.zeros(n, np.uint8))
+        cuts = [0] + [c for c in self.boundaries(int(state.n_rounds[0]), n) if 0 < c < n] + [n]
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            if hi <= lo:
+                continue
+            age0 = int(state.age[0])
+            learn_chunk(rule, state, X, y, order=order[lo:hi], fit_intercept=fit_intercept, log=log,
+                        offset=lo, acc=self.acc)
+            self.observe(state, log, lo, hi, age0)
+        return log
+
+
+class LastTracker(Tracker):
+    """h_m, the last hypothesis (no memory beyond the learner's)."""
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        return hypothesis(state)
+
+
+class AverageTracker(Tracker):
+    """``(1/(m+1)) sum_{i=0}^{m} h_i``: the kernels' running sum, O(K) per round."""
+
+    def begin(self, state: LinearState) -> None:
+        self.acc = running_sum(state)
+
+    def summary(self, state: LinearState) -> AverageSummary:
+        return AverageSummary(running_value(self.acc, state), self.acc.count, hypothesis(state))
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        return self.summary(state).finalize()
+
+
+class TreeTracker(Tracker):
+    """The tree-based conversion over leaf blocks of ``leaf_size`` consecutive
+    hypotheses (``leaf_size=1``: exactly Dekel & Singer's tree over single
+    hypotheses).  A leaf costs one O(d K) read of the running sum."""
+
+    def __init__(self, C: float = 3.0, leaf_size: int = 1, loss: str = "zero_one") -> None:
+        super().__init__(loss)
+        self.C = float(C)
+        self.leaf_size = int(leaf_size)
+        self.tree = TreeSummary(self.C)
+        self._leaf_loss = 0.0
+        self._leaf_start = 0
+
+    def begin(self, state: LinearState) -> None:
+        self.acc = running_sum(state)
+        self._leaf_start = int(state.n_rounds[0])
+
+    def boundaries(self, first_round: int, n: int) -> list[int]:
+        b = self.leaf_size
+        first = (-first_round) % b
+        return list(range(first if first else b, n, b))
+
+    def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
+        self._leaf_loss += float(_round_loss(log, self.loss, lo, hi).sum())
+        if int(state.n_rounds[0]) % self.leaf_size == 0:
+            self._close_leaf(state)
+
+    def _close_leaf(self, state: LinearState) -> None:
+        count = self.acc.count
+        if count == 0:
+            return
+        self.tree.push(TreeNode(0, running_value(self.acc, state), self._leaf_loss, count))
+        self.acc = running_sum(state)
+        self._leaf_loss = 0.0
+
+    def summary(self, state: LinearState) -> TreeSummary:
+        """The tree so far; a partial last leaf counts as a leaf (the rest of its
+        block is virtual, infinitely lossy, and never chosen)."""
+        out = TreeSummary(self.C, list(self.tree.nodes), self.tree.peak_nodes)
+        if self.acc is not None and self.acc.count:
+            out.push(TreeNode(0, running_value(self.acc, state), self._leaf_loss, self.acc.count))
+        return out
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        return self.summary(state).finalize()
+
+
+class SuffixTracker(Tracker):
+    """Suffix averaging (Dekel & Singer sec. 3) by replay: pass 1 keeps the m
+    per-round losses, picks ``a`` minimising ``beta({a..m-1})``; pass 2 replays
+    the learner and averages ``h_a .. h_{m-1}`` with the kernels' running sum."""
+
+    passes = 2
+
+    def __init__(self, C: float = 3.0, loss: str = "zero_one") -> None:
+        super().__init__(loss)
+        self.C = float(C)
+        self.losses: list[np.ndarray] = []
+        self.start_: int | None = None
+        self.betas_: np.ndarray | None = None
+        self.pass_ = 1
+
+    def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
+        if self.pass_ == 1:
+            self.losses.append(_round_loss(log, self.loss, lo, hi))
+
+    def plan(self, state: LinearState) -> None:
+        loss = np.concatenate(self.losses) if self.losses else np.zeros(0)
+        m = len(loss)
+        if m == 0:
+            raise ValueError("empty summary: no rounds were observed")
+        tail = np.cumsum(loss[::-1])[::-1]  # sum of loss[a:]
+        size = m - np.arange(m)
+        self.betas_ = tail / size + self.C / np.sqrt(size)
+        self.start_ = int(np.argmin(self.betas_))  # first a on ties: the longest suffix
+        self.losses = []
+        self.pass_ = 2
+
+    def begin(self, state: LinearState) -> None:
+        if self.pass_ == 2:
+            self.acc = running_sum(state, start=self.start_)
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        if self.pass_ != 2 or self.acc is None:
+            raise RuntimeError("suffix averaging needs its replay pass (plan(), then run again)")
+        return running_value(self.acc, state) / self.acc.count
+
+
+class CutoffTracker(Tracker):
+    """Cutoff averaging (Dekel 2008).  Pass 1 groups the hypotheses by survival time
+    (O(sqrt m) groups) and computes the Theorem 2 bound for every cutoff k; k* is
+    the minimiser.  Pass 2 replays the learner and accumulates ``sum_i B_i h_i``
+    for k* with the kernels' running sum (B_i = 1 when h_i has already been used
+    k* rounds, or i = 0)."""
+
+    passes = 2
+
+    def __init__(self, delta: float = 0.05, C: float = 1.0, loss: str = "zero_one") -> None:
+        super().__init__(loss)
+        self.delta = float(delta)
+        self.C = float(C)
+        self.groups = CutoffGroups()
+        self.pass_ = 1
+        self.k_: int | None = None
+        self.bounds_: np.ndarray | None = None
+        self.sum_b_: np.ndarray | None = None
+        self.peak_groups = 0
+        self._open_first = True  # the open hypothesis is h_0's (position 0 is round 1)
+
+    def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
+        if self.pass_ != 1:
+            return
+        g = self.groups
+        upd = log.updated[lo:hi]
+        loss = _round_loss(log, self.loss, lo, hi)
+        if g.m == 0 and hi > lo:
+            g.loss0 = float(loss[0])
+        ages = _ages(age0, upd)
+        ends = np.flatnonzero(upd)
+        for e in ends:
+            g.add(int(ages[e]) + 1, float(loss[e]))
+        # Losses on rounds without an update (none for a conservative learner).
+        quiet = np.flatnonzero((upd == 0) & (loss != 0))
+        for q in quiet:
+            g.extra[int(ages[q])] = g.extra.get(int(ages[q]), 0.0) + float(loss[q])
+        g.m += hi - lo
+        self.peak_groups = max(self.peak_groups, g.n_groups)
+
+    def plan(self, state: LinearState) -> None:
+        g = self.groups
+        if g.m == 0:
+            raise ValueError("empty summary: no rounds were observed")
+        # The open hypothesis survived age rounds so far (no loss on its last one yet).
+        final = CutoffGroups(dict(g.counts), dict(g.last_loss), dict(g.extra), g.loss0, g.m)
+        if int(state.age[0]) > 0:
+            final.add(int(state.age[0]), 0.0)
+        self.bounds_, self.sum_b_, _ = cutoff_bounds(final, self.C, self.delta)
+        self.k_ = int(np.argmin(self.bounds_))
+        self.pass_ = 2
+
+    def begin(self, state: LinearState) -> None:
+        if self.pass_ == 2:
+            self.acc = running_sum(state, cut=self.k_)
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        if self.pass_ != 2 or self.acc is None:
+            raise RuntimeError("cutoff averaging needs its replay pass (plan(), then run again)")
+        return running_value(self.acc, state) / self.acc.count
+
+
+class SurvivorTracker(Tracker):
+    """Longest survivor (Gallant's pocket): the hypothesis used for the most
+    consecutive rounds (the earliest on ties).  Pass 1 finds its first round
+    from the update log in O(1) memory; pass 2 replays up to it and copies it."""
+
+    passes = 2
+
+    def __init__(self, loss: str = "zero_one") -> None:
+        super().__init__(loss)
+        self.pass_ = 1
+        self.best_len = -1
+        self.best_start = 0
+        self._cur_start = 0
+        self._captured: np.ndarray | None = None
+
+    def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
+        if self.pass_ == 2:
+            if int(state.n_rounds[0]) == self.best_start and self._captured is None:
+                self._captured = hypothesis(state)
+            return
+        upd = log.updated[lo:hi]
+        base = int(state.n_rounds[0]) - (hi - lo)
+        for e in np.flatnonzero(upd):
+            length = base + int(e) + 1 - self._cur_start
+            if length > self.best_len:
+                self.best_len, self.best_start = length, self._cur_start
+            self._cur_start = base + int(e) + 1
+
+    def plan(self, state: LinearState) -> None:
+        length = int(state.n_rounds[0]) - self._cur_start
+        if length > self.best_len:
+            self.best_len, self.best_start = length, self._cur_start
+        self.pass_ = 2
+
+    def begin(self, state: LinearState) -> None:
+        if self.pass_ == 2 and self.best_start == 0:
+            self._captured = hypothesis(state)
+
+    def boundaries(self, first_round: int, n: int) -> list[int]:
+        if self.pass_ == 2:
+            return [self.best_start - first_round]
+        return []
+
+    def finalize(self, state: LinearState) -> np.ndarray:
+        if self._captured is None:
+            if self.pass_ == 2 and self.best_start == int(state.n_rounds[0]):
+                return hypothesis(state)
+            raise RuntimeError("the longest survivor needs its replay pass (plan(), then run again)")
+        return self._captured
