@@ -92,7 +92,7 @@ class Tree:
     ``leaf_size``: consecutive hypotheses per leaf; 1 is the paper's tree over
     single hypotheses (a leaf costs O(n_features x n_outputs), so this is for
     small models); ``"auto"`` takes 1 when the model has at most 4096 weights,
-    else ``ceil(8 (d + 1) / nnz per row)`` so leaves cost a few percent of the
+    else ``ceil(16 (d + 1) / nnz per row)`` so leaves cost a few percent of the
     epoch.  ``loss``: the loss in beta, ``"zero_one"`` or ``"hinge"``.
     """
 
@@ -112,7 +112,7 @@ class Tree:
         leaf = self.leaf_size
         if leaf == "auto":
             d1, k = ctx["n_features"] + 1, ctx["n_outputs"]
-            leaf = 1 if d1 * k <= 4096 else max(1, math.ceil(8 * d1 / max(1.0, ctx["nnz_per_row"])))
+            leaf = 1 if d1 * k <= 4096 else max(1, math.ceil(16 * d1 / max(1.0, ctx["nnz_per_row"])))
         return TreeTracker(self.C, int(leaf), self.loss)
 
 

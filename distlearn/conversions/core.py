@@ -287,14 +287,13 @@ class Tracker:
             order = np.arange(n_rows, dtype=np.int64)
         n = len(order)
         log = RoundLog(np.zeros(n, np.uint8), np.zeros(n, np.float64), np.zeros(n, np.uint8))
-        cuts = [0] + [c for c in self.boundaries(int(state.n_rounds[0]), n) if 0 < c < n] + [n]
-        for lo, hi in zip(cuts[:-1], cuts[1:]):
-            if hi <= lo:
-                continue
-            age0 = int(state.age[0])
-            learn_chunk(rule, state, X, y, order=order[lo:hi], fit_intercept=fit_intercept, log=log,
-                        offset=lo, acc=self.acc)
+
+        def on_piece(lo: int, hi: int, age0: int) -> RunningSum | None:
             self.observe(state, log, lo, hi, age0)
+            return self.acc
+
+        learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, log=log, acc=self.acc,
+                    splits=self.boundaries(int(state.n_rounds[0]), n), on_piece=on_piece)
         return log
 
 
@@ -437,12 +436,20 @@ class CutoffTracker(Tracker):
             g.loss0 = float(loss[0])
         ages = _ages(age0, upd)
         ends = np.flatnonzero(upd)
-        for e in ends:
-            g.add(int(ages[e]) + 1, float(loss[e]))
+        if len(ends):
+            surv, inv = np.unique(ages[ends] + 1, return_inverse=True)
+            cnt = np.bincount(inv)
+            lsum = np.bincount(inv, weights=loss[ends])
+            for sv, c, ls in zip(surv.tolist(), cnt.tolist(), lsum.tolist()):
+                g.counts[sv] = g.counts.get(sv, 0) + c
+                if ls:
+                    g.last_loss[sv] = g.last_loss.get(sv, 0.0) + ls
         # Losses on rounds without an update (none for a conservative learner).
         quiet = np.flatnonzero((upd == 0) & (loss != 0))
-        for q in quiet:
-            g.extra[int(ages[q])] = g.extra.get(int(ages[q]), 0.0) + float(loss[q])
+        if len(quiet):
+            pos, inv = np.unique(ages[quiet], return_inverse=True)
+            for pv, ls in zip(pos.tolist(), np.bincount(inv, weights=loss[quiet]).tolist()):
+                g.extra[pv] = g.extra.get(pv, 0.0) + ls
         g.m += hi - lo
         self.peak_groups = max(self.peak_groups, g.n_groups)
 
@@ -490,11 +497,14 @@ class SurvivorTracker(Tracker):
             return
         upd = log.updated[lo:hi]
         base = int(state.n_rounds[0]) - (hi - lo)
-        for e in np.flatnonzero(upd):
-            length = base + int(e) + 1 - self._cur_start
-            if length > self.best_len:
-                self.best_len, self.best_start = length, self._cur_start
-            self._cur_start = base + int(e) + 1
+        ends = np.flatnonzero(upd) + base + 1  # first round of each new hypothesis
+        if len(ends):
+            starts = np.concatenate([[self._cur_start], ends[:-1]])
+            lengths = ends - starts
+            i = int(np.argmax(lengths))  # the first of the longest
+            if lengths[i] > self.best_len:
+                self.best_len, self.best_start = int(lengths[i]), int(starts[i])
+            self._cur_start = int(ends[-1])
 
     def plan(self, state: LinearState) -> None:
         length = int(state.n_rounds[0]) - self._cur_start

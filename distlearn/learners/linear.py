@@ -244,6 +244,8 @@ def learn_chunk(
     log: RoundLog | None = None,
     offset: int = 0,
     acc: RunningSum | None = None,
+    splits: Any = (),
+    on_piece: Any = None,
 ) -> RoundLog:
     """Run the rule over every row of one chunk, updating ``state`` in place.
 
@@ -269,6 +271,11 @@ def learn_chunk(
         instead of allocating a new log.
     acc : RunningSum, optional
         Also maintain this running sum of hypotheses (the conversions' averages).
+    splits, on_piece : sequence of int, callable, optional
+        Run the rounds in pieces cut at these positions (0 < split < n) and call
+        ``on_piece(lo, hi, age0)`` after each (``age0``: the hypothesis' age before
+        the piece); it returns the running sum for the next piece.  The input is
+        checked and converted once for all pieces.
 
     Returns
     -------
@@ -300,16 +307,6 @@ def learn_chunk(
     if offset < 0 or any(len(a) < offset + n for a in log):
         raise ValueError(f"log arrays of length {len(log.mistake)} cannot hold {n} rounds from offset {offset}")
     dt = state.W.dtype
-    if acc is None:
-        accP, accq, cfg = _NO_P, _NO_Q, np.zeros(4, np.int64)
-    else:
-        if acc.P.shape != state.W.shape:
-            raise ValueError(f"running sum of shape {acc.P.shape} does not fit weights {state.W.shape}")
-        accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
-        cfg[2] = state.n_rounds[0]
-    args = (rule.code, rule.params, bool(fit_intercept), float(bias), state.W, state.scale,
-            state.sqnorm, state.n_updates, log.mistake, log.hinge, log.updated, int(offset),
-            state.age, accP, accq, cfg)
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
         if not X.has_canonical_format:
@@ -324,20 +321,39 @@ def learn_chunk(
         if indptr.dtype != indices.dtype:
             indptr = indptr.astype(np.int64)
             indices = indices.astype(np.int64)
-        bad = K.learn_csr(indptr, indices, data, y, order, *args)
+
+        def kernel(o: np.ndarray, *args: Any) -> int:
+            return K.learn_csr(indptr, indices, data, y, o, *args)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
             Xd = np.ascontiguousarray(Xd, dtype=dt)
-        bad = K.learn_dense(Xd, y, order, *args)
-    if bad >= 0:
-        state.n_rounds[0] += bad
-        r, t = int(order[bad]), int(bad)
-        _raise_non_finite(X, r, t)
-        raise NonFiniteError(
-            f"the weights overflowed: the margin of row {r} (round {t} of this chunk) is not finite "
-            "although the row is; use a smaller step size or scale the features", r, t)
-    state.n_rounds[0] += n
+
+        def kernel(o: np.ndarray, *args: Any) -> int:
+            return K.learn_dense(Xd, y, o, *args)
+    cuts = [0, *sorted({int(c) for c in splits if 0 < int(c) < n}), n]
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        if acc is None:
+            accP, accq, cfg = _NO_P, _NO_Q, np.zeros(4, np.int64)
+        else:
+            if acc.P.shape != state.W.shape:
+                raise ValueError(f"running sum of shape {acc.P.shape} does not fit weights {state.W.shape}")
+            accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
+            cfg[2] = state.n_rounds[0]
+        age0 = int(state.age[0])
+        bad = kernel(order[lo:hi] if (lo, hi) != (0, n) else order, rule.code, rule.params, bool(fit_intercept),
+                     float(bias), state.W, state.scale, state.sqnorm, state.n_updates, log.mistake, log.hinge,
+                     log.updated, int(offset) + lo, state.age, accP, accq, cfg)
+        if bad >= 0:
+            state.n_rounds[0] += bad
+            r, t = int(order[lo + bad]), int(lo + bad)
+            _raise_non_finite(X, r, t)
+            raise NonFiniteError(
+                f"the weights overflowed: the margin of row {r} (round {t} of this chunk) is not finite "
+                "although the row is; use a smaller step size or scale the features", r, t)
+        state.n_rounds[0] += hi - lo
+        if on_piece is not None:
+            acc = on_piece(lo, hi, age0)
     return log
 
 

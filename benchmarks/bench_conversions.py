@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Benchmark: what an online-to-batch conversion adds to a perceptron epoch.
+
+    .venv/bin/python benchmarks/bench_conversions.py                              # 800,000 rows, 5 repeats
+    .venv/bin/python benchmarks/bench_conversions.py --n-samples 50000 --repeat 1  # smoke test
+
+One epoch (``epochs=1, shuffle=False, fit_intercept=False``) of
+``distlearn.Perceptron(conversion=...)`` on the RCV1-like CSR corpus of
+``bench_learners.py`` (the same cached store in ``--data-dir``), float64, for
+every conversion, interleaved (each conversion once, then the next repeat) after
+an untimed warm-up.  Prints medians, the ratio to ``conversion="last"`` and the
+test error of each converted hypothesis on the held-out 10%.  The issue's goal:
+average, tree and cutoff within 1.3x of the plain epoch.  Never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import distlearn  # noqa: E402
+from distlearn.conversions import Tree  # noqa: E402
+
+CONVERSIONS = ["last", "average", "tree", "tree-leaf1", "suffix", "cutoff", "survivor"]
+
+
+def _conv(name: str):
+    return Tree(leaf_size=1) if name == "tree-leaf1" else name
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench_learners import load_rcv1
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n-samples", type=int, default=800_000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--data-dir", default="bench-output")
+    p.add_argument("--conversions", default=",".join(CONVERSIONS))
+    args = p.parse_args(argv)
+    data = load_rcv1(argparse.Namespace(n_samples=args.n_samples, data_dir=args.data_dir))
+    X, y, Xt, yt = data.X_train["float64"], data.y_train, data.X_test["float64"], data.y_test
+    names = args.conversions.split(",")
+
+    def make(name: str):
+        return distlearn.Perceptron(epochs=1, shuffle=False, fit_intercept=False, conversion=_conv(name))
+
+    for name in names:  # warm-up: compilation, imports
+        make(name).fit(X[:2000], y[:2000])
+    times: dict[str, list[float]] = {n: [] for n in names}
+    models = {}
+    for r in range(args.repeat):
+        for name in names:
+            gc.collect()
+            est = make(name)
+            t0 = time.perf_counter()
+            est.fit(X, y)
+            times[name].append(time.perf_counter() - t0)
+            models[name] = est
+            print(f"#   run {r + 1}/{args.repeat} {name}: {times[name][-1]:.3f} s", flush=True)
+    base = statistics.median(times["last"]) if "last" in times else None
+    print(f"\n{X.shape[0]:,} train rows x {X.shape[1]:,} features, {X.nnz:,} nnz; medians of {args.repeat}\n")
+    print("| conversion | passes | median s | min s | / last | test err | chosen |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name in names:
+        est = models[name]
+        s = est.summary_
+        chosen = ""
+        if hasattr(s, "k_"):
+            chosen = f"k*={s.k_}"
+        elif getattr(s, "start_", None) is not None:
+            chosen = f"a={s.start_}"
+        elif hasattr(s, "tree"):
+            node = s.summary(est._state).chosen()
+            chosen = f"leaf={s.leaf_size}, |I|={node.count}"
+        elif hasattr(s, "best_len"):
+            chosen = f"survived {s.best_len}"
+        med = statistics.median(times[name])
+        ratio = f"{med / base:.2f}x" if base else "-"
+        err = 1.0 - est.score(Xt, yt)
+        passes = est._conv.passes
+        print(f"| {name} | {passes} | {med:.3f} | {min(times[name]):.3f} | {ratio} | {err:.4f} | {chosen} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
