@@ -29,8 +29,11 @@ so they need ``fit`` (the data is read twice), not ``partial_fit``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .core import (
     AverageSummary,
@@ -61,7 +64,7 @@ def _check_loss(loss: str) -> None:
 
 
 def _check_pos(name: str, v: Any, *, zero_ok: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < 0 or (v == 0 and not zero_ok):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or math.isnan(v) or v < 0 or (v == 0 and not zero_ok):
         raise ValueError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} number, got {v!r}")
 
 
@@ -104,8 +107,9 @@ class Tree:
     def __post_init__(self) -> None:
         _check_pos("C", self.C, zero_ok=True)
         _check_loss(self.loss)
-        if self.leaf_size != "auto" and (isinstance(self.leaf_size, bool) or not isinstance(self.leaf_size, int)
-                                         or self.leaf_size < 1):
+        if not (isinstance(self.leaf_size, str) and self.leaf_size == "auto") and (
+                isinstance(self.leaf_size, (bool, np.bool_)) or not isinstance(self.leaf_size, numbers.Integral)
+                or self.leaf_size < 1):
             raise ValueError(f"leaf_size must be a positive int or 'auto', got {self.leaf_size!r}")
 
     def tracker(self, ctx: dict[str, Any]) -> TreeTracker:
@@ -148,7 +152,7 @@ class Cutoff:
     passes = 2
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
+        if isinstance(self.delta, (bool, np.bool_)) or not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
         if self.C is not None:
             _check_pos("C", self.C)
