@@ -47,4 +47,8 @@ def expected_failed(est):
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed)
 def test_sklearn_contract(estimator, check):
-    check(estimator)
+    # Each scikit-learn check raises AssertionError on a contract violation and
+    # returns None; it must also leave the estimator's parameters as they were.
+    params = estimator.get_params()
+    assert check(estimator) is None
+    assert estimator.get_params() == params
