@@ -117,7 +117,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
 
     _FITTED = ("classes_", "coef_", "intercept_", "n_features_in_", "feature_names_in_", "n_updates_",
                "online_errors_", "n_iter_", "t_", "_state", "_rule_obj", "_seed", "horizon_", "radius_",
-               "eta_", "summary_", "_tracker", "_conv", "_pass")
+               "eta_", "summary_", "_tracker", "_conv", "_pass", "hypothesis_")
 
     def _forget(self) -> None:
         """Drop every fitted attribute: a failed fit leaves no model that looks valid."""
@@ -164,7 +164,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
                 nnz = ds.nnz / max(1, ds.n_samples)
         else:
             nnz = X.nnz / max(1, X.shape[0]) if sp.issparse(X) else d
-        ctx = {"n_features": d, "n_outputs": n_out, "nnz_per_row": nnz,
+        ctx = {"n_features": d, "n_outputs": n_out, "nnz_per_row": nnz, "seed": self._seed,
                "radius": lambda: getattr(self, "radius_", None) or _max_row_norm(X, self.fit_intercept)}
         self._conv = conv
         self._tracker = conv.tracker(ctx)
@@ -187,10 +187,17 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
 
     def _finish(self) -> None:
         H = self._tracker.finalize(self._state)
+        self.summary_ = self._tracker
+        if not isinstance(H, np.ndarray):
+            # Vote or sample: not a linear hypothesis, so no coef_.
+            self.hypothesis_ = H
+            self.__dict__.pop("coef_", None)
+            self.__dict__.pop("intercept_", None)
+            return
+        self.__dict__.pop("hypothesis_", None)
         dt = self._np_dtype
         self.coef_ = np.ascontiguousarray(H[:, :-1]).astype(dt, copy=False)
         self.intercept_ = H[:, -1].astype(dt) if self.fit_intercept else np.zeros(len(H), dt)
-        self.summary_ = self._tracker
 
     # -- public API -------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> _OnlineLinearClassifier:
@@ -258,7 +265,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         passes = make_conversion(self.conversion).passes
         if passes > 1:
             raise ValueError(f"conversion={self.conversion!r} replays the data (two passes), which partial_fit "
-                             "cannot do; use fit, or conversion='last', 'average' or 'tree'")
+                             "cannot do; use fit, or a one-pass conversion: 'last', 'average', 'tree', 'vote' or 'sample'")
         snap = None if first else self._snapshot()
         try:
             return self._partial_fit(X, y, classes, first)
@@ -341,14 +348,17 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X: Any) -> np.ndarray:
         """Scores: shape (n_samples,) for two classes (positive means ``classes_[1]``),
         (n_samples, n_classes) otherwise."""
-        check_is_fitted(self, "coef_")
+        check_is_fitted(self, "summary_")
         if is_store(X):
             from .data.store import open_dataset
 
             ds = open_dataset(X)
+            k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
-                np.zeros((0,) if self.coef_.shape[0] == 1 else (0, self.coef_.shape[0]))
+                np.zeros((0,) if k == 1 else (0, k))
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        if "hypothesis_" in self.__dict__:
+            return self.hypothesis_.decision_function(X)
         scores = X @ self.coef_.T.astype(np.float64) + self.intercept_.astype(np.float64)
         scores = np.asarray(scores)
         return scores.ravel() if scores.shape[1] == 1 else scores
@@ -382,10 +392,12 @@ _COMMON_DOC = """
         float64); the data is used in this type.
     conversion : str or conversion object, default="last"
         Online-to-batch conversion (:mod:`distlearn.conversions`): ``"last"``,
-        ``"average"``, ``"tree"`` (one pass), ``"suffix"``, ``"cutoff"``,
-        ``"survivor"`` (two passes: ``fit`` replays the seeded run), or an
-        object such as ``Cutoff(delta=0.01)``.  ``summary_`` holds the fitted
-        conversion state (e.g. ``summary_.k_`` and ``summary_.bounds_`` for cutoff).
+        ``"average"``, ``"tree"``, ``"vote"``, ``"sample"`` (one pass),
+        ``"suffix"``, ``"interval"``, ``"cutoff"``, ``"survivor"`` (two passes:
+        ``fit`` replays the seeded run), or an object such as
+        ``Cutoff(delta=0.01)``.  ``summary_`` holds the fitted conversion state
+        (e.g. ``summary_.k_`` and ``summary_.bounds_`` for cutoff).  Vote and
+        sample are not linear: they have ``hypothesis_`` instead of ``coef_``.
 """
 
 

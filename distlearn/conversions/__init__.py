@@ -20,6 +20,9 @@ name                  passes   batch hypothesis
 ``"suffix"``          2        average of h_a..h_{m-1}, a minimising beta (eq. 2)
 ``"cutoff"``          2        Dekel's cutoff averaging, k by the Theorem 2 bound
 ``"survivor"``        2        the hypothesis used for the most consecutive rounds
+``"vote"``            1 (2)    majority vote of h_0..h_m (of the beta-suffix with ``Vote(suffix=True)``)
+``"sample"``          1 (2)    a stochastic hypothesis: each prediction draws one h_i
+``"interval"``        2        average of h_a..h_b, at most ``max_updates`` updates, minimising beta
 ====================  =======  ========================================================
 
 Two-pass conversions replay the learner (the same seed gives the same hypotheses),
@@ -51,10 +54,12 @@ from .core import (
     eq3,
     hypothesis,
 )
+from .ensemble import EnsembleSummary, EnsembleTracker, SampledHypothesis, VotedHypothesis, auto_cap
+from .interval import IntervalTracker, best_interval
 
 __all__ = [
-    "NAMES", "Last", "Average", "Tree", "Suffix", "Cutoff", "Survivor", "make_conversion",
-    "AverageSummary", "TreeSummary", "TreeNode", "CutoffGroups", "beta", "eq3", "cutoff_bounds", "hypothesis",
+    "NAMES", "Last", "Average", "Tree", "Suffix", "Cutoff", "Survivor", "Vote", "Sample", "Interval",
+    "make_conversion", "AverageSummary", "EnsembleSummary", "VotedHypothesis", "SampledHypothesis", "best_interval", "TreeSummary", "TreeNode", "CutoffGroups", "beta", "eq3", "cutoff_bounds", "hypothesis",
 ]
 
 
@@ -175,7 +180,109 @@ class Survivor:
         return SurvivorTracker()
 
 
-NAMES = {"last": Last, "average": Average, "tree": Tree, "suffix": Suffix, "cutoff": Cutoff, "survivor": Survivor}
+def _check_cap(v: Any) -> None:
+    if v is None or (isinstance(v, str) and v == "auto"):
+        return
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or v < 1:
+        raise ValueError(f"max_hypotheses must be a positive int, 'auto' or None, got {v!r}")
+
+
+def _cap(v: Any, ctx: dict[str, Any]) -> int | None:
+    return auto_cap(ctx["n_features"], ctx["n_outputs"]) if isinstance(v, str) else (None if v is None else int(v))
+
+
+@dataclass(frozen=True)
+class Vote:
+    """Majority vote of the online hypotheses (Dekel & Singer sec. 2; Freund &
+    Schapire's voted perceptron), weighted by how many indices each distinct
+    hypothesis holds.
+
+    ``suffix=True``: vote over the suffix ``h_a..h_{m-1}`` minimising beta (sec. 3;
+    two passes).  ``max_hypotheses``: memory cap; ``"auto"`` keeps at most 256 MiB
+    of hypotheses (``(n_features + 1) x n_outputs x 8`` bytes each), None keeps
+    every one; over the cap the heaviest are kept and ``summary_.dropped_`` /
+    ``dropped_weight_`` say what was lost.  Prediction costs O(hypotheses x nnz)
+    per row.  The vote is a 0-1-loss conversion: ``decision_function`` returns
+    vote shares, there is no ``coef_``.
+    """
+
+    suffix: bool = False
+    C: float = 3.0
+    loss: str = "zero_one"
+    max_hypotheses: int | str | None = "auto"
+
+    def __post_init__(self) -> None:
+        _check_pos("C", self.C, zero_ok=True)
+        _check_loss(self.loss)
+        _check_cap(self.max_hypotheses)
+
+    @property
+    def passes(self) -> int:
+        return 2 if self.suffix else 1
+
+    def tracker(self, ctx: dict[str, Any]) -> EnsembleTracker:
+        return EnsembleTracker("vote", _cap(self.max_hypotheses, ctx), self.suffix, self.C, self.loss,
+                               ctx.get("seed", 0))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The sampling conversion (Dekel & Singer sec. 2): a stochastic hypothesis that
+    answers each prediction with one h_i drawn with probability proportional to
+    its weight.  ``random_state``: the draws' seed (None: the estimator's);
+    draws are keyed by the instance (see :class:`SampledHypothesis`).  Memory and
+    ``suffix`` as for :class:`Vote`.
+    """
+
+    suffix: bool = False
+    C: float = 3.0
+    loss: str = "zero_one"
+    max_hypotheses: int | str | None = "auto"
+    random_state: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_pos("C", self.C, zero_ok=True)
+        _check_loss(self.loss)
+        _check_cap(self.max_hypotheses)
+        if self.random_state is not None and (isinstance(self.random_state, (bool, np.bool_)) or not isinstance(
+                self.random_state, numbers.Integral) or self.random_state < 0):
+            raise ValueError(f"random_state must be a non-negative int or None, got {self.random_state!r}")
+
+    @property
+    def passes(self) -> int:
+        return 2 if self.suffix else 1
+
+    def tracker(self, ctx: dict[str, Any]) -> EnsembleTracker:
+        seed = ctx.get("seed", 0) if self.random_state is None else int(self.random_state)
+        return EnsembleTracker("sample", _cap(self.max_hypotheses, ctx), self.suffix, self.C, self.loss, seed)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Interval averaging (Dekel & Singer sec. 3): the average of ``h_a..h_b`` with at
+    most ``max_updates`` updates inside, minimising beta; for a learner with budget
+    B/2, ``max_updates = B/2`` keeps the result within B support patterns.  Default
+    500, as in the paper's experiments.  Two passes; the search is exact
+    (:func:`best_interval`)."""
+
+    max_updates: int = 500
+    C: float = 3.0
+    loss: str = "zero_one"
+    passes = 2
+
+    def __post_init__(self) -> None:
+        _check_pos("C", self.C, zero_ok=True)
+        _check_loss(self.loss)
+        if isinstance(self.max_updates, (bool, np.bool_)) or not isinstance(self.max_updates, numbers.Integral) \
+                or self.max_updates < 0:
+            raise ValueError(f"max_updates must be a non-negative int, got {self.max_updates!r}")
+
+    def tracker(self, ctx: dict[str, Any]) -> IntervalTracker:
+        return IntervalTracker(int(self.max_updates), self.C, self.loss)
+
+
+NAMES = {"last": Last, "average": Average, "vote": Vote, "sample": Sample, "survivor": Survivor,
+         "suffix": Suffix, "interval": Interval, "tree": Tree, "cutoff": Cutoff}
 
 
 def make_conversion(spec: Any) -> Any:
