@@ -241,6 +241,8 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
                 self._run(X, yi, order)
                 if p == 0:
                     self.n_iter_ += 1
+                if self._tracker.halted:  # the conversion stopped training early
+                    break
         self._finish()
         return self
 
@@ -342,8 +344,12 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
                 if shuffle:
                     order = rng.block_generator(self._seed, "shuffle-rows", epoch * (1 << 32) + int(b)).permutation(Xb.shape[0])
                 self._run(Xb, self._encode(np.asarray(block.y)), order)
+                if self._tracker.halted:
+                    break
             if count:
                 self.n_iter_ += 1
+            if self._tracker.halted:
+                break
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Scores: shape (n_samples,) for two classes (positive means ``classes_[1]``),

@@ -18,7 +18,7 @@ name                  passes   batch hypothesis
 ``"average"``         1        (1/(m+1)) sum_{i=0}^{m} h_i (kernels' running sum, O(K)/round)
 ``"tree"``            1        Dekel & Singer's eq. 3 over leaf blocks, O(log m) live nodes
 ``"suffix"``          2        average of h_a..h_{m-1}, a minimising beta (eq. 2)
-``"cutoff"``          2        Dekel's cutoff averaging, k by the Theorem 2 bound
+``"cutoff"``          2 (1)    Dekel's cutoff averaging, k by the Theorem 2 bound (1 pass: ``mode="groups"``)
 ``"survivor"``        2        the hypothesis used for the most consecutive rounds
 ``"vote"``            1 (2)    majority vote of h_0..h_m (of the beta-suffix with ``Vote(suffix=True)``)
 ``"sample"``          1 (2)    a stochastic hypothesis: each prediction draws one h_i
@@ -149,12 +149,23 @@ class Cutoff:
     hinge loss (R = max ||x||, bias included: the margin perceptron keeps
     ||w|| <= 1).  ``delta``: confidence; the bound uses delta/m for the union
     over k.
+
+    ``mode``: ``"replay"`` (two passes, O(n_features) memory) or ``"groups"``
+    (one pass, so ``partial_fit`` works, and ``summary_.hypothesis(state, k)``
+    gives the cutoff-k hypothesis at any time; keeps one weight vector per
+    survival time, at most sqrt(2m) of them).  ``stop_below``: stop training
+    at the first check, every ``check_every`` rounds, where the Theorem 2 bound
+    of the best k is below this value (``summary_.stopped_``,
+    ``summary_.stop_round_``); in groups mode later ``partial_fit`` calls then
+    run no rounds.
     """
 
     delta: float = 0.05
     C: float | None = None
     loss: str = "zero_one"
-    passes = 2
+    mode: str = "replay"
+    stop_below: float | None = None
+    check_every: int = 1000
 
     def __post_init__(self) -> None:
         if isinstance(self.delta, (bool, np.bool_)) or not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
@@ -162,12 +173,24 @@ class Cutoff:
         if self.C is not None:
             _check_pos("C", self.C)
         _check_loss(self.loss)
+        if self.mode not in ("replay", "groups"):
+            raise ValueError(f"mode must be 'replay' or 'groups', got {self.mode!r}")
+        if self.stop_below is not None:
+            _check_pos("stop_below", self.stop_below)
+        if isinstance(self.check_every, (bool, np.bool_)) or not isinstance(self.check_every, numbers.Integral) \
+                or self.check_every < 1:
+            raise ValueError(f"check_every must be a positive int, got {self.check_every!r}")
+
+    @property
+    def passes(self) -> int:
+        return 2 if self.mode == "replay" else 1
 
     def tracker(self, ctx: dict[str, Any]) -> CutoffTracker:
         C = self.C
         if C is None:
             C = 1.0 if self.loss == "zero_one" else ctx["radius"]() + 1.0
-        return CutoffTracker(self.delta, float(C), self.loss)
+        return CutoffTracker(self.delta, float(C), self.loss, self.mode,
+                             None if self.stop_below is None else float(self.stop_below), int(self.check_every))
 
 
 @dataclass(frozen=True)

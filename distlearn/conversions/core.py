@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from ..learners.linear import LinearState, RoundLog, RunningSum, learn_chunk, running_sum, running_value
+from ..learners.linear import (
+    LinearState,
+    RoundLog,
+    RunningSum,
+    copy_state,
+    learn_chunk,
+    running_sum,
+    running_value,
+)
 
 __all__ = [
     "LOSSES",
@@ -39,6 +47,8 @@ __all__ = [
     "TreeSummary",
     "CutoffGroups",
     "Tracker",
+    "StopTraining",
+    "update_cuts",
     "LastTracker",
     "AverageTracker",
     "TreeTracker",
@@ -252,20 +262,42 @@ def cutoff_bounds(groups: CutoffGroups, C: float, delta: float) -> tuple[np.ndar
 
 
 # -- trackers ----------------------------------------------------------------------
+class StopTraining(Exception):
+    """Raised by a tracker's ``observe`` to end the run after the current piece."""
+
+
+def update_cuts(rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray,
+                fit_intercept: bool) -> np.ndarray:
+    """Positions right after every update of a chunk (``1 + index`` of each updating
+    round), found by a probe run on a copy of ``state``: the run is deterministic,
+    so the real run updates at the same rounds."""
+    probe = learn_chunk(rule, copy_state(state), X, y, order=order, fit_intercept=fit_intercept)
+    return np.flatnonzero(probe.updated) + 1
+
+
 class Tracker:
-    """Rides along one learner run (one pass); subclasses say what they keep."""
+    """Rides along one learner run (one pass); subclasses say what they keep.
+
+    ``capture_updates``: the driver cuts the chunk after every update (found by a
+    probe run), so ``observe`` sees each distinct hypothesis.  ``halted``: the
+    tracker stopped the current pass early (:class:`StopTraining`); ``frozen``:
+    training is over, further chunks run no rounds.
+    """
 
     passes = 1
+    capture_updates = False
 
     def __init__(self, loss: str = "zero_one") -> None:
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.loss = loss
         self.acc: RunningSum | None = None
+        self.halted = False
+        self.frozen = False
 
     # hooks
     def begin(self, state: LinearState) -> None:
-        """Called once before the first round."""
+        """Called once before the first round of each pass."""
 
     def boundaries(self, first_round: int, n: int) -> list[int]:
         """Split points inside a chunk of ``n`` rounds whose first round uses hypothesis
@@ -274,7 +306,7 @@ class Tracker:
 
     def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
         """Called after rounds ``log[lo:hi]`` ran; ``age0`` was the hypothesis age
-        before them."""
+        before them.  May raise :class:`StopTraining`."""
 
     def finalize(self, state: LinearState) -> np.ndarray:
         raise NotImplementedError
@@ -285,15 +317,27 @@ class Tracker:
         n_rows = X.shape[0]
         if order is None:
             order = np.arange(n_rows, dtype=np.int64)
-        n = len(order)
+        n = 0 if self.frozen else len(order)
         log = RoundLog(np.zeros(n, np.uint8), np.zeros(n, np.float64), np.zeros(n, np.uint8))
+        if n == 0:
+            return log
+        splits = self.boundaries(int(state.n_rounds[0]), n)
+        if self.capture_updates:
+            splits = [*splits, *update_cuts(rule, state, X, y, order, fit_intercept).tolist()]
+        done = [0]
 
         def on_piece(lo: int, hi: int, age0: int) -> RunningSum | None:
+            done[0] = hi
             self.observe(state, log, lo, hi, age0)
             return self.acc
 
-        learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, log=log, acc=self.acc,
-                    splits=self.boundaries(int(state.n_rounds[0]), n), on_piece=on_piece)
+        try:
+            learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, log=log, acc=self.acc,
+                        splits=splits, on_piece=on_piece)
+        except StopTraining:
+            self.halted = True
+            k = done[0]
+            return RoundLog(log.mistake[:k], log.hinge[:k], log.updated[:k])
         return log
 
 
@@ -406,28 +450,73 @@ class SuffixTracker(Tracker):
 
 
 class CutoffTracker(Tracker):
-    """Cutoff averaging (Dekel 2008).  Pass 1 groups the hypotheses by survival time
-    (O(sqrt m) groups) and computes the Theorem 2 bound for every cutoff k; k* is
-    the minimiser.  Pass 2 replays the learner and accumulates ``sum_i B_i h_i``
-    for k* with the kernels' running sum (B_i = 1 when h_i has already been used
-    k* rounds, or i = 0)."""
+    """Cutoff averaging (Dekel 2008).
 
-    passes = 2
+    Both modes group the hypotheses by survival time (O(sqrt m) groups) and
+    compute the Theorem 2 bound for every cutoff k; k* is the minimiser (the
+    first on ties).
 
-    def __init__(self, delta: float = 0.05, C: float = 1.0, loss: str = "zero_one") -> None:
+    ``mode="replay"`` (two passes, O(d) memory): pass 2 replays the learner and
+    accumulates ``sum_i B_i h_i`` for k* with the kernels' running sum (B_i = 1
+    when h_i has already been used k* rounds, or i = 0).
+
+    ``mode="groups"`` (one pass, ``partial_fit``): also keeps, per survival time
+    s, the sum ``G_s`` of the hypotheses that survived exactly s rounds (each
+    captured when it ends), so the cutoff-k hypothesis
+    ``(sum_{s>k} (s-k) G_s + [k>0] h_0) / sum_B(k)`` is available at any time for
+    every k (:meth:`hypothesis`).  Memory: groups x n_outputs x (n_features + 1)
+    floats, at most sqrt(2m) groups.
+
+    ``stop_below``: end training at the first check (every ``check_every``
+    rounds) where the best bound is below it; the replay stops at the same round.
+    """
+
+    def __init__(self, delta: float = 0.05, C: float = 1.0, loss: str = "zero_one", mode: str = "replay",
+                 stop_below: float | None = None, check_every: int = 1000) -> None:
         super().__init__(loss)
+        if mode not in ("replay", "groups"):
+            raise ValueError(f"mode must be 'replay' or 'groups', got {mode!r}")
         self.delta = float(delta)
         self.C = float(C)
+        self.mode = mode
+        self.passes = 2 if mode == "replay" else 1
+        self.capture_updates = mode == "groups"
+        self.stop_below = stop_below
+        self.check_every = int(check_every)
         self.groups = CutoffGroups()
         self.pass_ = 1
         self.k_: int | None = None
         self.bounds_: np.ndarray | None = None
         self.sum_b_: np.ndarray | None = None
         self.peak_groups = 0
-        self._open_first = True  # the open hypothesis is h_0's (position 0 is round 1)
+        self.stopped_ = False
+        self.stop_round_: int | None = None
+        # mode="groups"
+        self.G: dict[int, np.ndarray] = {}
+        self._h0: np.ndarray | None = None
+        self._open: np.ndarray | None = None
+
+    def begin(self, state: LinearState) -> None:
+        self.halted = False
+        if self.pass_ == 1 and self.mode == "groups" and self._open is None:
+            self._h0 = hypothesis(state)
+            self._open = self._h0
+        if self.pass_ == 2:
+            self.acc = running_sum(state, cut=self.k_)
+
+    def boundaries(self, first_round: int, n: int) -> list[int]:
+        if self.pass_ == 2:
+            return [self.stop_round_ - first_round] if self.stop_round_ is not None else []
+        if self.stop_below is None:
+            return []
+        b = self.check_every
+        first = (-first_round) % b
+        return list(range(first if first else b, n, b))
 
     def observe(self, state: LinearState, log: RoundLog, lo: int, hi: int, age0: int) -> None:
         if self.pass_ != 1:
+            if self.stop_round_ is not None and int(state.n_rounds[0]) == self.stop_round_:
+                raise StopTraining
             return
         g = self.groups
         upd = log.updated[lo:hi]
@@ -451,28 +540,73 @@ class CutoffTracker(Tracker):
             for pv, ls in zip(pos.tolist(), np.bincount(inv, weights=loss[quiet]).tolist()):
                 g.extra[pv] = g.extra.get(pv, 0.0) + ls
         g.m += hi - lo
+        if self.mode == "groups" and hi > lo and upd[-1]:
+            # The piece ends at an update (the driver cuts there): the open
+            # hypothesis survived age0 + (hi - lo) rounds.
+            sv = age0 + (hi - lo)
+            self.G[sv] = self.G[sv] + self._open if sv in self.G else self._open.copy()
+            self._open = hypothesis(state)
         self.peak_groups = max(self.peak_groups, g.n_groups)
+        if self.stop_below is not None and int(state.n_rounds[0]) % self.check_every == 0:
+            bounds, _, _ = cutoff_bounds(self._final_groups(state), self.C, self.delta)
+            if float(bounds.min()) < self.stop_below:
+                self.stopped_ = True
+                self.stop_round_ = int(state.n_rounds[0])
+                if self.mode == "groups":
+                    self.frozen = True
+                raise StopTraining
 
-    def plan(self, state: LinearState) -> None:
+    def _final_groups(self, state: LinearState) -> CutoffGroups:
+        """The groups with the open hypothesis counted as surviving its age so far."""
         g = self.groups
-        if g.m == 0:
-            raise ValueError("empty summary: no rounds were observed")
-        # The open hypothesis survived age rounds so far (no loss on its last one yet).
         final = CutoffGroups(dict(g.counts), dict(g.last_loss), dict(g.extra), g.loss0, g.m)
         if int(state.age[0]) > 0:
             final.add(int(state.age[0]), 0.0)
-        self.bounds_, self.sum_b_, _ = cutoff_bounds(final, self.C, self.delta)
+        return final
+
+    def _choose(self, state: LinearState) -> None:
+        if self.groups.m == 0:
+            raise ValueError("empty summary: no rounds were observed")
+        self.bounds_, self.sum_b_, _ = cutoff_bounds(self._final_groups(state), self.C, self.delta)
         self.k_ = int(np.argmin(self.bounds_))
+
+    def plan(self, state: LinearState) -> None:
+        self._choose(state)
         self.pass_ = 2
 
-    def begin(self, state: LinearState) -> None:
-        if self.pass_ == 2:
-            self.acc = running_sum(state, cut=self.k_)
+    def hypothesis(self, state: LinearState, k: int | None = None) -> np.ndarray:
+        """``mode="groups"``: the cutoff-``k`` hypothesis of the rounds so far (k*
+        when None), shape (n_outputs, n_features + 1)."""
+        if self.mode != "groups":
+            raise RuntimeError("intermediate cutoff hypotheses need Cutoff(mode='groups')")
+        self._choose(state)
+        k = self.k_ if k is None else int(k)
+        if not 0 <= k < len(self.sum_b_):
+            raise ValueError(f"k must be in [0, {len(self.sum_b_) - 1}], got {k}")
+        total = np.zeros_like(self._h0)
+        for sv, Gs in self.G.items():
+            if sv > k:
+                total += (sv - k) * Gs
+        age = int(state.age[0])
+        if age > k:
+            total += (age - k) * self._open
+        if k > 0:
+            total += self._h0
+        return total / self.sum_b_[k]
 
     def finalize(self, state: LinearState) -> np.ndarray:
+        if self.mode == "groups":
+            return self.hypothesis(state)
         if self.pass_ != 2 or self.acc is None:
             raise RuntimeError("cutoff averaging needs its replay pass (plan(), then run again)")
         return running_value(self.acc, state) / self.acc.count
+
+    @property
+    def nbytes(self) -> int:
+        extra = [a for a in (self._h0, self._open) if a is not None]
+        if len(extra) == 2 and extra[0] is extra[1]:
+            extra = extra[:1]
+        return sum(a.nbytes for a in self.G.values()) + sum(a.nbytes for a in extra)
 
 
 class SurvivorTracker(Tracker):

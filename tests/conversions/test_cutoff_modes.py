@@ -1,0 +1,151 @@
+"""Cutoff averaging's one-pass mode (survival-time group sums), its intermediate
+hypotheses, and early stopping on the Theorem 2 bound -- against the brute-force
+cutoff of ``test_conversions`` (every h_i stored)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from distlearn import Perceptron
+from distlearn.conversions import Cutoff
+
+from .test_conversions import CASE_IDS, CASES, DELTA, batch_hypothesis, data, estimator, naive_cutoff, naive_run, tol
+
+GROUP_CUTOFFS = {
+    "zero_one": Cutoff(mode="groups"),
+    "zero_one-C1e-3": Cutoff(mode="groups", C=1e-3),
+    "hinge-d0.5-C0.01": Cutoff(mode="groups", delta=0.5, C=0.01, loss="hinge"),
+}
+
+
+@pytest.mark.parametrize("cutoff", list(GROUP_CUTOFFS))
+@pytest.mark.parametrize("epochs", [1, 2])
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_groups_mode_equals_brute_force(case, epochs, cutoff):
+    conv = GROUP_CUTOFFS[cutoff]
+    H, losses, updated = naive_run(case, epochs)
+    C = conv.C if conv.C is not None else 1.0
+    if conv.loss == "hinge" and conv.C is None:
+        pytest.skip("hinge with the measured C is covered in test_conversions")
+    want, k, bounds, _ = naive_cutoff(H, losses[conv.loss], updated, C, conv.delta)
+    X, y = data(CASES[case][3])
+    dense = estimator(case, conv, epochs).fit(X, y)
+    csr = estimator(case, conv, epochs).fit(sp.csr_matrix(X), y)
+    assert dense.summary_.k_ == k == csr.summary_.k_
+    np.testing.assert_allclose(dense.summary_.bounds_, bounds, rtol=1e-12)
+    np.testing.assert_allclose(batch_hypothesis(dense), want, **tol(want))
+    np.testing.assert_allclose(batch_hypothesis(csr), want, **tol(want))
+    # The replay mode gives the same hypothesis.
+    replay = estimator(case, Cutoff(delta=conv.delta, C=conv.C, loss=conv.loss), epochs).fit(X, y)
+    np.testing.assert_allclose(batch_hypothesis(replay), want, **tol(want))
+
+
+@pytest.mark.parametrize("case", ["perceptron-separable", "margin-binary", "pa-ovr3"])
+def test_groups_mode_gives_every_cutoff_hypothesis(case):
+    """summary_.hypothesis(state, k) for every k equals Dekel's B-weighted average."""
+    H, losses, updated = naive_run(case, 1)
+    X, y = data(CASES[case][3])
+    est = estimator(case, Cutoff(mode="groups"), 1).fit(X, y)
+    m = len(updated)
+    n_upd = np.concatenate([[0], np.cumsum(updated)])
+    i = np.arange(m)
+    for k in range(len(est.summary_.bounds_)):
+        B = (i >= k) & (n_upd[i] - n_upd[np.maximum(i - k, 0)] == 0)
+        B[0] = True
+        want = (B[:, None, None] * H[:m]).sum(axis=0) / B.sum()
+        got = est.summary_.hypothesis(est._state, k)
+        np.testing.assert_allclose(got, want, **tol(want))
+    with pytest.raises(ValueError, match="k must be"):
+        est.summary_.hypothesis(est._state, len(est.summary_.bounds_))
+
+
+@pytest.mark.parametrize("case", ["perceptron-binary", "pa-ovr3", "mira-native3"])
+def test_groups_mode_partial_fit_gives_intermediate_hypotheses(case):
+    """After each partial_fit call the model is the cutoff hypothesis of the rounds so far."""
+    X, y = data(CASES[case][3])
+    H, losses, updated = naive_run(case, 1)
+    part = estimator(case, Cutoff(mode="groups"), 1)
+    classes = np.unique(y)
+    for lo, hi in [(0, 1), (1, 40), (40, 41), (41, 170), (170, len(y))]:
+        Xp = sp.csr_matrix(X[lo:hi]) if lo % 2 else X[lo:hi]
+        part.partial_fit(Xp, y[lo:hi], classes=classes)
+        want, k, _, _ = naive_cutoff(H[:hi + 1], losses["zero_one"][:hi], updated[:hi], 1.0, DELTA)
+        assert part.summary_.k_ == k
+        np.testing.assert_allclose(batch_hypothesis(part), want, **tol(want))
+
+
+def prefix_bound(case: str, epochs: int, r: int, conv: Cutoff) -> float:
+    H, losses, updated = naive_run(case, epochs)
+    _, _, bounds, _ = naive_cutoff(H[:r + 1], losses[conv.loss][:r], updated[:r], conv.C, conv.delta)
+    return float(bounds.min())
+
+
+@pytest.mark.parametrize("mode", ["replay", "groups"])
+@pytest.mark.parametrize("case", ["perceptron-separable", "perceptron-binary"])
+def test_early_stopping_at_the_first_check_below_the_threshold(case, mode):
+    epochs, every = 3, 50
+    thresholds = {"perceptron-separable": 0.6, "perceptron-binary": 0.9}
+    conv = Cutoff(mode=mode, C=1.0, stop_below=thresholds[case], check_every=every)
+    m = 300 * epochs
+    checks = [r for r in range(every, m + 1, every)]
+    first = next((r for r in checks if prefix_bound(case, epochs, r, conv) < conv.stop_below), None)
+    assert first is not None and first < m  # the threshold is reachable before the end
+    X, y = data(CASES[case][3])
+    est = estimator(case, conv, epochs).fit(X, y)
+    assert est.summary_.stopped_ and est.summary_.stop_round_ == first and est.t_ == first
+    H, losses, updated = naive_run(case, epochs)
+    want, k, _, _ = naive_cutoff(H[:first + 1], losses["zero_one"][:first], updated[:first], 1.0, DELTA)
+    assert est.summary_.k_ == k
+    np.testing.assert_allclose(batch_hypothesis(est), want, **tol(want))
+    assert est.n_iter_ == -(-first // 300)  # epochs started
+
+
+def test_early_stopping_never_triggers_above_the_bound():
+    X, y = data("binary")
+    est = Perceptron(conversion=Cutoff(stop_below=1e-6, check_every=10), epochs=2, random_state=0).fit(X, y)
+    assert not est.summary_.stopped_ and est.t_ == 2 * len(y)
+
+
+def test_groups_mode_stop_freezes_partial_fit():
+    X, y = data("separable")
+    est = Perceptron(conversion=Cutoff(mode="groups", stop_below=0.6, check_every=50), shuffle=False)
+    est.partial_fit(X, y, classes=[0, 1])
+    assert est.summary_.stopped_ and est.t_ == est.summary_.stop_round_ < len(y)
+    before = batch_hypothesis(est)
+    est.partial_fit(X, y)
+    assert est.t_ == est.summary_.stop_round_  # no further rounds
+    assert np.array_equal(batch_hypothesis(est), before)
+
+
+def test_store_early_stopping_equals_in_memory(tmp_path):
+    from distlearn.data.store import write_dataset
+
+    X, y = data("separable")
+    path = tmp_path / "sep.zarr"
+    write_dataset(path, [(X, y)], block_rows=64, dtype="float64")
+    conv = Cutoff(stop_below=0.6, check_every=50)
+    mem = Perceptron(conversion=conv, shuffle=False, epochs=3).fit(X, y)
+    store = Perceptron(conversion=conv, shuffle=False, epochs=3).fit(str(path))
+    assert store.summary_.stop_round_ == mem.summary_.stop_round_ and store.t_ == mem.t_
+    np.testing.assert_allclose(batch_hypothesis(store), batch_hypothesis(mem), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("make,name", [
+    (lambda: Cutoff(mode="online"), "mode"),
+    (lambda: Cutoff(stop_below=0.0), "stop_below"),
+    (lambda: Cutoff(stop_below=-1.0), "stop_below"),
+    (lambda: Cutoff(check_every=0), "check_every"),
+    (lambda: Cutoff(check_every=2.5), "check_every"),
+    (lambda: Cutoff(check_every=True), "check_every"),
+])
+def test_bad_cutoff_mode_parameters_raise(make, name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        make()
+
+
+def test_replay_mode_is_still_refused_by_partial_fit():
+    X, y = data("binary")
+    with pytest.raises(ValueError, match="partial_fit"):
+        Perceptron(conversion=Cutoff()).partial_fit(X, y)
