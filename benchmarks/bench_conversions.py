@@ -27,13 +27,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import distlearn  # noqa: E402
-from distlearn.conversions import Tree  # noqa: E402
+from distlearn.conversions import Cutoff, Tree, Vote  # noqa: E402
 
-CONVERSIONS = ["last", "average", "tree", "tree-leaf1", "suffix", "cutoff", "survivor"]
+CONVERSIONS = ["last", "average", "tree", "tree-leaf1", "suffix", "cutoff", "cutoff-groups", "survivor",
+               "interval", "vote", "sample"]
+# Not in the default list: Vote(max_hypotheses=None) keeps every hypothesis (updates x 376 KB here).
+EXTRA = {"tree-leaf1": Tree(leaf_size=1), "cutoff-groups": Cutoff(mode="groups"),
+         "vote-suffix": Vote(suffix=True)}
 
 
 def _conv(name: str):
-    return Tree(leaf_size=1) if name == "tree-leaf1" else name
+    return EXTRA.get(name, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = ""
         if hasattr(s, "k_"):
             chosen = f"k*={s.k_}"
+        elif getattr(s, "stop_", None) is not None:
+            chosen = f"[{s.start_}, {s.stop_}], {s.n_updates_in_} updates"
+        elif hasattr(s, "n_hypotheses_"):
+            chosen = f"{s.n_hypotheses_} hyps kept, {s.dropped_} dropped"
         elif getattr(s, "start_", None) is not None:
             chosen = f"a={s.start_}"
         elif hasattr(s, "tree"):

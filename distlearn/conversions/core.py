@@ -205,9 +205,13 @@ class CutoffGroups:
     Also the loss of ``h_0`` on round 1 (``h_0`` is always in the ensemble, Dekel's
     B_0 = 1) and losses suffered on rounds *without* an update at position ``j`` of
     a hypothesis' life (empty for a learner that is conservative for this loss).
-    Merge law (blocks of one stream): needs the left block's open hypothesis; see
-    :class:`CutoffTracker`.  Memory: one entry per distinct survival time, at most
-    sqrt(2m).
+
+    Merge law (consecutive blocks of one stream, each observed with the learner's
+    running age, so a hypothesis open across a block boundary is recorded, whole,
+    by the block where it ends): counts and loss sums add per survival time,
+    ``m`` adds, ``loss0`` is the first non-empty block's.  Associative, with the
+    empty summary as identity; commutative except for ``loss0``.  Memory: one
+    entry per distinct survival time, at most sqrt(2m).
     """
 
     counts: dict[int, int] = field(default_factory=dict)
@@ -224,6 +228,17 @@ class CutoffGroups:
     @property
     def n_groups(self) -> int:
         return len(self.counts)
+
+    def merge(self, other: CutoffGroups) -> CutoffGroups:
+        def add(a: dict, b: dict) -> dict:
+            out = dict(a)
+            for key, v in b.items():
+                out[key] = out.get(key, 0) + v
+            return out
+
+        return CutoffGroups(add(self.counts, other.counts), add(self.last_loss, other.last_loss),
+                            add(self.extra, other.extra), self.loss0 if self.m else other.loss0,
+                            self.m + other.m)
 
 
 def cutoff_bounds(groups: CutoffGroups, C: float, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

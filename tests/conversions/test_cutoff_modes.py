@@ -149,3 +149,57 @@ def test_replay_mode_is_still_refused_by_partial_fit():
     X, y = data("binary")
     with pytest.raises(ValueError, match="partial_fit"):
         Perceptron(conversion=Cutoff()).partial_fit(X, y)
+
+
+# -- the survival-group summary's merge law ------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from .test_conversions import feed_cutoff  # noqa: E402
+
+
+def _groups_of_blocks(updated: np.ndarray, loss: np.ndarray, cuts: list[int]):
+    """One CutoffGroups per block, each observed with the running age."""
+    from distlearn.conversions.core import CutoffTracker
+    from distlearn.learners.linear import RoundLog
+
+    from .test_conversions import _FakeState
+
+    out, age = [], 0
+    bounds = [0, *cuts, len(updated)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        tr = CutoffTracker(DELTA, 1.0)
+        upd = updated[lo:hi].astype(np.uint8)
+        if hi > lo:
+            tr.observe(_FakeState(age), RoundLog((loss[lo:hi] > 0).astype(np.uint8), np.zeros(hi - lo), upd),
+                       0, hi - lo, age)
+        last = np.flatnonzero(upd)
+        age = hi - lo - 1 - int(last[-1]) if len(last) else age + hi - lo
+        out.append(tr.groups)
+    return out
+
+
+def _as_tuple(g):
+    return (sorted(g.counts.items()), sorted(g.last_loss.items()), sorted(g.extra.items()), g.loss0, g.m)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.integers(0, 2**31), st.lists(st.floats(0, 1), min_size=2, max_size=2))
+def test_cutoff_groups_of_blocks_merge_to_one_pass(m, seed, fracs):
+    rng = np.random.default_rng(seed)
+    updated = rng.random(m) < rng.uniform(0.05, 0.9)
+    loss = (rng.random(m) < 0.5).astype(float) * updated  # conservative: losses only on updates
+    cuts = sorted({int(f * m) for f in fracs})
+    a, b, c = _groups_of_blocks(updated, loss, cuts) if len(cuts) == 2 else (*_groups_of_blocks(updated, loss, cuts), None)
+    whole, _ = feed_cutoff(updated, loss, m)
+    blocks = [g for g in (a, b, c) if g is not None]
+    merged = blocks[0]
+    for g in blocks[1:]:
+        merged = merged.merge(g)
+    assert _as_tuple(merged) == _as_tuple(whole.groups)
+    if c is not None:
+        assert _as_tuple(a.merge(b).merge(c)) == _as_tuple(a.merge(b.merge(c)))  # associative
+    from distlearn.conversions import CutoffGroups
+
+    assert _as_tuple(CutoffGroups().merge(whole.groups)) == _as_tuple(whole.groups)  # identity
+    assert _as_tuple(whole.groups.merge(CutoffGroups())) == _as_tuple(whole.groups)
