@@ -17,14 +17,15 @@ weights per update; the stream is still read once, so ``partial_fit`` works.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..learners.linear import LinearState, RoundLog, copy_state, learn_chunk
-from .core import SuffixTracker, Tracker, _round_loss, hypothesis
+from ..learners.linear import LinearState, RoundLog, learn_chunk
+from .core import SuffixTracker, Tracker, _round_loss, hypothesis, update_cuts
 
 __all__ = ["EnsembleSummary", "VotedHypothesis", "SampledHypothesis", "EnsembleTracker", "auto_cap"]
 
@@ -45,10 +46,10 @@ class EnsembleSummary:
     Merge law: the multiset union, where entries with the same start (one
     hypothesis whose rounds were split between two blocks) add their weights,
     then, with a cap, the ``cap`` heaviest are kept (ties: the earlier start).
-    Associative and commutative (entries are kept sorted by start), with the
-    empty summary as identity; with a cap, a hypothesis split across blocks is
-    ranked by each part's weight before the parts meet.  ``dropped`` and
-    ``dropped_weight`` count what the cap removed.
+    Commutative (entries are kept sorted by start), with the empty summary as
+    identity; associative without a cap, and with one unless a hypothesis is
+    split across blocks: a capped block ranks each part by its own weight before
+    the parts meet.  ``dropped`` and ``dropped_weight`` count what the cap removed.
     """
 
     cap: int | None = None
@@ -62,7 +63,7 @@ class EnsembleSummary:
         """Add one hypothesis (kept sorted by start; an equal start adds weight)."""
         if weight <= 0:
             return
-        i = int(np.searchsorted(np.asarray(self.starts, dtype=np.int64), start)) if self.starts else 0
+        i = bisect.bisect_left(self.starts, start)  # O(log n): no list-to-array copy per add
         if i < len(self.starts) and self.starts[i] == start:
             self.weights[i] += weight
         else:
@@ -75,19 +76,24 @@ class EnsembleSummary:
         if self.cap is None:
             return
         while len(self.H) > self.cap:
-            w = np.asarray(self.weights)
-            # The lightest; among equals the latest start goes first.
-            j = int(np.lexsort((-np.asarray(self.starts), w))[0])
+            # The lightest; among equals the latest start goes first.  O(n) in C
+            # (min and a scan for it), no sort.
+            w_min = min(self.weights)
+            j = len(self.weights) - 1 - self.weights[::-1].index(w_min)
             self.dropped += 1
             self.dropped_weight += self.weights[j]
             del self.H[j], self.weights[j], self.starts[j]
 
     def merge(self, other: EnsembleSummary) -> EnsembleSummary:
         cap = self.cap if other.cap is None else other.cap if self.cap is None else min(self.cap, other.cap)
-        out = EnsembleSummary(cap, list(self.H), list(self.weights), list(self.starts),
+        out = EnsembleSummary(None, list(self.H), list(self.weights), list(self.starts),
                               self.dropped + other.dropped, self.dropped_weight + other.dropped_weight)
         for h, w, s in zip(other.H, other.weights, other.starts):
             out.add(h, w, s)
+        # Cap the union once (pruning while adding would rank a split hypothesis
+        # by one part and make the result depend on the operands' order).
+        out.cap = cap
+        out._prune()
         return out
 
     @property
@@ -206,8 +212,10 @@ class SampledHypothesis:
             d = self.H.shape[2] - 1
             r = np.random.default_rng([self.seed, 0x5A3B1E]).normal(size=d)
             z = np.asarray(X @ r, dtype=np.float64).ravel()
-            # frac(z * 2^20 + golden ratio): fine-grained in z, uniform in practice.
-            u = np.mod(z * 1048576.0 + 0.6180339887498949, 1.0)
+            # frac(mantissa(z) * 2^20 + golden ratio): fine-grained in z, uniform in
+            # practice, whatever the features' scale (z itself would give u = const
+            # for tiny z and a coarse grid, down to u = 0 always, for huge z).
+            u = np.mod(np.frexp(z)[0] * 1048576.0 + 0.6180339887498949, 1.0)
         return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
 
     def decision_function(self, X: Any, random_state: Any = None) -> np.ndarray:
@@ -252,6 +260,11 @@ class EnsembleTracker(Tracker):
         self._open_w = 0
         self._open_start = 0
 
+    def _key(self, state: LinearState) -> int:
+        """The start key of the current hypothesis: its first round (``n_rounds - age``),
+        so a block tracker started mid-stream keys it as the previous block did."""
+        return max(self.start_, int(state.n_rounds[0]) - int(state.age[0]))
+
     @property
     def collecting(self) -> bool:
         return self.pass_ == self.passes
@@ -264,7 +277,7 @@ class EnsembleTracker(Tracker):
 
     def begin(self, state: LinearState) -> None:
         if self.collecting and int(state.n_rounds[0]) >= self.start_:
-            self._open, self._open_w, self._open_start = hypothesis(state), 0, int(state.n_rounds[0])
+            self._open, self._open_w, self._open_start = hypothesis(state), 0, self._key(state)
 
     def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
                   fit_intercept: bool) -> RoundLog:
@@ -274,13 +287,11 @@ class EnsembleTracker(Tracker):
             return log
         first = int(state.n_rounds[0])
         if self._open is None and first >= self.start_:
-            self._open, self._open_w, self._open_start = hypothesis(state), 0, first
+            self._open, self._open_w, self._open_start = hypothesis(state), 0, self._key(state)
         n = X.shape[0] if order is None else len(order)
         if order is None:
             order = np.arange(n, dtype=np.int64)
-        # Probe: where the updates are (on a copy; the real run below sees the same).
-        probe = learn_chunk(rule, copy_state(state), X, y, order=order, fit_intercept=fit_intercept)
-        cuts = np.flatnonzero(probe.updated) + 1
+        cuts = update_cuts(rule, state, X, y, order, fit_intercept)
         lo_cut = self.start_ - first
         cuts = cuts[cuts > lo_cut].tolist()
         if 0 < lo_cut < n:
@@ -303,29 +314,36 @@ class EnsembleTracker(Tracker):
                     splits=cuts, on_piece=on_piece)
         return log
 
-    def summary(self, state: LinearState) -> EnsembleSummary:
-        """The collected hypotheses, the open one included (with +1 for h_m unless suffix)."""
+    def summary(self, state: LinearState, final: bool = True) -> EnsembleSummary:
+        """The collected hypotheses, the open one included.  ``final``: this block ends
+        the stream, so the open hypothesis is h_m and gets its extra index (unless
+        suffix); ``final=False`` gives a block summary that merges with the next
+        block's (which continues the open hypothesis under the same start)."""
         if not self.collecting:
             raise RuntimeError("the suffix vote needs its replay pass (plan(), then run again)")
         out = EnsembleSummary(self.ensemble.cap, list(self.ensemble.H), list(self.ensemble.weights),
                               list(self.ensemble.starts), self.ensemble.dropped, self.ensemble.dropped_weight)
         if self._open is not None:
-            out.add(self._open, self._open_w + (0 if self.suffix else 1), self._open_start)
+            out.add(self._open, self._open_w + (1 if final and not self.suffix else 0), self._open_start)
         return out
 
     def finalize(self, state: LinearState) -> Any:
         s = self.summary(state)
         return s.vote() if self.kind == "vote" else s.sample(self.seed)
 
-    # Reported on the fitted estimator's summary_.
+    # Reported on the fitted estimator's summary_: those of the final summary (the
+    # open hypothesis included, after the cap).
+    def _final(self) -> EnsembleSummary:
+        return self.summary(None) if self.collecting else self.ensemble  # type: ignore[arg-type]
+
     @property
     def n_hypotheses_(self) -> int:
-        return self.ensemble.n_hypotheses + (self._open is not None)
+        return self._final().n_hypotheses
 
     @property
     def dropped_(self) -> int:
-        return self.ensemble.dropped
+        return self._final().dropped
 
     @property
     def dropped_weight_(self) -> float:
-        return self.ensemble.dropped_weight
+        return self._final().dropped_weight

@@ -75,7 +75,10 @@ def best_interval(loss: np.ndarray, updated: np.ndarray, max_updates: int, C: fl
         raise ValueError("empty summary: no rounds were observed")
     if len(upd) != len(loss):
         raise ValueError(f"{len(upd)} update flags for {len(loss)} losses")
-    a, b, v, _ = _best_interval(loss, upd, int(max_updates), float(C))
+    if max_updates < 0:
+        raise ValueError(f"max_updates must be non-negative, got {max_updates!r}")
+    # More than m updates never binds; clamping keeps a huge int within int64.
+    a, b, v, _ = _best_interval(loss, upd, int(min(max_updates, len(loss))), float(C))
     return int(a), int(b), float(v)
 
 
