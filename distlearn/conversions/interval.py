@@ -20,41 +20,75 @@ from .core import Tracker, _round_loss
 __all__ = ["best_interval", "IntervalTracker"]
 
 
+_BLOCK = 64  #: starts per block of the lower-bound pass
+
+
 @numba.njit(cache=True, nogil=True)
 def _best_interval(loss: np.ndarray, upd: np.ndarray, max_updates: int, C: float) -> tuple[int, int, float, int]:
     m = loss.shape[0]
     Q = np.zeros(m + 1, np.int64)
+    P = np.zeros(m + 1, np.float64)
     for i in range(m):
         Q[i + 1] = Q[i] + upd[i]
-    best = math.inf
-    ba = 0
-    bb = 0
-    evaluated = 0
+        P[i + 1] = P[i] + loss[i]
+    # The last round of the longest interval from every start a (updates in
+    # rounds a..b-1 are Q[b] - Q[a]).
+    bmax = np.empty(m, np.int64)
     b_hi = 0
     for a in range(m):
         if b_hi < a:
             b_hi = a
-        # The longest interval from a: updates in rounds a..b-1 are Q[b] - Q[a].
         while b_hi + 1 < m and Q[b_hi + 1] - Q[a] <= max_updates:
             b_hi += 1
-        nmax = b_hi - a + 1
-        tail = C / math.sqrt(nmax)
-        if tail >= best:  # every interval from a has beta >= C / sqrt(n) >= this
-            continue
-        s = 0.0
-        for b in range(a, b_hi + 1):
-            s += loss[b]
-            n = b - a + 1
-            v = s / n + C / math.sqrt(n)
-            evaluated += 1
-            if v < best:
-                best = v
-                ba = a
-                bb = b
-            # Longer intervals from a have a loss sum >= s and n <= nmax, so beta
-            # >= s / nmax + C / sqrt(nmax) (exactly so in floating point too).
-            if s / nmax + tail >= best:
-                break
+        bmax[a] = b_hi
+    # Lower bound of beta over every interval starting in a block [a0, a1): an
+    # interval of length n from a in the block has loss sum
+    # P[a+n] - P[a] >= P[a0+n] - P[a1] (losses are >= 0).
+    n_blocks = (m + _BLOCK - 1) // _BLOCK
+    lb = np.empty(n_blocks, np.float64)
+    for k in range(n_blocks):
+        a0 = k * _BLOCK
+        a1 = min(m, a0 + _BLOCK)
+        nb = 0
+        for a in range(a0, a1):
+            nb = max(nb, bmax[a] - a + 1)
+        nb = min(nb, m - a0)
+        low = math.inf
+        for n in range(1, nb + 1):
+            lo_sum = P[a0 + n] - P[a1]
+            v = (lo_sum if lo_sum > 0.0 else 0.0) / n + C / math.sqrt(n)
+            if v < low:
+                low = v
+        lb[k] = low
+    # Exact scans, most promising blocks first, until no block can win.
+    best = math.inf
+    ba = 0
+    bb = 0
+    evaluated = 0
+    for k in np.argsort(lb, kind="mergesort"):
+        # 1e-12 slack: the bound and the scan round differently.
+        if lb[k] * (1.0 - 1e-12) > best:
+            break
+        for a in range(k * _BLOCK, min(m, (k + 1) * _BLOCK)):
+            b_hi = bmax[a]
+            nmax = b_hi - a + 1
+            tail = C / math.sqrt(nmax)
+            if tail > best:  # every interval from a has beta >= C / sqrt(n) >= this
+                continue
+            s = 0.0
+            for b in range(a, b_hi + 1):
+                s += loss[b]
+                n = b - a + 1
+                v = s / n + C / math.sqrt(n)
+                evaluated += 1
+                if v < best or (v == best and (a < ba or (a == ba and b < bb))):
+                    best = v
+                    ba = a
+                    bb = b
+                # Longer intervals from a have a loss sum >= s and n <= nmax, so
+                # beta >= s / nmax + C / sqrt(nmax) (exactly so in floating point).
+                if s / nmax + tail > best:
+                    break
     return ba, bb, best, evaluated
 
 
@@ -64,10 +98,12 @@ def best_interval(loss: np.ndarray, updated: np.ndarray, max_updates: int, C: fl
     minimising ``beta = mean(loss[a:b+1]) + C / sqrt(b - a + 1)``; the first in
     (a, b) order on ties.
 
-    Exact.  Cost O(m * W) in the worst case, W the rounds spanned by
-    ``max_updates + 1`` hypotheses, cut down by two bounds: an ``a`` whose
-    longest interval cannot beat the best is skipped, and the scan from ``a``
-    stops once no longer interval can.
+    Exact, by branch and bound: a lower bound of beta for every block of 64
+    starts (O(m W / 64), W the rounds spanned by ``max_updates + 1``
+    hypotheses), then exact scans of the blocks, most promising first, until no
+    remaining block's bound beats the best; inside a block, a start whose
+    longest interval cannot win is skipped and a scan stops once no longer
+    interval can.  Worst case O(m W).
     """
     loss = np.ascontiguousarray(loss, dtype=np.float64)
     upd = np.ascontiguousarray(updated, dtype=np.uint8)
