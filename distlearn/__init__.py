@@ -20,17 +20,20 @@ from .estimators import (  # noqa: E402
     PassiveAggressive,
     Perceptron,
 )
+from .ensembles import OBPM, PermutationBPM  # noqa: E402
 
 __all__ = [
     "ALMA",
     "LMS",
     "MIRA",
+    "OBPM",
     "ROMMA",
     "Dataset",
     "GeneralizedPerceptron",
     "MarginPerceptron",
     "PassiveAggressive",
     "Perceptron",
+    "PermutationBPM",
     "__version__",
     "create_dataset",
     "open_dataset",

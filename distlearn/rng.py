@@ -83,3 +83,48 @@ def normalize_seed(random_state: int | None | np.random.Generator) -> int:
     raise ValueError(
         f"random_state must be a non-negative int, None or a numpy Generator; got {random_state!r}"
     )
+
+
+# --------------------------------------------------------------------------- OBPM draws
+
+#: Stream of OBPM's Bernoulli draws b_{j,t}.
+OBPM_MASK_STREAM = stream_id("obpm-mask")
+
+
+def mask_threshold(tau: float) -> int:
+    """The 32-bit threshold of a Bernoulli(``tau``) draw: ``b = 1`` iff a learner's 32
+    random bits are below it.  ``P(b = 1) = round(tau * 2**32) / 2**32`` exactly
+    (``tau = 1`` gives ``2**32``: always)."""
+    tau = float(tau)
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"tau must be in [0, 1], got {tau!r}")
+    return int(round(tau * 2.0**32))
+
+
+def epoch_key(seed: int, epoch: int, stream: int = OBPM_MASK_STREAM) -> int:
+    """``hash64(seed, stream, epoch)``: the key the kernels fold each example index into."""
+    return int(hash64(seed, stream, epoch))
+
+
+def obpm_mask(seed: int, epoch: int, t: int | np.ndarray, n_learners: int, tau: float,
+              first: int = 0) -> np.ndarray:
+    """OBPM's draws ``b_{j,t}`` as booleans of shape ``(len(t), n_learners)``.
+
+    ``b_{j,t}`` is a pure function of ``(seed, j, t, epoch)``: the example's key
+    is ``k_t = hash64(seed, stream, epoch, t)``; learners ``2g`` and ``2g + 1``
+    take the low and high 32 bits of ``SplitMix64(k_t + (g + 1) * golden)`` --
+    the ``g``-th output of a SplitMix64 generator seeded with ``k_t``, evaluated
+    directly.  Columns are learners ``first .. first + n_learners - 1``.  This is
+    the reference the compiled kernel is tested against.
+    """
+    thr = mask_threshold(tau)
+    t = np.atleast_1d(np.asarray(t)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        kt = _mix(np.uint64(epoch_key(seed, epoch)) ^ ((t + _GOLDEN) * _C1))
+        j = np.arange(first, first + n_learners, dtype=np.uint64)
+        g = j >> np.uint64(1)
+        word = _mix(kt[:, None] + (g[None, :] + np.uint64(1)) * _GOLDEN)
+    bits = np.where((j & np.uint64(1)) == 1, word >> np.uint64(32), word & np.uint64(0xFFFFFFFF))
+    if thr >= 2**32:
+        return np.ones(bits.shape, dtype=bool)
+    return bits < np.uint64(thr)

@@ -1,0 +1,251 @@
+"""Compiled multi-learner pass: N linear learners over one chunk, one read per example.
+
+The OBPM kernel (Harrington et al. 2003, Algorithm 2) runs learners ``j0 ..
+j0 + n - 1`` of an ensemble over every row of a CSR chunk:
+
+1. the Bernoulli(tau) draws ``b_{j,t}`` of the row are computed from the
+   counter-based hash of ``(seed, epoch, t)`` (:func:`distlearn.rng.obpm_mask`
+   is the numpy reference; the two agree bit for bit);
+2. the margins of *all* the group's columns are accumulated in one pass over
+   the row's nonzeros -- the weights are feature-major, ``W[f, c]`` with the
+   ``n * K`` columns of feature ``f`` contiguous (DESIGN.md decision 5), so the
+   inner loop is a contiguous, vectorisable multiply-add;
+3. every learner with ``b_{j,t} = 1`` applies its rule to its ``K`` columns
+   with the same step algebra as the single-learner kernel
+   (:mod:`distlearn.learners._kernels`), so a member is bit for bit the base
+   learner run on the examples it was shown.
+
+The group's summed member margins (true units) are written per round, so the
+driver can score the running average ``w~_{t-1}`` on example ``t`` -- the
+online prediction error -- from any split of the learners into groups.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._config import NUMBA_FLAGS
+from ..learners._kernels import (
+    AGGRESSIVE_ROMMA,
+    ALMA,
+    FIRST_NATIVE,
+    GENERALIZED,
+    MARGIN,
+    MC_MIRA,
+    MC_PA1,
+    MC_PA2,
+    MIRA,
+    PA,
+    PA1,
+    PA2,
+    ROMMA,
+    _apply,
+    _binary_step,
+    _mira_taus,
+    _sqnorm,
+)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_ONE = np.uint64(1)
+
+#: Running-sum modes: none, every round (the average of the ensemble's
+#: hypotheses w~_t), or a member's own rounds only (each member's average).
+ACC_NONE = 0
+ACC_ENSEMBLE = 1
+ACC_MEMBERS = 2
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _mix(z):
+    z = (z ^ (z >> _S30)) * _C1
+    z = (z ^ (z >> _S27)) * _C2
+    return z ^ (z >> _S31)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _fold(h, c):
+    """One counter folded into the hash, as :func:`distlearn.rng.hash64` does."""
+    return _mix(h ^ ((c + _GOLDEN) * _C1))
+
+
+@njit(**NUMBA_FLAGS)
+def mask_words(key_epoch, t, n_pairs, out):
+    """The 64-bit words of example ``t``: word ``g`` holds learners ``2g`` (low 32
+    bits) and ``2g + 1`` (high 32 bits).  For tests and the reference."""
+    kt = _fold(key_epoch, t)
+    for g in range(n_pairs):
+        out[g] = _mix(kt + np.uint64(g + 1) * _GOLDEN)
+
+
+@njit(**NUMBA_FLAGS)
+def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
+              fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+              out_margin, out_updates, out_offset, acc_mode, accP, accq):
+    """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)
+    over the rows ``order`` of a CSR chunk.
+
+    ``tids[r]`` is the global example index of row ``r`` (the ``t`` of
+    ``b_{j,t}``); ``key_epoch`` the hash of ``(seed, stream, epoch)``;
+    ``thr`` the 32-bit threshold (``b = 1`` iff the learner's 32 bits are
+    below it; ``2**32`` means always).  Writes, for round ``ii``, the sum over
+    the group of member margins into ``out_margin[out_offset + ii, :]`` and the
+    number of member updates into ``out_updates[out_offset + ii]``.
+
+    Returns -1, or the first round whose margins are not finite (that round
+    and later ones are not applied).
+    """
+    d = W.shape[0] - 1
+    NK = W.shape[1]
+    w = W.reshape(W.shape[0] * NK)
+    n_cols = c1 - c0
+    j0 = c0 // K
+    n_learn = n_cols // K
+    need_norm = rule == GENERALIZED or rule == MARGIN or rule == ALMA or rule == ROMMA or rule == AGGRESSIVE_ROMMA
+    native = rule >= FIRST_NATIVE
+    acc = np.zeros(n_cols, dtype=np.float64)
+    m = np.zeros(n_cols, dtype=np.float64)
+    mloc = np.zeros(K, dtype=np.float64)
+    tau = np.zeros(K, dtype=np.float64)
+    work = np.zeros(K, dtype=np.float64)
+    active = np.zeros(n_learn, dtype=np.bool_)
+    thr64 = np.uint64(thr)
+    always = thr >= (1 << 32)
+    for ii in range(order.shape[0]):
+        r = order[ii]
+        lo = indptr[r]
+        hi = indptr[r + 1]
+        yi = y[r]
+        # 1. the draws b_{j,t}
+        kt = _fold(key_epoch, np.uint64(tids[r]))
+        g_prev = -1
+        word = np.uint64(0)
+        for i in range(n_learn):
+            j = j0 + i
+            if always:
+                active[i] = True
+                continue
+            g = j >> 1
+            if g != g_prev:
+                word = _mix(kt + np.uint64(g + 1) * _GOLDEN)
+                g_prev = g
+            bits = (word >> _S32) if (j & 1) else (word & _LOW32)
+            active[i] = bits < thr64
+        # 2. every column's margin from one read of the row
+        for c in range(n_cols):
+            acc[c] = 0.0
+        for jj in range(lo, hi):
+            b = indices[jj] * NK + c0
+            xv = data[jj]
+            for c in range(n_cols):
+                acc[c] += w[b + c] * xv
+        finite = True
+        for c in range(n_cols):
+            s = scale[c0 + c]
+            mk = acc[c] * s
+            if fit_intercept:
+                mk = mk + w[d * NK + c0 + c] * s * bias
+            m[c] = mk
+            finite = finite and math.isfinite(mk)
+        if not finite:
+            return ii
+        base_out = (out_offset + ii) * K
+        for c in range(n_cols):
+            out_margin[base_out + (c % K)] += m[c]
+        # 3. the masked updates
+        n_upd = 0
+        for i in range(n_learn):
+            if acc_mode == 1:
+                for k in range(K):
+                    accq[c0 + i * K + k] += scale[c0 + i * K + k]
+            if not active[i]:
+                continue
+            member_rounds[j0 + i] += 1
+            if acc_mode == 2:
+                for k in range(K):
+                    accq[c0 + i * K + k] += scale[c0 + i * K + k]
+            cb = c0 + i * K
+            xsq = -1.0
+            if native:
+                for k in range(K):
+                    mloc[k] = m[i * K + k]
+                    tau[k] = 0.0
+                other = -np.inf
+                other_k = -1
+                for k in range(K):
+                    if k != yi and (other_k < 0 or mloc[k] > other):
+                        other = mloc[k]
+                        other_k = k
+                if rule == MC_MIRA:
+                    if mloc[yi] - p[0] <= other:
+                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        if xsq > 0.0:
+                            mloc[yi] = mloc[yi] - p[0]
+                            _mira_taus(mloc, yi, xsq, tau, work)
+                            mloc[yi] = m[i * K + yi]
+                else:
+                    h = 1.0 - (mloc[yi] - other)
+                    if h > 0.0:
+                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        step = 0.0
+                        if rule == MC_PA2:
+                            step = h / (2.0 * xsq + 0.5 / p[0])
+                        elif xsq > 0.0:
+                            step = h / (2.0 * xsq)
+                            if rule == MC_PA1 and step > p[0]:
+                                step = p[0]
+                        tau[yi] = step
+                        tau[other_k] = -step
+                upd = False
+                for k in range(K):
+                    u = tau[k]
+                    if u == 0.0:
+                        continue
+                    upd = True
+                    _apply(w, indices, data, lo, hi, cb + k, NK, d, W, scale, sqnorm, 1.0, u, mloc[k], xsq,
+                           False, False, fit_intercept, bias, accP, accq)
+                    n_updates[cb + k] += 1
+                if upd:
+                    n_upd += 1
+            else:
+                upd = False
+                for k in range(K):
+                    if K == 1:
+                        yk = 1.0 if yi == 1 else -1.0
+                    else:
+                        yk = 1.0 if yi == k else -1.0
+                    mk = m[i * K + k]
+                    z = yk * mk
+                    if xsq < 0.0:
+                        need_x = False
+                        if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
+                            need_x = z < 1.0
+                        elif rule == MIRA:
+                            need_x = z <= p[0]
+                        elif rule == ROMMA:
+                            need_x = z <= 0.0
+                        if need_x:
+                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                    c = cb + k
+                    fire, cc, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[c], n_updates[c] + 1.0, xsq)
+                    if not fire:
+                        continue
+                    upd = True
+                    if need_norm and xsq < 0.0:
+                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                    _apply(w, indices, data, lo, hi, c, NK, d, W, scale, sqnorm, cc, u, mk, xsq, project,
+                           need_norm, fit_intercept, bias, accP, accq)
+                    n_updates[c] += 1
+                if upd:
+                    n_upd += 1
+        out_updates[out_offset + ii] += n_upd
+    return -1
