@@ -25,7 +25,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .._config import NUMBA_FLAGS
 from ..learners._kernels import (
@@ -42,10 +45,14 @@ from ..learners._kernels import (
     PA1,
     PA2,
     ROMMA,
-    _apply,
+    _HUGE,
+    _TINY,
     _binary_step,
+    _check_rebase,
+    _fold_scale,
     _mira_taus,
     _sqnorm,
+    _zero_column,
 )
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -63,6 +70,31 @@ _ONE = np.uint64(1)
 ACC_NONE = 0
 ACC_ENSEMBLE = 1
 ACC_MEMBERS = 2
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """``llvm.prefetch`` (read, high locality) of ``arr.flat[idx]``'s cache line.
+
+    The margins read every member's weights of every feature of the row --
+    cache lines scattered over the whole weight matrix -- so the kernel
+    prefetches the next row's lines while it computes the current row: the
+    loads overlap instead of waiting on each other's misses.
+    """
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [i8p, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -118,7 +150,16 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     active = np.zeros(n_learn, dtype=np.bool_)
+    # this round's updates: column, margin (after any rescale), step, projection,
+    # step in stored units, running-sum correction
+    ucol = np.zeros(n_cols, dtype=np.int64)
+    umk = np.zeros(n_cols, dtype=np.float64)
+    uu = np.zeros(n_cols, dtype=np.float64)
+    uproj = np.zeros(n_cols, dtype=np.bool_)
+    uinv = np.zeros(n_cols, dtype=np.float64)
+    uqi = np.zeros(n_cols, dtype=np.float64)
     thr64 = np.uint64(thr)
+    line = max(1, 64 // W.itemsize)
     always = thr >= (1 << 32)
     for ii in range(order.shape[0]):
         r = order[ii]
@@ -140,14 +181,23 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 g_prev = g
             bits = (word >> _S32) if (j & 1) else (word & _LOW32)
             active[i] = bits < thr64
+        # prefetch the next row's weight lines (see _prefetch)
+        if ii + 1 < order.shape[0]:
+            rn = order[ii + 1]
+            for jj in range(indptr[rn], indptr[rn + 1]):
+                b = indices[jj] * NK
+                for c in range(c0, c1, line):
+                    _prefetch(w, b + c)
+                _prefetch(w, b + c1 - 1)
         # 2. every column's margin from one read of the row
-        for c in range(n_cols):
-            acc[c] = 0.0
+        acc[:] = 0.0
         for jj in range(lo, hi):
-            b = indices[jj] * NK + c0
+            # A row view keeps the inner loop provably contiguous: LLVM
+            # vectorises it (the flat w[b + c] form measured 4x slower).
+            row = W[indices[jj], c0:c1]
             xv = data[jj]
             for c in range(n_cols):
-                acc[c] += w[b + c] * xv
+                acc[c] += row[c] * xv
         finite = True
         for c in range(n_cols):
             s = scale[c0 + c]
@@ -161,8 +211,14 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
         base_out = (out_offset + ii) * K
         for c in range(n_cols):
             out_margin[base_out + (c % K)] += m[c]
-        # 3. the masked updates
-        n_upd = 0
+        xsq = -1.0
+        n_upd_row = 0
+        # 3. the masked updates: each firing column's scalar part first (rescale,
+        # step), then ONE sweep over the row's nonzeros applies every column's
+        # sparse step (the row's weight lines are touched once, not once per
+        # learner), then each column's norm, projection and bookkeeping.
+        # Columns are independent, so each sees the single-learner order.
+        nu = 0
         for i in range(n_learn):
             if acc_mode == 1:
                 for k in range(K):
@@ -174,7 +230,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 for k in range(K):
                     accq[c0 + i * K + k] += scale[c0 + i * K + k]
             cb = c0 + i * K
-            xsq = -1.0
+            nu0 = nu
             if native:
                 for k in range(K):
                     mloc[k] = m[i * K + k]
@@ -187,7 +243,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                         other_k = k
                 if rule == MC_MIRA:
                     if mloc[yi] - p[0] <= other:
-                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        if xsq < 0.0:
+                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
                         if xsq > 0.0:
                             mloc[yi] = mloc[yi] - p[0]
                             _mira_taus(mloc, yi, xsq, tau, work)
@@ -195,7 +252,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 else:
                     h = 1.0 - (mloc[yi] - other)
                     if h > 0.0:
-                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        if xsq < 0.0:
+                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
                         step = 0.0
                         if rule == MC_PA2:
                             step = h / (2.0 * xsq + 0.5 / p[0])
@@ -205,19 +263,17 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                                 step = p[0]
                         tau[yi] = step
                         tau[other_k] = -step
-                upd = False
                 for k in range(K):
                     u = tau[k]
                     if u == 0.0:
                         continue
-                    upd = True
-                    _apply(w, indices, data, lo, hi, cb + k, NK, d, W, scale, sqnorm, 1.0, u, mloc[k], xsq,
-                           False, False, fit_intercept, bias, accP, accq)
-                    n_updates[cb + k] += 1
-                if upd:
-                    n_upd += 1
+                    c = cb + k
+                    ucol[nu] = c
+                    umk[nu] = mloc[k]
+                    uu[nu] = u
+                    uproj[nu] = False
+                    nu += 1
             else:
-                upd = False
                 for k in range(K):
                     if K == 1:
                         yk = 1.0 if yi == 1 else -1.0
@@ -239,13 +295,71 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                     fire, cc, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[c], n_updates[c] + 1.0, xsq)
                     if not fire:
                         continue
-                    upd = True
-                    if need_norm and xsq < 0.0:
-                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
-                    _apply(w, indices, data, lo, hi, c, NK, d, W, scale, sqnorm, cc, u, mk, xsq, project,
-                           need_norm, fit_intercept, bias, accP, accq)
-                    n_updates[c] += 1
-                if upd:
-                    n_upd += 1
-        out_updates[out_offset + ii] += n_upd
+                    # the rescale w <- cc * w (O(1) through the scale)
+                    if cc == 0.0:
+                        _zero_column(W, scale, sqnorm, c, accP, accq)
+                        mk = 0.0
+                    elif cc != 1.0:
+                        scale[c] *= cc
+                        sqnorm[c] *= cc * cc
+                        mk = mk * cc
+                    ucol[nu] = c
+                    umk[nu] = mk
+                    uu[nu] = u
+                    uproj[nu] = project
+                    nu += 1
+            if nu > nu0:
+                n_upd_row += 1
+        if nu == 0:
+            out_updates[out_offset + ii] += 0
+            continue
+        if need_norm and xsq < 0.0:
+            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+        any_sparse = False
+        for q in range(nu):
+            c = ucol[q]
+            if uu[q] != 0.0:
+                uinv[q] = uu[q] / scale[c]
+                uqi[q] = accq[c] * uinv[q] if acc_mode != 0 else 0.0
+                any_sparse = True
+            else:
+                uinv[q] = 0.0
+                uqi[q] = 0.0
+        if any_sparse:
+            for jj in range(lo, hi):
+                f = indices[jj]
+                xv = data[jj]
+                row = W[f]
+                for q in range(nu):
+                    row[ucol[q]] += xv * uinv[q]
+                if acc_mode != 0:
+                    for q in range(nu):
+                        if uqi[q] != 0.0:
+                            accP[f * NK + ucol[q]] -= xv * uqi[q]
+            if fit_intercept:
+                row = W[d]
+                for q in range(nu):
+                    row[ucol[q]] += bias * uinv[q]
+                if acc_mode != 0:
+                    for q in range(nu):
+                        if uqi[q] != 0.0:
+                            accP[d * NK + ucol[q]] -= bias * uqi[q]
+        for q in range(nu):
+            c = ucol[q]
+            u = uu[q]
+            if u != 0.0 and need_norm:
+                sq = sqnorm[c] + 2.0 * u * umk[q] + u * u * xsq
+                sqnorm[c] = sq if sq > 0.0 else 0.0
+            if uproj[q]:
+                nrm = math.sqrt(sqnorm[c])
+                if nrm > 1.0:
+                    scale[c] /= nrm
+                    sqnorm[c] = sqnorm[c] / (nrm * nrm)
+            sk = abs(scale[c])
+            if sk < _TINY or sk > _HUGE:
+                _fold_scale(W, scale, c, accq)
+            if acc_mode != 0:
+                _check_rebase(W, scale, c, accP, accq)
+            n_updates[c] += 1
+        out_updates[out_offset + ii] += n_upd_row
     return -1
