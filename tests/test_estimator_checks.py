@@ -27,6 +27,11 @@ ESTIMATORS = [
     distlearn.Perceptron(conversion="vote", random_state=0),
     distlearn.PassiveAggressive(conversion="sample", random_state=0),
     distlearn.ROMMA(conversion="interval", random_state=0),
+    # Bayes point ensembles.
+    distlearn.OBPM(n_estimators=10, random_state=0),
+    distlearn.OBPM(n_estimators=8, base="pa", conversion="average", conversion_scope="members", epochs=2,
+                   random_state=0),
+    distlearn.PermutationBPM(n_estimators=3, random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

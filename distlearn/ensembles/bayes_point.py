@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.utils._available_if import available_if
 
 from .. import rng
 from .._validation import Boolean, Integral, Options, Real, is_store
@@ -802,9 +803,11 @@ class PermutationBPM(_OnlineLinearClassifier):
             self._forget()
             raise
 
-    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> PermutationBPM:
-        raise TypeError("PermutationBPM is a batch method (it permutes the whole training set); "
-                        "for a stream use OBPM, its online counterpart")
+    # Batch only: permuting needs the whole training set (OBPM is the online
+    # counterpart), so there is no partial_fit at all (hasattr is False).
+    @available_if(lambda self: False)
+    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> PermutationBPM:  # pragma: no cover
+        raise AssertionError("unreachable")
 
     def _fit(self, X: Any, y: Any) -> PermutationBPM:
         self._seed = rng.normalize_seed(self.random_state)
@@ -834,7 +837,9 @@ class PermutationBPM(_OnlineLinearClassifier):
             self.classes_ = ds.classes
             self.n_features_in_ = ds.n_features
         if len(self.classes_) < 2:
-            raise ValueError(f"PermutationBPM needs samples of at least 2 classes; got {self.classes_.tolist()}")
+            k = len(self.classes_)
+            raise ValueError(f"PermutationBPM needs samples of at least 2 classes; got {k} class"
+                             f"{'es' if k != 1 else ''}: {self.classes_.tolist()}")
         self.permutation_ = mode
 
         def fit_one(j: int) -> _OnlineLinearClassifier:
