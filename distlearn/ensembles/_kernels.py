@@ -66,6 +66,8 @@ _ONE = np.uint64(1)
 #: Running-sum modes: none, every round (the average of the ensemble's
 #: hypotheses w~_t), or a member's own rounds only (each member's average).
 ACC_NONE = 0
+#: Rows ahead whose weight lines the OBPM pass prefetches.
+_W_AHEAD = 2
 ACC_ENSEMBLE = 1
 ACC_MEMBERS = 2
 
@@ -155,8 +157,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
             bits = (word >> _S32) if (j & 1) else (word & _LOW32)
             active[i] = bits < thr64
         # prefetch the next row's weight lines (see _prefetch)
-        if ii + 1 < order.shape[0]:
-            rn = order[ii + 1]
+        if ii + _W_AHEAD < order.shape[0]:
+            rn = order[ii + _W_AHEAD]
             for jj in range(indptr[rn], indptr[rn + 1]):
                 b = indices[jj] * NK
                 for c in range(c0, c1, line):
