@@ -358,7 +358,9 @@ class OBPM(_OnlineLinearClassifier):
     shuffle : bool, default=True
         Visit the examples in a seeded permutation in each epoch of ``fit``
         (for a store: its blocks, and the rows inside each block, permuted).
-        ``partial_fit`` keeps the stream's order.
+        ``partial_fit`` keeps the stream's order: example ``i`` of a call is the
+        stream's example ``t = t_ + i``, so the draws do not depend on how the
+        stream is cut into calls.
     normalize : bool, default=True
         Rescale the output hypothesis to norm at most 1, per output column
         (bias weight included).  It changes no prediction, only the scale of
@@ -631,26 +633,6 @@ class OBPM(_OnlineLinearClassifier):
         self.n_iter_ += 1
         self._finish()
         return self
-
-    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> OBPM:
-        """Continue the stream with the examples of ``X`` in order.
-
-        Example ``i`` of this call is the stream's example ``t = t_ + i``: its
-        draws ``b_{j,t}`` do not depend on how the stream is cut into calls.
-        """
-        first = not hasattr(self, "classes_")
-        if first:
-            self._check_params()
-        snap = None if first else self._snapshot()
-        try:
-            return self._partial_fit(X, y, classes, first)
-        except BaseException:
-            if snap is None:
-                self._forget()
-            else:
-                self._restore(snap)
-                self._finish()
-            raise
 
     def _store_epochs(self, ds: Any, epochs: int, partial: bool, count: bool) -> None:
         nb = ds.n_blocks
