@@ -36,6 +36,31 @@ __all__ = [
     "LMS",
 ]
 
+
+def encode_labels(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Labels -> indices into the sorted ``classes``; unknown labels are named in the error."""
+    if y.dtype.kind in "iu" and classes.dtype.kind in "iu" and len(y):
+        # Integer labels: a lookup table over [min, max] (one gather) when the
+        # range is small, instead of a binary search per label.
+        lo, hi = int(y.min()), int(y.max())
+        if hi - lo < 1 << 20:
+            lut = np.full(hi - lo + 1, -1, np.int64)
+            inside = classes[(classes >= lo) & (classes <= hi)]
+            lut[inside.astype(np.int64) - lo] = np.searchsorted(classes, inside)
+            idx = lut[(y - lo).astype(np.intp)]
+            if idx.min() < 0:
+                unknown = np.unique(y[idx < 0])[:5]
+                raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
+            return idx
+    idx = np.searchsorted(classes, y)
+    idx[idx >= len(classes)] = 0
+    bad = classes[idx] != y
+    if np.any(bad):
+        unknown = np.unique(np.asarray(y)[bad])[:5]
+        raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
+    return idx.astype(np.int64)
+
+
 class _ConversionParam:
     def check(self, name: str, value: Any) -> None:
         make_conversion(value)
@@ -93,27 +118,7 @@ class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
         return np.unique(y)
 
     def _encode(self, y: np.ndarray) -> np.ndarray:
-        classes = self.classes_
-        if y.dtype.kind in "iu" and classes.dtype.kind in "iu" and len(y):
-            # Integer labels: a lookup table over [min, max] (one gather) when the
-            # range is small, instead of a binary search per label.
-            lo, hi = int(y.min()), int(y.max())
-            if hi - lo < 1 << 20:
-                lut = np.full(hi - lo + 1, -1, np.int64)
-                inside = classes[(classes >= lo) & (classes <= hi)]
-                lut[inside.astype(np.int64) - lo] = np.searchsorted(classes, inside)
-                idx = lut[(y - lo).astype(np.intp)]
-                if idx.min() < 0:
-                    unknown = np.unique(y[idx < 0])[:5]
-                    raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
-                return idx
-        idx = np.searchsorted(classes, y)
-        idx[idx >= len(classes)] = 0
-        bad = classes[idx] != y
-        if np.any(bad):
-            unknown = np.unique(np.asarray(y)[bad])[:5]
-            raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
-        return idx.astype(np.int64)
+        return encode_labels(self.classes_, y)
 
     _FITTED = ("classes_", "coef_", "intercept_", "n_features_in_", "feature_names_in_", "n_updates_",
                "online_errors_", "n_iter_", "t_", "_state", "_rule_obj", "_seed", "horizon_", "radius_",

@@ -97,9 +97,13 @@ def mask_words(key_epoch, t, n_pairs, out):
 @njit(**NUMBA_FLAGS)
 def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
               fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-              out_margin, out_updates, out_offset, acc_mode, accP, accq):
+              out_margin, out_updates, out_offset, acc_mode, accP, accq, learner0=0):
     """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)
     over the rows ``order`` of a CSR chunk.
+
+    ``learner0`` is the ensemble index of the state's first learner, for the
+    draws only: a task that holds learners ``a .. b - 1`` of a larger ensemble
+    passes a state of just those columns and ``learner0 = a``.
 
     ``tids[r]`` is the global example index of row ``r`` (the ``t`` of
     ``b_{j,t}``); ``key_epoch`` the hash of ``(seed, stream, epoch)``;
@@ -146,7 +150,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
         g_prev = -1
         word = np.uint64(0)
         for i in range(n_learn):
-            j = j0 + i
+            j = learner0 + j0 + i
             if always:
                 active[i] = True
                 continue

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -153,13 +155,17 @@ def learn_ensemble_chunk(
     acc_mode: int = EK.ACC_NONE,
     groups: int = 1,
     n_jobs: int = 1,
+    first_learner: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every member over one chunk (rows ``order`` of X, in that order).
 
     ``tids[r]`` is the global example index of row ``r``: with ``seed``,
     ``epoch`` and the learner index it decides ``b_{j,t}``.  The learners run
     in ``groups`` contiguous groups (on ``n_jobs`` threads; the kernel releases
-    the GIL); the weights do not depend on either.
+    the GIL); the weights do not depend on either.  ``first_learner`` is the
+    ensemble index of ``state``'s first learner (for the draws): a Dask task
+    holding learners ``a .. b - 1`` of a larger ensemble passes their columns
+    as ``state`` and ``first_learner=a``.
 
     Returns ``(margin_sum, n_updates)``: per round, the sum of the members'
     margins (shape (n, K), true units) and the number of members that updated.
@@ -203,7 +209,7 @@ def learn_ensemble_chunk(
         return EK._obpm_csr(indptr, indices, data, y, order, tids, key, thr, a * K, b * K, K, rule.code,
                             rule.params, bool(fit_intercept), float(bias), state.W, state.scale, state.sqnorm,
                             state.n_updates, state.member_rounds, outs[g][0], outs[g][1], 0, acc_mode,
-                            accP, accq)
+                            accP, accq, int(first_learner))
 
     if n_jobs > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(min(n_jobs, len(ranges))) as pool:
@@ -326,7 +332,26 @@ _OBPM_PARAMS = {
     "n_jobs": Integral(1, None),
     "record_online": Boolean(),
     "fit_intercept": Boolean(),
+    "checkpoint_every": Integral(1, None),
+    "resume": Boolean(),
+    "progress": Boolean(),
 }
+
+
+class _SchedulerParam:
+    def check(self, name: str, value: Any) -> None:
+        if value is None or isinstance(value, str) or hasattr(value, "submit"):
+            return
+        raise ValueError(f"{name} must be None, 'in-process', 'local', a scheduler address or file, or a "
+                         f"distributed.Client; got {value!r}")
+
+
+class _PathParam:
+    def check(self, name: str, value: Any) -> None:
+        import os
+
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"{name} must be None or a directory path, got {value!r}")
 
 
 class OBPM(_OnlineLinearClassifier):
@@ -394,12 +419,45 @@ class OBPM(_OnlineLinearClassifier):
         A bias, as an extra constant feature (the paper's footnote).
     dtype : {"float64", "float32"}, default="float64"
         Storage type of the weights (margins accumulate in float64).
+    scheduler : None, str or distributed.Client, default=None
+        Where ``fit`` on a *store* runs (arrays always train in this process).
+        ``None``: a LocalCluster sized to the machine for large jobs (more
+        than 1e10 multiply-adds, N x nnz x epochs), this process otherwise;
+        ``"in-process"``; ``"local"`` (a LocalCluster for this fit, closed
+        after it); a scheduler address (``"tcp://10.0.0.1:8786"``,
+        ``"tls://..."`` with TLS from dask's config) or scheduler file
+        (``*.json``); or a ``distributed.Client``.  On Dask the learners run
+        as ``learner_groups`` task chains (default: one per worker thread)
+        over the store's blocks; workers open the store by path.  The weights
+        are bit-identical wherever the fit runs.
+    checkpoint : str or path, default=None
+        A directory (zarr group) where the state of every learner group is
+        saved after every ``checkpoint_every`` blocks (store fits only).
+        It must be reachable from every worker.
+    checkpoint_every : int, default=8
+        Blocks per task (and per checkpoint).  Each task copies its group's
+        weights once, so fewer, longer tasks cost less; more, shorter ones
+        lose less work to a failure.
+    resume : bool, default=False
+        Continue from the last complete checkpoint in ``checkpoint`` (same
+        data and parameters; ``epochs`` may be larger than before) instead
+        of starting over.  Without a checkpoint it starts from scratch.
+    progress : bool, default=False
+        A progress bar over blocks x groups for store fits, the per-epoch
+        progressive error and, on Dask, the cluster and dashboard link.
 
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     classes_ : ndarray of shape (n_classes,)
+    epoch_online_errors_ : list of int
+        Store fits: the progressive mistakes of ``w~_{t-1}`` in every epoch
+        (``online_errors_`` is the first epoch's).
+    job_ : dict
+        Store fits: ``group_blocks`` (block passes run by this fit, summed
+        over learner groups; a resumed fit runs fewer), ``groups``,
+        ``runner``, ``resumed_from`` and ``seconds``.
     members_ : ndarray of shape (n_estimators, n_outputs, n_features + 1)
         The members' true weights (bias last) after the conversion, before
         averaging.
@@ -441,14 +499,16 @@ class OBPM(_OnlineLinearClassifier):
     """
 
     _FITTED = _OnlineLinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_",
-                                                 "online_mistakes_", "member_rounds_", "_base_est")
+                                                 "online_mistakes_", "member_rounds_", "_base_est",
+                                                 "epoch_online_errors_", "job_")
 
     def __init__(self, *, n_estimators: int = 100, tau: float = 0.3, base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 1, shuffle: bool = True,
                  normalize: bool = True, conversion: Any = "last", conversion_scope: str = "ensemble",
                  weights: str = "uniform", learner_groups: int | None = None, n_jobs: int = 1,
                  record_online: bool = False, random_state: Any = None, fit_intercept: bool = True,
-                 dtype: Any = "float64") -> None:
+                 dtype: Any = "float64", scheduler: Any = None, checkpoint: Any = None,
+                 checkpoint_every: int = 8, resume: bool = False, progress: bool = False) -> None:
         self.n_estimators = n_estimators
         self.tau = tau
         self.base = base
@@ -465,6 +525,11 @@ class OBPM(_OnlineLinearClassifier):
         self.random_state = random_state
         self.fit_intercept = fit_intercept
         self.dtype = dtype
+        self.scheduler = scheduler
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.resume = resume
+        self.progress = progress
 
     # -- parameters ---------------------------------------------------------------
     def _check_params(self) -> None:
@@ -473,6 +538,8 @@ class OBPM(_OnlineLinearClassifier):
         table = dict(_OBPM_PARAMS)
         table["random_state"] = RandomState()
         table["dtype"] = Options("float64", "float32", np.float64, np.float32)
+        table["scheduler"] = _SchedulerParam()
+        table["checkpoint"] = _PathParam()
         if self.learner_groups is not None:
             table["learner_groups"] = Integral(1, None)
         else:
@@ -592,7 +659,7 @@ class OBPM(_OnlineLinearClassifier):
     # -- fit ------------------------------------------------------------------------------
     def _fit(self, X: Any, y: Any) -> OBPM:
         if is_store(X):
-            self._fit_store(X, y)
+            self._fit_store_jobs(X, y)
             if self.weights == "margin_bound":
                 self._bound_weights(X, None)
                 self._finish()
@@ -633,6 +700,53 @@ class OBPM(_OnlineLinearClassifier):
         self.n_iter_ += 1
         self._finish()
         return self
+
+    def _fit_store_jobs(self, X: Any, y: Any) -> None:
+        """``fit`` on a store: the learner-parallel job, in process or on Dask."""
+        from ..data.store import open_dataset
+        from ..distributed import execute, learner_parallel, tasks
+
+        if y is not None:
+            raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
+        ds = open_dataset(X)
+        if ds.classes is None:
+            raise ValueError(f"store {ds.path}: labels are not classes (continuous targets?)")
+        if self.resume and self.checkpoint is None:
+            raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
+        self._start(ds.classes, ds.n_features)
+        self.n_features_in_ = ds.n_features
+        self._prepare(ds, ds.n_samples * self.epochs, first=True)
+        self._make_tracker(ds)
+        work = float(self.n_estimators) * float(ds.nnz) * float(self.epochs)
+        with execute.runner_for(self.scheduler, n_jobs=self.n_jobs, work=work) as runner:
+            G = self.learner_groups if self.learner_groups is not None else (
+                self.n_jobs if runner.kind == "in-process" else runner.n_workers)
+            job = tasks.ObpmJob(
+                path=str(ds.path.resolve()), token=tasks.store_token(ds), n_samples=ds.n_samples,
+                n_features=ds.n_features, n_blocks=ds.n_blocks,
+                block_bounds=tuple(int(v) for v in ds.block_bounds), classes=np.asarray(self.classes_),
+                n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed), tau=float(self.tau),
+                fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
+                n_learners=self.n_estimators, groups=tuple(_groups(self.n_estimators, G)), epochs=self.epochs,
+                shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
+                checkpoint=None if self.checkpoint is None else str(Path(self.checkpoint).resolve()))
+            where = runner.describe()
+            if self.progress:
+                print(f"distlearn: OBPM on {where}", file=sys.stderr)
+            out = learner_parallel.run_obpm(job, runner, resume=self.resume, progress=self.progress,
+                                            record=self.record_online)
+        self._state = out["state"]
+        self.online_errors_ = int(out["epoch_errors"][0])
+        self.n_updates_ = int(out["epoch_updates"][0])
+        self.t_ = int(out["epoch_rows"][0])
+        self.n_iter_ = self.epochs
+        self.epoch_online_errors_ = [int(v) for v in out["epoch_errors"]]
+        if self.record_online:
+            self.online_mistakes_ = out["mistakes"]
+        self.job_ = {"group_blocks": int(out["group_blocks"]), "groups": [list(g) for g in job.groups],
+                     "runner": where, "resumed_from": out["resumed_from"],
+                     "seconds": float(out["seconds"])}
+        self._finish()
 
     def _store_epochs(self, ds: Any, epochs: int, partial: bool, count: bool) -> None:
         nb = ds.n_blocks
