@@ -30,3 +30,8 @@ def test_fashion_mnist_stores(tmp_path):
     out = _run("fashion_mnist_stores.py", "--out", str(tmp_path), "--plot", str(tmp_path / "drift.png"))
     assert "train: 60000 x 784" in out and "t10k: 10000 x 784" in out
     assert (tmp_path / "drift.png").stat().st_size > 1000
+
+
+def test_grid_obpm(tmp_path):
+    out = _run("grid_obpm.py", "--quick", "--json", str(tmp_path / "grid.json"))
+    assert "lowest test error" in out and (tmp_path / "grid.json").stat().st_size > 0

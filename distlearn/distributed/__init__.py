@@ -1,7 +1,15 @@
-"""The Dask layer: clusters, pure task functions, graph builders and tree merges."""
+"""The Dask layer: clusters, pure task functions, graph builders and tree merges.
+
+- learner-parallel OBPM: :class:`distlearn.OBPM` with ``scheduler=`` (:mod:`.learner_parallel`)
+- run-parallel grids, repeats and folds: :func:`run_grid` (:mod:`.runs`)
+- reduction trees: :func:`tree_reduce` (:mod:`.graph`)
+- checkpoints: :mod:`.checkpoint`
+"""
 
 from __future__ import annotations
 
 from .cluster import get_client
+from .graph import fold, tree_reduce
+from .runs import RunError, RunTable, run_grid
 
-__all__ = ["get_client"]
+__all__ = ["get_client", "tree_reduce", "fold", "run_grid", "RunTable", "RunError"]
