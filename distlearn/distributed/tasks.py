@@ -232,3 +232,19 @@ def score_report(rep: SegmentReport, record: bool = False) -> dict[str, Any]:
 
 def state_of(res: SegmentResult) -> Any:
     return res.state
+
+
+@functools.lru_cache(maxsize=2)
+def _store_arrays(path: str, token: str) -> tuple[Any, np.ndarray]:
+    ds = open_store(path, token)
+    return ds.to_scipy() if ds.is_sparse else ds.to_numpy()
+
+
+def fit_member(est: Any, path: str, exact: bool) -> Any:
+    """Fit one seeded member on the store at ``path``: streamed block by block, or (``exact``)
+    on the whole store loaded once per worker process so its permutations are global."""
+    if not exact:
+        return est.fit(path)
+    ds = open_store(path)
+    X, y = _store_arrays(str(path), store_token(ds))
+    return est.fit(X, y)

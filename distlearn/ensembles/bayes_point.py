@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -829,6 +830,12 @@ class PermutationBPM(_OnlineLinearClassifier):
         Threads training members at once (the kernels release the GIL).
     random_state, fit_intercept, dtype
         Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
+    scheduler : None, str or distributed.Client, default=None
+        For a store: where the members train (run-parallel, one Dask task per
+        member; workers open the store by path, and load it once per process
+        for exact permutations).  ``None`` or ``"in-process"``: this process;
+        ``"local"``, an address, a scheduler file or a ``Client``: Dask.  The
+        members, and so the model, are the same bits wherever they train.
 
     Attributes
     ----------
@@ -855,7 +862,7 @@ class PermutationBPM(_OnlineLinearClassifier):
     def __init__(self, *, n_estimators: int = 10, base: Any = "perceptron", base_params: dict[str, Any] | None = None,
                  epochs: int = 1, conversion: Any = "last", permutation: str = "auto", weights: str = "uniform",
                  normalize: bool = False, n_jobs: int = 1, random_state: Any = None, fit_intercept: bool = True,
-                 dtype: Any = "float64") -> None:
+                 dtype: Any = "float64", scheduler: Any = None) -> None:
         self.n_estimators = n_estimators
         self.base = base
         self.base_params = base_params
@@ -868,11 +875,13 @@ class PermutationBPM(_OnlineLinearClassifier):
         self.random_state = random_state
         self.fit_intercept = fit_intercept
         self.dtype = dtype
+        self.scheduler = scheduler
 
     def _check_params(self) -> None:
         from .._validation import RandomState, check_params
         from ..estimators import _ConversionParam
 
+        _SchedulerParam().check("scheduler", self.scheduler)
         check_params(self, {
             "n_estimators": Integral(1, None), "epochs": Integral(1, None), "conversion": _ConversionParam(),
             "permutation": Options("auto", "exact", "blocks"), "weights": Options("uniform", "margin_bound"),
@@ -910,6 +919,7 @@ class PermutationBPM(_OnlineLinearClassifier):
         data = X
         yi = None
         mode = self.permutation
+        on_dask = is_store(X) and self.scheduler not in (None, "in-process", "sync", "threads")
         if is_store(X):
             from ..data.store import open_dataset
 
@@ -918,8 +928,10 @@ class PermutationBPM(_OnlineLinearClassifier):
             ds = open_dataset(X)
             size = (ds.nnz * (ds.dtype.itemsize + 8) if ds.is_sparse else ds.n_samples * ds.n_features * ds.dtype.itemsize)
             if mode == "exact" or (mode == "auto" and size <= EXACT_PERMUTATION_BYTES):
-                Xs, ys = ds.to_scipy() if ds.is_sparse else ds.to_numpy()
-                data, y, mode = Xs, ys, "exact"
+                mode = "exact"
+                if not on_dask:  # on Dask each worker loads the store itself
+                    Xs, ys = ds.to_scipy() if ds.is_sparse else ds.to_numpy()
+                    data, y = Xs, ys
             else:
                 mode = "blocks"
         else:
@@ -942,7 +954,17 @@ class PermutationBPM(_OnlineLinearClassifier):
             est = self._member(j)
             return est.fit(data) if is_store(data) else est.fit(data, y)
 
-        if self.n_jobs > 1:
+        if on_dask:
+            from ..distributed import execute, tasks
+
+            path = str(open_dataset(X).path.resolve())
+            with execute.runner_for(self.scheduler) as runner:
+                nonce = uuid.uuid4().hex[:12]
+                futs = [runner.submit((f"pbpm-member-{nonce}", j), tasks.fit_member, self._member(j), path,
+                                      mode == "exact") for j in range(self.n_estimators)]
+                runner.wait(futs)
+                self.estimators_ = [runner.result(f) for f in futs]
+        elif self.n_jobs > 1:
             with ThreadPoolExecutor(self.n_jobs) as pool:
                 self.estimators_ = list(pool.map(fit_one, range(self.n_estimators)))
         else:

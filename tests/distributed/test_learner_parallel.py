@@ -340,3 +340,16 @@ def test_client_killed_then_resumed(store, dask_scheduler, tmp_path):
     assert resumed.job_["group_blocks"] < fresh.job_["group_blocks"] == 3 * N_BLOCKS * 2
     assert resumed.epoch_online_errors_ == fresh.epoch_online_errors_
     assert json.loads((ck / "latest.json").read_text())["epoch"] == 2
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("permutation", ["exact", "blocks"])
+def test_permutation_bpm_members_as_dask_tasks(store, dask_scheduler, permutation):
+    from distlearn import PermutationBPM
+
+    kw = dict(n_estimators=6, epochs=2, random_state=4, permutation=permutation, conversion="average")
+    a = PermutationBPM(**kw).fit(store)
+    b = PermutationBPM(scheduler=dask_scheduler["address"], **kw).fit(store)
+    assert a.permutation_ == b.permutation_ == permutation
+    np.testing.assert_array_equal(a.members_, b.members_)
+    np.testing.assert_array_equal(_model(a), _model(b))
