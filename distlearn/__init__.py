@@ -21,6 +21,7 @@ from .estimators import (  # noqa: E402
     Perceptron,
 )
 from .ensembles import OBPM, PermutationBPM  # noqa: E402
+from .distributed.mixing import ParameterMixing  # noqa: E402
 
 __all__ = [
     "ALMA",
@@ -31,6 +32,7 @@ __all__ = [
     "Dataset",
     "GeneralizedPerceptron",
     "MarginPerceptron",
+    "ParameterMixing",
     "PassiveAggressive",
     "Perceptron",
     "PermutationBPM",

@@ -32,6 +32,8 @@ ESTIMATORS = [
     distlearn.OBPM(n_estimators=8, base="pa", conversion="average", conversion_scope="members", epochs=2,
                    random_state=0),
     distlearn.PermutationBPM(n_estimators=3, random_state=0),
+    # Data-parallel parameter mixing (in process).
+    distlearn.ParameterMixing(n_shards=2, epochs=2, random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

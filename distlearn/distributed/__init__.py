@@ -1,6 +1,7 @@
 """The Dask layer: clusters, pure task functions, graph builders and tree merges.
 
 - learner-parallel OBPM: :class:`distlearn.OBPM` with ``scheduler=`` (:mod:`.learner_parallel`)
+- data-parallel iterative parameter mixing: :class:`ParameterMixing` (:mod:`.mixing`)
 - run-parallel grids, repeats and folds: :func:`run_grid` (:mod:`.runs`)
 - reduction trees: :func:`tree_reduce` (:mod:`.graph`)
 - checkpoints: :mod:`.checkpoint`
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from .cluster import get_client
 from .graph import fold, tree_reduce
+from .mixing import ParameterMixing
 from .runs import RunError, RunTable, run_grid
 
-__all__ = ["get_client", "tree_reduce", "fold", "run_grid", "RunTable", "RunError"]
+__all__ = ["get_client", "tree_reduce", "fold", "run_grid", "RunTable", "RunError", "ParameterMixing"]
