@@ -23,6 +23,8 @@ Start with `distlearn demo`, or convert your own data:
   distlearn convert table.csv table.zarr --label-column label
   distlearn info data.zarr --json
   distlearn generate rcv1 corpus.zarr --n-samples 800000
+  distlearn train corpus.zarr --model obpm --param n_estimators=100 --param tau=0.3 --progress
+  distlearn train corpus.zarr --model obpm --scheduler tcp://10.0.0.1:8786 --checkpoint ck.zarr --resume
 """
 
 
@@ -141,6 +143,59 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     g.set_defaults(func=_cmd_generate)
+
+    # -- train
+    t = sub.add_parser(
+        "train",
+        help="train a model on a store (in process, on a LocalCluster, or on a Dask cluster)",
+        formatter_class=_Formatter,
+        description=(
+            "Train a classifier on a zarr store and report its online (progressive) error, time and,\n"
+            "with --test, its test error. OBPM runs its learners as Dask task chains over the store's\n"
+            "blocks (learner-parallel) with --scheduler/--workers; the weights are bit-identical to an\n"
+            "in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
+            "and --resume continues from the last complete checkpoint after a crash or Ctrl-C.\n\n"
+            "models: obpm, perceptron, generalized, margin, alma, romma, pa, mira, lms\n"
+            "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn train train.zarr --test test.zarr --model obpm --param n_estimators=100 --param tau=0.3\n"
+            "  distlearn train big.zarr --model obpm --workers 2 --progress --save model.npz\n"
+            "  distlearn train big.zarr --model obpm --scheduler cluster/scheduler.json --checkpoint ck.zarr --resume\n"
+            "  distlearn train big.zarr --model obpm --scheduler tls://10.0.0.1:8786 \\\n"
+            "      --tls-ca ca.pem --tls-cert me.pem --tls-key me.key\n"
+            "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json"
+        ),
+    )
+    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
+    t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("--model", default="obpm", choices=sorted(_MODELS), help="the learner")
+    t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
+    t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
+    t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
+    where = t.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address or scheduler file")
+    where.add_argument("--workers", type=_positive_int, metavar="N", help="start a LocalCluster of N worker processes")
+    where.add_argument("--in-process", action="store_true", help="no Dask: train in this process")
+    t.add_argument("--tls-ca", metavar="FILE", help="TLS: CA certificate (PEM)")
+    t.add_argument("--tls-cert", metavar="FILE", help="TLS: this client's certificate (PEM)")
+    t.add_argument("--tls-key", metavar="FILE", help="TLS: this client's private key (PEM)")
+    t.add_argument("--tls-config", metavar="FILE", help="TLS: a YAML/JSON file with dask's distributed.comm.tls keys")
+    t.add_argument("--shards", type=_positive_int, metavar="S",
+                   help="data-parallel: train S shards of the store per epoch and mix their weights "
+                        "(iterative parameter mixing; any model but obpm)")
+    t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
+                   help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
+    t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
+    t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
+    t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
+    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    t.add_argument("--json", action="store_true", help="print the result as JSON")
+    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
+    t.set_defaults(func=_cmd_train)
 
     # -- demo
     d = sub.add_parser(
@@ -266,6 +321,134 @@ def _cmd_generate(a: argparse.Namespace) -> int:
         for out in result["outputs"]:
             print(f"wrote {out['path']}: {out['n_samples']} x {out['n_features']}, nnz {out['nnz']:,}")
         print(f"in {result['seconds']:.2f} s")
+    return 0
+
+
+_MODELS = {
+    "obpm": "OBPM", "perceptron": "Perceptron", "generalized": "GeneralizedPerceptron",
+    "margin": "MarginPerceptron", "alma": "ALMA", "romma": "ROMMA", "pa": "PassiveAggressive", "mira": "MIRA",
+    "lms": "LMS",
+}
+
+
+def _param(text: str) -> tuple[str, Any]:
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise ValueError(f"--param {text!r}: expected NAME=VALUE")
+    try:
+        return name.strip(), json.loads(value)
+    except ValueError:
+        return name.strip(), value
+
+
+def _cmd_train(a: argparse.Namespace) -> int:
+    import contextlib
+
+    import numpy as np
+
+    import distlearn
+
+    from .data import open_dataset
+    from .model import save_model
+
+    est = getattr(distlearn, _MODELS[a.model])()
+    params = dict(_param(p) for p in a.param)
+    if a.shards:
+        if a.model == "obpm":
+            raise ValueError("--shards applies to single learners; OBPM parallelises over its learners "
+                             "(--workers/--scheduler)")
+        base = {"generalized": "generalized", "margin": "margin"}.get(a.model, a.model)
+        unknown = sorted(set(params) - set(est.get_params()))
+        if unknown:
+            raise ValueError(f"--param {unknown[0]!r} is not a parameter of {type(est).__name__}; "
+                             f"it has: {', '.join(sorted(est.get_params()))}")
+        shared = {k: params.pop(k) for k in ("epochs", "fit_intercept", "dtype", "conversion") if k in params}
+        est = distlearn.ParameterMixing(base=base, base_params=params or None, n_shards=a.shards,
+                                        mixing=a.mixing)
+        params = shared
+    unknown = sorted(set(params) - set(est.get_params()))
+    if unknown:
+        raise ValueError(f"--param {unknown[0]!r} is not a parameter of {type(est).__name__}; "
+                         f"it has: {', '.join(sorted(est.get_params()))}")
+    params["random_state"] = a.seed
+    if a.epochs:
+        params["epochs"] = a.epochs
+    is_obpm = a.model == "obpm"
+    on_dask = is_obpm or bool(a.shards)
+    dist = {k: getattr(a, k) for k in ("checkpoint", "resume") if getattr(a, k)}
+    if dist and not is_obpm:
+        raise ValueError(f"--checkpoint/--resume apply to --model obpm (a store job); {a.model} trains in process")
+    if a.resume and not a.checkpoint:
+        raise ValueError("--resume needs --checkpoint DIR")
+    progress = _progress(a.progress)
+    if is_obpm:
+        params.update(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
+                      progress=progress)
+    est.set_params(**params)
+    ds = open_dataset(a.store)
+    tls = any(getattr(a, k) for k in ("tls_ca", "tls_cert", "tls_key", "tls_config"))
+    stack = contextlib.ExitStack()
+    with stack:
+        if on_dask and (a.scheduler or a.workers or tls):
+            from .distributed.cluster import get_client, make_security
+
+            sec = make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config) if tls else None
+            client = stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec))
+            est.set_params(scheduler=client)
+        elif is_obpm and a.in_process:
+            est.set_params(scheduler="in-process")
+        elif not on_dask and (a.scheduler or a.workers):
+            raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards; {a.model} alone "
+                             "trains in process")
+        t0 = time.perf_counter()
+        est.fit(a.store)
+        seconds = time.perf_counter() - t0
+    errs = np.atleast_1d(est.online_errors_)
+    scope = "first epoch" if (is_obpm or a.shards) else "all epochs"
+    rows_first = est.t_ // max(1, len(errs)) if errs.size > 1 or a.shards else est.t_
+    result: dict[str, Any] = {
+        "model": type(est).__name__, "store": str(a.store), "n_samples": ds.n_samples, "n_features": ds.n_features,
+        "epochs": int(est.n_iter_), "fit_seconds": round(seconds, 3),
+        "online_error": int(errs[0]) / max(1, rows_first), "online_errors": int(errs[0]),
+        "n_updates": int(est.n_updates_),
+        "params": {k: v for k, v in params.items() if k not in ("progress",)},
+    }
+    if hasattr(est, "epoch_online_errors_"):
+        result["epoch_online_errors"] = est.epoch_online_errors_
+    if a.shards:
+        result.update(shards=a.shards, mixing=a.mixing, epoch_online_errors=[int(v) for v in errs])
+    if hasattr(est, "job_"):
+        result["job"] = est.job_
+    if a.test:
+        wrong = total = 0
+        for b in open_dataset(a.test).iter_blocks():
+            wrong += int(np.sum(est.predict(b.X) != np.asarray(b.y)))
+            total += len(b.y)
+        result["test_error"] = wrong / max(1, total)
+        result["test_store"] = str(a.test)
+    if a.save:
+        save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds})
+        result["saved"] = str(a.save)
+    if a.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        rows = [("model", f"{result['model']} on {a.store} ({ds.n_samples} x {ds.n_features})"),
+                ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"),
+                ("online error", f"{result['online_error']:.4f} ({result['online_errors']} of {rows_first}, {scope})")]
+        if "epoch_online_errors" in result and len(result["epoch_online_errors"]) > 1:
+            rows.append(("per epoch", ", ".join(str(v) for v in result["epoch_online_errors"])))
+        if "job" in result:
+            job = result["job"]
+            rows.append(("ran on", f"{job['runner']}; {len(job['groups'])} learner groups, "
+                                   f"{job['group_blocks']} group-block passes"
+                                   + (f", resumed from epoch {job['resumed_from'][0] + 1} segment "
+                                      f"{job['resumed_from'][1] + 1}" if job["resumed_from"] else "")))
+        if a.test:
+            rows.append(("test error", f"{result['test_error']:.4f} on {a.test}"))
+        if a.save:
+            rows.append(("saved", str(a.save)))
+        w = max(len(k) for k, _ in rows)
+        print("\n".join(f"{k:<{w}}  {v}" for k, v in rows))
     return 0
 
 

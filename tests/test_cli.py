@@ -131,3 +131,85 @@ def test_letter_convert_and_info(tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     assert (info["n_samples"], info["n_features"], info["n_classes"]) == (20000, 16, 26)
     assert info["classes"] == list(range(1, 27))
+
+
+@pytest.fixture
+def art_stores(tmp_path, capsys):
+    assert main(["generate", "obpm", str(tmp_path / "art.zarr"), "--n-samples", "2000", "--block-rows", "100"]) == 0
+    capsys.readouterr()
+    return tmp_path / "art.zarr", tmp_path / "art-test.zarr"
+
+
+def test_train_in_process_json_and_saved_model(art_stores, tmp_path, capsys):
+    from distlearn import OBPM
+    from distlearn.model import load_model
+
+    train, test = art_stores
+    model = tmp_path / "m.npz"
+    argv = ["train", str(train), "--test", str(test), "--model", "obpm", "--param", "n_estimators=20",
+            "--param", "tau=0.4", "--epochs", "2", "--seed", "3", "--save", str(model), "--json", "--in-process"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "OBPM" and out["epochs"] == 2 and len(out["epoch_online_errors"]) == 2
+    assert 0.0 <= out["test_error"] < 0.1 and out["job"]["group_blocks"] == 2 * 20
+    est = OBPM(n_estimators=20, tau=0.4, epochs=2, random_state=3, scheduler="in-process").fit(str(train))
+    m = load_model(model)
+    np.testing.assert_array_equal(m.coef_, est.coef_)
+    np.testing.assert_array_equal(m.intercept_, est.intercept_)
+    assert m.meta["estimator"] == "OBPM" and m.meta["params"]["tau"] == 0.4
+    assert abs((1 - m.score(str(test))) - out["test_error"]) < 1e-12
+    # the human table
+    assert main(["train", str(train), "--model", "alma", "--param", "alpha=0.9", "--epochs", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "online error" in text and "ALMA" in text
+
+
+def test_train_errors_exit_2(art_stores, capsys):
+    train, _ = art_stores
+    assert main(["train", str(train), "--model", "obpm", "--param", "nope=1"]) == 2
+    assert "'nope' is not a parameter of OBPM" in capsys.readouterr().err
+    assert main(["train", str(train), "--model", "obpm", "--resume"]) == 2
+    assert "--resume needs --checkpoint" in capsys.readouterr().err
+    assert main(["train", str(train), "--model", "perceptron", "--checkpoint", "x.zarr"]) == 2
+    assert "apply to --model obpm" in capsys.readouterr().err
+
+
+def test_model_files_are_not_pickles(tmp_path):
+    from distlearn.model import load_model
+
+    bad = tmp_path / "evil.npz"
+    np.savez(bad, coef=np.array([object()], dtype=object))
+    with pytest.raises(ValueError, match="evil.npz"):
+        load_model(bad)
+
+
+@pytest.mark.cluster
+def test_train_on_a_scheduler_with_checkpoint_and_resume(art_stores, tmp_path, dask_scheduler, capsys):
+    train, _ = art_stores
+    ck = tmp_path / "ck.zarr"
+    base = ["train", str(train), "--model", "obpm", "--param", "n_estimators=16", "--epochs", "2", "--json",
+            "--scheduler", dask_scheduler["address"], "--checkpoint", str(ck), "--checkpoint-every", "4"]
+    assert main(base) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main([*base, "--resume"]) == 0  # nothing left to do: the model comes from the checkpoint
+    again = json.loads(capsys.readouterr().out)
+    assert again["job"]["group_blocks"] == 0 and again["job"]["resumed_from"] == [1, 4]
+    assert again["epoch_online_errors"] == first["epoch_online_errors"]
+    more_argv = [("3" if a == "2" else a) for a in base]  # --epochs 3: one more epoch on top
+    assert main([*more_argv, "--resume"]) == 0
+    more = json.loads(capsys.readouterr().out)
+    assert more["job"]["group_blocks"] == 20 * 2 and more["epochs"] == 3
+
+
+def test_train_data_parallel_shards(art_stores, capsys):
+    from distlearn import ParameterMixing
+
+    train, test = art_stores
+    assert main(["train", str(train), "--test", str(test), "--model", "perceptron", "--shards", "4",
+                 "--epochs", "3", "--json", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = ParameterMixing(n_shards=4, epochs=3, random_state=1).fit(str(train))
+    assert out["model"] == "ParameterMixing" and out["shards"] == 4
+    assert out["epoch_online_errors"] == [int(v) for v in ref.online_errors_]
+    assert main(["train", str(train), "--model", "obpm", "--shards", "2"]) == 2
+    assert "--shards applies to single learners" in capsys.readouterr().err
