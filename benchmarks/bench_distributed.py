@@ -59,9 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args(argv)
 
-    from distributed import Client, LocalCluster
-
     from distlearn.data import open_dataset
+    from distlearn.distributed import get_client
     from distlearn.data.synthetic import make_rcv1_like
 
     path = Path(args.data_dir) / f"rcv1like-{args.n_samples}.zarr"
@@ -89,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             record("in-process-2thr", *_fit(str(path), dtype, scheduler="in-process", learner_groups=2, n_jobs=2,
                                             checkpoint_every=nb))
         for w in workers:
-            with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, host="127.0.0.1",
-                              dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
+            with get_client(None, n_workers=w) as client:  # distlearn's LocalCluster (see cluster.py)
                 _fit(str(path), dtype, scheduler=client, checkpoint_every=segs[0])  # warm-up (numba cache load)
                 for _ in range(args.repeat):
                     for s in segs:

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from .cluster import get_client
+from .cluster import describe, get_client, make_security
 from .graph import fold, tree_reduce
 from .mixing import ParameterMixing
 from .runs import RunError, RunTable, run_grid
 
-__all__ = ["get_client", "tree_reduce", "fold", "run_grid", "RunTable", "RunError", "ParameterMixing"]
+__all__ = ["get_client", "make_security", "describe", "tree_reduce", "fold", "run_grid", "RunTable", "RunError", "ParameterMixing"]

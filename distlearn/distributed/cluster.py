@@ -1,12 +1,221 @@
-"""Where the work runs: a LocalCluster sized to the machine by default, or any scheduler."""
+"""Where the work runs: a LocalCluster sized to the machine by default, or any scheduler.
+
+Security
+--------
+Dask encrypts and authenticates its connections with TLS when the scheduler
+listens on a ``tls://`` address.  distributed's TLS is *mutual*: the
+scheduler, every worker and every client present a certificate signed by a
+certificate authority (CA) that the others trust, so a client without such a
+certificate is refused.  :func:`make_security` builds the
+``distributed.Security`` object from the CLI flags ``--tls-ca``,
+``--tls-cert`` and ``--tls-key`` or from a config file, and
+:func:`get_client` uses it to connect (or to start a TLS LocalCluster).
+Without a ``security`` argument, distributed reads the dask config section
+``distributed.comm.tls`` (e.g. ``~/.config/dask/distributed.yaml``), as it
+always does.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
-from collections.abc import Iterator
+import ssl
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+_ROLES = ("client", "scheduler", "worker")
+# Keys of dask's ``distributed.comm.tls`` config section -> ``Security`` argument.
+_TLS_KEYS = {
+    "ca-file": "tls_ca_file",
+    "ciphers": "tls_ciphers",
+    "min-version": "tls_min_version",
+    "max-version": "tls_max_version",
+    **{f"{r}.{k}": f"tls_{r}_{k}" for r in _ROLES for k in ("cert", "key")},
+}
+_PATH_KEYS = ("ca-file", *(f"{r}.{k}" for r in _ROLES for k in ("cert", "key")))
+_TLS_VERSIONS = {1.2: ssl.TLSVersion.TLSv1_2, 1.3: ssl.TLSVersion.TLSv1_3}
+
+
+def _check_file(path: Any, what: str) -> str:
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise FileNotFoundError(f"{what}: no such file: {p!r}")
+    return p
+
+
+def _flatten_tls(section: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """``{"ca-file": .., "client": {"cert": ..}}`` -> ``{"ca-file": .., "client.cert": ..}``."""
+    flat: dict[str, Any] = {}
+    for key, value in section.items():
+        k = str(key).replace("_", "-")
+        if k in _ROLES and isinstance(value, Mapping):
+            for sub, v in value.items():
+                flat[f"{k}.{str(sub).replace('_', '-')}"] = v
+        else:
+            flat[k] = value
+    unknown = sorted(set(flat) - set(_TLS_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown TLS setting(s) {unknown}; expected keys of dask's "
+            f"distributed.comm.tls section: {sorted(_TLS_KEYS)}"
+        )
+    return {k: v for k, v in flat.items() if v is not None}
+
+
+def _load_tls_config(config: str | os.PathLike[str]) -> tuple[dict[str, Any], bool | None]:
+    """Read a YAML/JSON TLS config file; relative paths are taken from its folder."""
+    import yaml  # a dependency of dask
+
+    path = Path(_check_file(config, "--tls-config"))
+    source = f"TLS config {str(path)!r}"
+    try:
+        text = path.read_text()
+        data = (json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)) or {}
+    except (yaml.YAMLError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{source}: not valid YAML/JSON: {e}") from e
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{source}: expected a mapping of TLS settings, got {type(data).__name__}")
+    require: bool | None = None
+    if "distributed" in data:  # a whole dask config file: distributed.comm.tls
+        comm = (data.get("distributed") or {}).get("comm") or {}
+        require = comm.get("require-encryption", comm.get("require_encryption"))
+        data = comm.get("tls") or {}
+    flat = _flatten_tls(data, source)
+    for key in _PATH_KEYS:
+        if key in flat:
+            p = Path(os.path.expanduser(str(flat[key])))
+            flat[key] = _check_file(p if p.is_absolute() else path.parent / p, f"{source}: {key}")
+    for key in ("min-version", "max-version"):
+        if key in flat:
+            try:
+                flat[key] = _TLS_VERSIONS[float(flat[key])]
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{source}: {key}={flat[key]!r}; expected 1.2 or 1.3") from None
+    return flat, require
+
+
+def make_security(
+    tls_ca: str | os.PathLike[str] | None = None,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Build a ``distributed.Security`` from certificate files or a config file.
+
+    distributed's TLS is mutual: every process (scheduler, workers, clients)
+    shows a certificate signed by a CA that the others trust.  The usual
+    setup is one CA for the cluster and one certificate/key pair signed by
+    it, which this function installs for all three roles.
+
+    Parameters
+    ----------
+    tls_ca : path, default=None
+        PEM file of the CA certificate(s) to trust (CLI ``--tls-ca``).
+    tls_cert : path, default=None
+        PEM certificate presented by this process (CLI ``--tls-cert``);
+        used for the client, scheduler and worker roles.
+    tls_key : path, default=None
+        PEM private key of ``tls_cert`` (CLI ``--tls-key``).
+    config : path, default=None
+        A YAML or JSON file holding the keys of dask's
+        ``distributed.comm.tls`` config section (CLI ``--tls-config``)::
+
+            ca-file: ca.pem
+            client: {cert: client.pem, key: client-key.pem}
+            scheduler: {cert: node.pem, key: node-key.pem}   # optional
+            worker: {cert: node.pem, key: node-key.pem}      # optional
+            ciphers: null                                    # optional
+            min-version: 1.2                                 # optional
+
+        A whole dask config file (``distributed: comm: tls: ...``) is
+        accepted too.  Relative paths are taken from the file's folder; a
+        ``key`` may be left out when it is appended to its ``cert`` file, as
+        in dask.  The flags above override the file.
+
+    Returns
+    -------
+    distributed.Security or None
+        ``None`` when nothing was given, so that callers can pass the CLI
+        flags through unconditionally and fall back on the dask config.
+
+    Raises
+    ------
+    FileNotFoundError
+        A named file does not exist (the message names the flag or key).
+    ValueError
+        An incomplete set: a certificate without its key or the reverse, or
+        certificates without a CA, or a CA without a certificate.
+
+    Examples
+    --------
+    >>> from distlearn.distributed.cluster import make_security
+    >>> make_security() is None
+    True
+    >>> make_security(tls_cert="node.pem")
+    Traceback (most recent call last):
+    ...
+    ValueError: tls_cert was given without tls_key (--tls-cert needs --tls-key)
+    """
+    if tls_cert is not None and tls_key is None:
+        raise ValueError("tls_cert was given without tls_key (--tls-cert needs --tls-key)")
+    if tls_key is not None and tls_cert is None:
+        raise ValueError("tls_key was given without tls_cert (--tls-key needs --tls-cert)")
+    if tls_ca is None and tls_cert is None and config is None:
+        return None
+    from distributed import Security
+
+    settings: dict[str, Any] = {}
+    require: bool | None = None
+    if config is not None:
+        settings, require = _load_tls_config(config)
+    if tls_ca is not None:
+        settings["ca-file"] = _check_file(tls_ca, "--tls-ca")
+    if tls_cert is not None:
+        cert = _check_file(tls_cert, "--tls-cert")
+        key = _check_file(tls_key, "--tls-key")
+        for role in _ROLES:
+            settings[f"{role}.cert"], settings[f"{role}.key"] = cert, key
+    for role in _ROLES:
+        if f"{role}.key" in settings and f"{role}.cert" not in settings:
+            raise ValueError(f"TLS config: {role}.key was given without {role}.cert")
+    certs = [r for r in _ROLES if f"{r}.cert" in settings]
+    if "ca-file" not in settings:
+        raise ValueError(
+            "TLS certificates were given without the CA that signed them "
+            "(--tls-cert/--tls-key need --tls-ca, or ca-file in --tls-config)"
+        )
+    if not certs:
+        raise ValueError(
+            "a TLS CA was given without a certificate; distributed's TLS is mutual, "
+            "every client shows a certificate signed by the CA (--tls-ca needs "
+            "--tls-cert and --tls-key, or client.cert/client.key in --tls-config)"
+        )
+    kwargs = {_TLS_KEYS[k]: v for k, v in settings.items()}
+    return Security(require_encryption=True if require is None else bool(require), **kwargs)
+
+
+def _has_certs(security: Any, role: str) -> bool:
+    return bool(getattr(security, "tls_ca_file", None) and getattr(security, f"tls_{role}_cert", None))
+
+
+def _no_tls_error(address: str) -> ValueError:
+    return ValueError(
+        f"the scheduler at {address} speaks TLS but no TLS configuration was found: pass "
+        "security=make_security(tls_ca=..., tls_cert=..., tls_key=...) (CLI: --tls-ca, "
+        "--tls-cert and --tls-key, or --tls-config) or set distributed.comm.tls.ca-file, "
+        ".client.cert and .client.key in the dask config"
+    )
+
+
+def _scheduler_file_address(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return str(json.load(f).get("address") or "") or None
+    except (OSError, ValueError, AttributeError):
+        return None  # let distributed report (or wait for) the file
 
 
 @contextlib.contextmanager
@@ -17,27 +226,72 @@ def get_client(
     threads_per_worker: int = 1,
     memory_limit: str | float | None = "auto",
     quiet: bool = True,
+    security: Any = None,
 ) -> Iterator[Any]:
     """Yield a ``distributed.Client``; close what this call started.
 
     Parameters
     ----------
     scheduler : Client, str or None
-        An existing ``Client`` (used as is, not closed), a scheduler address
-        (``tcp://127.0.0.1:8786``) or a scheduler file path (``*.json``); ``None``
-        starts a LocalCluster on 127.0.0.1 with one single-threaded worker
-        process per core (numba kernels release the GIL, but the parsers do not).
+        An existing ``Client`` (used as is, not closed; ``security`` is then
+        ignored), a scheduler address (``tcp://127.0.0.1:8786`` or
+        ``tls://10.0.0.1:8786``) or a scheduler file path (``*.json``);
+        ``None`` starts a LocalCluster on 127.0.0.1 with one single-threaded
+        worker process per core (numba kernels release the GIL, but the
+        parsers do not).
     n_workers : int, default=None
         LocalCluster size (default: ``os.cpu_count()``).
+    threads_per_worker : int, default=1
+        LocalCluster threads per worker process.
+    memory_limit : str, float or None, default="auto"
+        LocalCluster memory limit per worker.
+    quiet : bool, default=True
+        Silence the LocalCluster's logs below ERROR.
+    security : distributed.Security, default=None
+        TLS certificates, e.g. from :func:`make_security`.  A ``tls://``
+        scheduler needs them; with ``None`` distributed falls back on the dask
+        config (``distributed.comm.tls.*``).  With ``scheduler=None`` the
+        LocalCluster listens on ``tls://`` and uses them for the scheduler,
+        its workers and this client (so they need all three roles' certificates,
+        as :func:`make_security` sets).
+
+    Yields
+    ------
+    distributed.Client
+
+    Raises
+    ------
+    ValueError
+        A ``tls://`` scheduler (address or scheduler file) without any TLS
+        configuration, or a ``security`` without the certificates it needs.
+
+    Examples
+    --------
+    >>> from distlearn.distributed import get_client
+    >>> with get_client("tls://127.0.0.1:8786") as client:  # doctest: +SKIP
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: the scheduler at tls://127.0.0.1:8786 speaks TLS but no TLS configuration was found: ...
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, Security
 
     if scheduler is not None and hasattr(scheduler, "submit"):
         yield scheduler
         return
+    if security is not None and not isinstance(security, Security):
+        raise TypeError(
+            f"security must be a distributed.Security (see make_security) or None, "
+            f"got {type(security).__name__}"
+        )
     if scheduler is not None:
         s = str(scheduler)
-        client = Client(scheduler_file=s) if s.endswith(".json") else Client(s)
+        is_file = s.endswith(".json")
+        address = _scheduler_file_address(s) if is_file else s
+        if address is not None and address.startswith("tls://"):
+            if not _has_certs(security if security is not None else Security(), "client"):
+                raise _no_tls_error(address)
+        client = Client(scheduler_file=s, security=security) if is_file else Client(s, security=security)
         try:
             yield client
         finally:
@@ -47,18 +301,78 @@ def get_client(
     kwargs: dict[str, Any] = {}
     if quiet:
         kwargs["silence_logs"] = logging.ERROR
-    cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=threads_per_worker,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        memory_limit=memory_limit,
-        **kwargs,
-    )
-    client = Client(cluster)
+    if security is not None:
+        missing = [r for r in _ROLES if not _has_certs(security, r)]
+        if missing:
+            raise ValueError(
+                f"a TLS LocalCluster needs the CA and a certificate for the client, scheduler "
+                f"and worker roles; missing: {missing} (make_security(tls_ca, tls_cert, "
+                f"tls_key) sets all three)"
+            )
+        kwargs.update(protocol="tls", security=security)
+    import dask
+
+    # The nanny's default MALLOC_TRIM_THRESHOLD_=65536 also pins glibc's mmap
+    # threshold at 128 KiB, so every block read (MiBs of arrays) is a fresh
+    # mmap with page faults: measured 1.6x slower block reads inside workers.
+    # Unset it (glibc's dynamic thresholds); the dashboard gets a free
+    # loopback port so that several clusters can run side by side.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            memory_limit=memory_limit,
+            **kwargs,
+        )
+    try:
+        client = Client(cluster, security=security)
+    except BaseException:
+        cluster.close()
+        raise
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+
+
+def describe(client: Any) -> str:
+    """One line about a cluster: scheduler address, workers, threads, dashboard.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    str
+        e.g. ``"scheduler tls://127.0.0.1:8786, 4 workers, 4 threads,
+        dashboard http://127.0.0.1:8787/status"``; ``"no dashboard"`` when
+        the scheduler serves none.
+
+    Examples
+    --------
+    >>> from distlearn.distributed.cluster import describe, get_client
+    >>> with get_client(n_workers=2) as client:  # doctest: +SKIP
+    ...     print(describe(client))
+    scheduler tcp://127.0.0.1:40237, 2 workers, 2 threads, no dashboard
+    """
+    info = client.scheduler_info(n_workers=0)
+    workers = int(info.get("n_workers", len(info.get("workers", {}))))
+    threads = int(info.get("total_threads", 0))
+    address = info.get("address") or getattr(client.scheduler, "address", "?")
+    link = None
+    if "dashboard" in (info.get("services") or {}):
+        with contextlib.suppress(Exception):
+            link = client.dashboard_link or None
+
+    def plural(k: int, word: str) -> str:
+        return f"{k} {word}{'' if k == 1 else 's'}"
+
+    return (
+        f"scheduler {address}, {plural(workers, 'worker')}, {plural(threads, 'thread')}, "
+        + (f"dashboard {link}" if link else "no dashboard")
+    )
