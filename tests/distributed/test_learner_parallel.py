@@ -114,7 +114,8 @@ def test_checkpoint_resume_in_process(store, reference, tmp_path):
     assert more.job_["resumed_from"] == (0, 7)
     assert more.job_["group_blocks"] == N_BLOCKS * 2  # only the second epoch ran, on 2 groups
     assert more.online_errors_ == first.online_errors_  # epoch 0 counters come from the checkpoint
-    assert more.epoch_online_errors_ == reference.epoch_online_errors_ or True  # groups may round margins
+    fresh = _obpm(learner_groups=2, checkpoint_every=8).fit(store)  # same groups: same margin rounding
+    assert more.epoch_online_errors_ == fresh.epoch_online_errors_
     # only the newest cut is kept
     cuts = sorted(d.name for d in ck.iterdir() if d.is_dir())
     assert cuts == ["e0001-s00007"]
@@ -236,8 +237,9 @@ def _spawn_cluster(tmp: Path, n_workers: int):
     procs = {"scheduler": subprocess.Popen(
         [*cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
         stdout=open(tmp / "scheduler.log", "w"), stderr=subprocess.STDOUT, env=env)}
-    deadline = time.time() + 60
-    while not sched_file.exists() and time.time() < deadline:
+    for _ in range(600):  # up to about a minute
+        if sched_file.exists():
+            break
         time.sleep(0.1)
     for i in range(n_workers):
         procs[f"w{i}"] = _spawn_worker(cli, sched_file, tmp / f"w{i}.log", env)
@@ -276,10 +278,10 @@ def test_worker_killed_mid_run(store, reference, tmp_path):
             ck = tmp_path / "ck.zarr"
             est = _obpm(scheduler=c, learner_groups=2, checkpoint=ck, checkpoint_every=2, epochs=2)
             box: dict = {}
-            t = threading.Thread(target=lambda: box.setdefault("est", est.fit(store)) if True else None)
+            t = threading.Thread(target=lambda: box.setdefault("est", est.fit(store)))
             t.start()
-            deadline = time.time() + 120
-            while time.time() < deadline:
+            cut = None
+            for _ in range(6000):  # poll the checkpoint, up to about two minutes
                 cut = ckpt.latest(ck) if ck.exists() else None
                 if cut is not None and cut["segment"] >= 3:
                     break
@@ -316,9 +318,10 @@ def test_client_killed_then_resumed(store, dask_scheduler, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script), dask_scheduler["address"], str(ck), store],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(Path(__file__).parents[2]))
     try:
-        deadline = time.time() + 180
         cut = None
-        while time.time() < deadline and proc.poll() is None:
+        for _ in range(9000):  # poll the checkpoint, up to about three minutes
+            if proc.poll() is not None:
+                break
             cut = ckpt.latest(ck) if ck.exists() else None
             if cut is not None and (cut["epoch"], cut["segment"]) >= (1, 5):
                 break
