@@ -11,7 +11,11 @@ intercept) and a held-out part (test error, 0-1 loss):
              (47,236 features, ~75 nnz/row, +-1 labels), generated once into ``--data-dir``
              and reused; the last 10% of the rows are the test set; a float64 copy too.
 ``fashion``  Fashion-MNIST (``--fashion-dir``), 60,000 x 784 dense raw pixels 0..255,
-             10 classes, the official 10,000 test images; float64 and float32.
+             10 classes, the official 10,000 test images; float64 and float32.  The four
+             gzipped IDX files of Zalando's release
+             (https://github.com/zalandoresearch/fashion-mnist); default
+             ``$DISTLEARN_FASHION_MNIST``, else Debian's package ``dataset-fashion-mnist``
+             (/usr/share/datasets/fashion-mnist) when installed.
 
 Methods (``--methods``, a comma-separated subset):
 
@@ -760,9 +764,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-samples", type=int, default=800_000, help="rows of the RCV1-like corpus (default 800,000)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per method (default 3); medians are reported")
     p.add_argument("--data-dir", default="bench-output", help="corpus store and VW files (default bench-output)")
-    fashion = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
-    p.add_argument("--fashion-dir", default=str(fashion),
-                   help="the Fashion-MNIST IDX .gz files (default ../shared/data/fashion-mnist)")  # fmt: skip
+    p.add_argument("--fashion-dir", default=None,
+                   help="directory with the four gzipped Fashion-MNIST IDX files of Zalando's release, "
+                        "https://github.com/zalandoresearch/fashion-mnist (default: $DISTLEARN_FASHION_MNIST, "
+                        "else /usr/share/datasets/fashion-mnist from Debian's dataset-fashion-mnist)")  # fmt: skip
     p.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated subset of {','.join(DATASETS)}")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--rule-dtypes", default="float64",
@@ -780,6 +785,14 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown {what}(s) {bad}; choose from {allowed}")
     if args.repeat < 1 or args.n_samples < 10:
         p.error("--repeat must be positive and --n-samples at least 10")
+    if "fashion" in datasets:
+        debian = Path("/usr/share/datasets/fashion-mnist")
+        args.fashion_dir = args.fashion_dir or os.environ.get("DISTLEARN_FASHION_MNIST") or (
+            str(debian) if debian.is_dir() else None)
+        if args.fashion_dir is None:
+            p.error("no Fashion-MNIST data: pass --fashion-dir DIR, set DISTLEARN_FASHION_MNIST=DIR or install "
+                    "Debian's dataset-fashion-mnist (https://github.com/zalandoresearch/fashion-mnist); "
+                    "or run --datasets rcv1")
     Path(args.data_dir).mkdir(parents=True, exist_ok=True)
 
     machine = _machine()

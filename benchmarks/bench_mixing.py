@@ -41,7 +41,7 @@ import numpy as np
 from distlearn import Perceptron
 from distlearn.data import open_dataset
 from distlearn.data.synthetic import make_rcv1_like
-from distlearn.distributed.mixing import ParameterMixing
+from distlearn import ParameterMixing
 
 ROWS = ["single", "ipm-inproc", "ipm-1worker", "ipm-2workers"]
 

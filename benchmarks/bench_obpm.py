@@ -44,7 +44,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from distlearn import rng  # noqa: E402
-from distlearn.ensembles.bayes_point import PermutationBPM, init_ensemble, learn_ensemble_chunk  # noqa: E402
+from distlearn import PermutationBPM  # noqa: E402
+from distlearn.ensembles import init_ensemble, learn_ensemble_chunk  # noqa: E402
 from distlearn.learners import init_state, learn_chunk, make_rule  # noqa: E402
 
 METHODS = ["plain", "sklearn", "obpm", "obpm-2core", "naive", "pbpm"]

@@ -1,27 +1,31 @@
 """distlearn: fast online learners turned into accurate batch classifiers, run on Dask.
 
-The data layer (zarr stores, readers, generators) lives in :mod:`distlearn.data`;
-the compiled update rules in :mod:`distlearn.learners`; the scikit-learn
-estimators built on them in :mod:`distlearn.estimators` and here.
+The layers, bottom up (ARCHITECTURE.md in the source tree draws them):
+:mod:`distlearn.data` (zarr stores, readers, generators), :mod:`distlearn.stream`
+(the block stream), :mod:`distlearn.learners` (compiled rules and the rule
+registry), :mod:`distlearn.conversions`, :mod:`distlearn.ensembles`,
+:mod:`distlearn.distributed` (the executor and the parallel plans) and
+:mod:`distlearn.estimators` (the scikit-learn classes, re-exported here).
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 from .data import Dataset, create_dataset, open_dataset  # noqa: E402
 from .estimators import (  # noqa: E402
     ALMA,
     LMS,
     MIRA,
+    OBPM,
     ROMMA,
     GeneralizedPerceptron,
     MarginPerceptron,
+    ParameterMixing,
     PassiveAggressive,
     Perceptron,
+    PermutationBPM,
 )
-from .ensembles import OBPM, PermutationBPM  # noqa: E402
-from .distributed.mixing import ParameterMixing  # noqa: E402
 
 __all__ = [
     "ALMA",

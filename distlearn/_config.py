@@ -32,8 +32,8 @@ MAX_CLASSES = 10_000
 #: Fan-in of tree reductions (dask's ``split_every``).
 SPLIT_EVERY = 8
 
-#: One numba decorator setting for every kernel (STYLE.md): no fastmath, so
-#: merge tests can compare sums exactly.
+#: One numba decorator setting for every kernel.  No fastmath: it lets the
+#: compiler reorder floating-point sums, and the merge tests compare sums exactly.
 NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "check_params", "is_store"]
+__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "OptionalPath", "check_params"]
 
 
 class Real:
@@ -86,14 +86,29 @@ class RandomState:
         raise ValueError(f"{name} must be None, a non-negative int, or a numpy RandomState/Generator; got {value!r}")
 
 
+class Scheduler:
+    """Where work runs: ``None``/``"in-process"``, ``"local"``, an address or scheduler file, or a Client.
+
+    The meaning is documented once, in :func:`distlearn.distributed.executor.executor_for`.
+    """
+
+    def check(self, name: str, value: Any) -> None:
+        if value is None or hasattr(value, "submit"):
+            return
+        if isinstance(value, (str, os.PathLike)) and str(value) not in ("", "sync", "threads"):
+            return
+        raise ValueError(f"{name} must be None or 'in-process' (this process), 'local' (a LocalCluster), a "
+                         f"scheduler address ('tcp://host:8786') or scheduler file, or a distributed.Client; "
+                         f"got {value!r}")
+
+
+class OptionalPath:
+    def check(self, name: str, value: Any) -> None:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"{name} must be None or a path, got {value!r}")
+
+
 def check_params(obj: Any, table: dict[str, Any]) -> None:
     """Check every ``obj.<name>`` against its constraint in ``table``."""
     for name, constraint in table.items():
         constraint.check(name, getattr(obj, name))
-
-
-def is_store(X: Any) -> bool:
-    """True for a distlearn store given as a path or a :class:`~distlearn.data.store.Dataset`."""
-    from .data.store import Dataset
-
-    return isinstance(X, (str, os.PathLike, Dataset))

@@ -10,7 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
+from ._version import __version__
+from .training import MODELS
 
 _DESCRIPTION = """\
 distlearn turns fast online learners into accurate batch classifiers and runs them on Dask.
@@ -155,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
             "blocks (learner-parallel) with --scheduler/--workers; the weights are bit-identical to an\n"
             "in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
             "and --resume continues from the last complete checkpoint after a crash or Ctrl-C.\n\n"
-            "models: obpm, perceptron, generalized, margin, alma, romma, pa, mira, lms\n"
-            "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
+            "models:\n" + "".join(f"  {name:<12} {text}\n" for name, text in sorted(MODELS.items()))
+            + "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
         ),
         epilog=(
             "examples:\n"
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("store", help="training store (distlearn convert/generate makes one)")
     t.add_argument("--test", metavar="STORE", help="report the error on this store")
-    t.add_argument("--model", default="obpm", choices=sorted(_MODELS), help="the learner")
+    t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
     t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
     t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
@@ -324,13 +325,6 @@ def _cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
-_MODELS = {
-    "obpm": "OBPM", "perceptron": "Perceptron", "generalized": "GeneralizedPerceptron",
-    "margin": "MarginPerceptron", "alma": "ALMA", "romma": "ROMMA", "pa": "PassiveAggressive", "mira": "MIRA",
-    "lms": "LMS",
-}
-
-
 def _param(text: str) -> tuple[str, Any]:
     name, eq, value = text.partition("=")
     if not eq or not name:
@@ -344,111 +338,81 @@ def _param(text: str) -> tuple[str, Any]:
 def _cmd_train(a: argparse.Namespace) -> int:
     import contextlib
 
-    import numpy as np
-
-    import distlearn
-
     from .data import open_dataset
     from .model import save_model
+    from .training import evaluate, fit_summary, make_estimator
 
-    est = getattr(distlearn, _MODELS[a.model])()
     params = dict(_param(p) for p in a.param)
-    if a.shards:
-        if a.model == "obpm":
-            raise ValueError("--shards applies to single learners; OBPM parallelises over its learners "
-                             "(--workers/--scheduler)")
-        base = {"generalized": "generalized", "margin": "margin"}.get(a.model, a.model)
-        unknown = sorted(set(params) - set(est.get_params()))
-        if unknown:
-            raise ValueError(f"--param {unknown[0]!r} is not a parameter of {type(est).__name__}; "
-                             f"it has: {', '.join(sorted(est.get_params()))}")
-        shared = {k: params.pop(k) for k in ("epochs", "fit_intercept", "dtype", "conversion") if k in params}
-        est = distlearn.ParameterMixing(base=base, base_params=params or None, n_shards=a.shards,
-                                        mixing=a.mixing)
-        params = shared
-    unknown = sorted(set(params) - set(est.get_params()))
-    if unknown:
-        raise ValueError(f"--param {unknown[0]!r} is not a parameter of {type(est).__name__}; "
-                         f"it has: {', '.join(sorted(est.get_params()))}")
-    params["random_state"] = a.seed
-    if a.epochs:
-        params["epochs"] = a.epochs
+    if a.shards and a.model == "obpm":
+        raise ValueError("--shards applies to single learners; OBPM parallelises over its learners "
+                         "(--workers/--scheduler)")
+    try:
+        est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
     is_obpm = a.model == "obpm"
     on_dask = is_obpm or bool(a.shards)
-    dist = {k: getattr(a, k) for k in ("checkpoint", "resume") if getattr(a, k)}
-    if dist and not is_obpm:
+    if (a.checkpoint or a.resume) and not is_obpm:
         raise ValueError(f"--checkpoint/--resume apply to --model obpm (a store job); {a.model} trains in process")
     if a.resume and not a.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
-    progress = _progress(a.progress)
     if is_obpm:
-        params.update(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
-                      progress=progress)
-    est.set_params(**params)
+        est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
+                       progress=_progress(a.progress))
     ds = open_dataset(a.store)
     tls = any(getattr(a, k) for k in ("tls_ca", "tls_cert", "tls_key", "tls_config"))
-    stack = contextlib.ExitStack()
-    with stack:
+    with contextlib.ExitStack() as stack:
         if on_dask and (a.scheduler or a.workers or tls):
             from .distributed.cluster import get_client, make_security
 
             sec = make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config) if tls else None
-            client = stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec))
-            est.set_params(scheduler=client)
-        elif is_obpm and a.in_process:
-            est.set_params(scheduler="in-process")
+            est.set_params(scheduler=stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec)))
         elif not on_dask and (a.scheduler or a.workers):
             raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards; {a.model} alone "
                              "trains in process")
         t0 = time.perf_counter()
         est.fit(a.store)
         seconds = time.perf_counter() - t0
-    errs = np.atleast_1d(est.online_errors_)
-    scope = "first epoch" if (is_obpm or a.shards) else "all epochs"
-    rows_first = est.t_ // max(1, len(errs)) if errs.size > 1 or a.shards else est.t_
+    summary = fit_summary(est)
     result: dict[str, Any] = {
-        "model": type(est).__name__, "store": str(a.store), "n_samples": ds.n_samples, "n_features": ds.n_features,
-        "epochs": int(est.n_iter_), "fit_seconds": round(seconds, 3),
-        "online_error": int(errs[0]) / max(1, rows_first), "online_errors": int(errs[0]),
-        "n_updates": int(est.n_updates_),
-        "params": {k: v for k, v in params.items() if k not in ("progress",)},
+        "model": summary["model"], "store": str(a.store), "n_samples": ds.n_samples, "n_features": ds.n_features,
+        "epochs": summary["epochs"], "fit_seconds": round(seconds, 3), "online_error": summary["online_error"],
+        "online_errors": summary["online_errors"], "n_updates": summary["n_updates"],
+        "params": {k: v for k, v in est.get_params(deep=False).items()
+                   if k in params or k in ("random_state", "epochs")},
     }
-    if hasattr(est, "epoch_online_errors_"):
-        result["epoch_online_errors"] = est.epoch_online_errors_
+    for k in ("epoch_online_errors", "job"):
+        if k in summary:
+            result[k] = summary[k]
     if a.shards:
-        result.update(shards=a.shards, mixing=a.mixing, epoch_online_errors=[int(v) for v in errs])
-    if hasattr(est, "job_"):
-        result["job"] = est.job_
+        result.update(shards=a.shards, mixing=a.mixing)
     if a.test:
-        wrong = total = 0
-        for b in open_dataset(a.test).iter_blocks():
-            wrong += int(np.sum(est.predict(b.X) != np.asarray(b.y)))
-            total += len(b.y)
-        result["test_error"] = wrong / max(1, total)
+        result["test_error"] = evaluate(est, a.test)["error"]
         result["test_store"] = str(a.test)
     if a.save:
         save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds})
         result["saved"] = str(a.save)
     if a.json:
         print(json.dumps(result, indent=2, default=str))
-    else:
-        rows = [("model", f"{result['model']} on {a.store} ({ds.n_samples} x {ds.n_features})"),
-                ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"),
-                ("online error", f"{result['online_error']:.4f} ({result['online_errors']} of {rows_first}, {scope})")]
-        if "epoch_online_errors" in result and len(result["epoch_online_errors"]) > 1:
-            rows.append(("per epoch", ", ".join(str(v) for v in result["epoch_online_errors"])))
-        if "job" in result:
-            job = result["job"]
-            rows.append(("ran on", f"{job['runner']}; {len(job['groups'])} learner groups, "
-                                   f"{job['group_blocks']} group-block passes"
-                                   + (f", resumed from epoch {job['resumed_from'][0] + 1} segment "
-                                      f"{job['resumed_from'][1] + 1}" if job["resumed_from"] else "")))
-        if a.test:
-            rows.append(("test error", f"{result['test_error']:.4f} on {a.test}"))
-        if a.save:
-            rows.append(("saved", str(a.save)))
-        w = max(len(k) for k, _ in rows)
-        print("\n".join(f"{k:<{w}}  {v}" for k, v in rows))
+        return 0
+    rows = [("model", f"{result['model']} on {a.store} ({ds.n_samples} x {ds.n_features})"),
+            ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"),
+            ("online error", f"{result['online_error']:.4f} ({result['online_errors']} of {summary['online_rows']}, "
+                             f"{summary['online_scope']})")]
+    if len(result.get("epoch_online_errors", ())) > 1:
+        rows.append(("per epoch", ", ".join(str(v) for v in result["epoch_online_errors"])))
+    if "job" in result:
+        job = result["job"]
+        rows.append(("ran on", f"{job['runner']}; {len(job['groups'])} learner groups, "
+                               f"{job['group_blocks']} group-block passes"
+                               + (f", resumed from epoch {job['resumed_from'][0] + 1} segment "
+                                  f"{job['resumed_from'][1] + 1}" if job["resumed_from"] else "")))
+    if a.test:
+        rows.append(("test error", f"{result['test_error']:.4f} on {a.test}"))
+    if a.save:
+        rows.append(("saved", str(a.save)))
+    w = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{w}}  {v}" for k, v in rows))
     return 0
 
 

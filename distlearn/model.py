@@ -18,6 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from ._version import __version__
+from .data.store import open_dataset
+from .stream import is_store
+
 FORMAT = 1
 
 
@@ -46,8 +50,6 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     params = {k: v for k, v in est.get_params(deep=False).items() if k != "scheduler"}
     meta = {"format": FORMAT, "estimator": type(est).__name__, "params": _jsonable(params),
             "n_features": int(est.coef_.shape[1]), "extra": _jsonable(extra or {})}
-    from . import __version__
-
     meta["distlearn_version"] = __version__
     classes = np.asarray(est.classes_)
     if classes.dtype.kind not in "iufb":
@@ -85,11 +87,7 @@ class LinearModel:
 
     def score(self, X: Any, y: Any = None) -> float:
         """Accuracy on arrays, or on a store (streamed block by block; ``y`` None)."""
-        from ._validation import is_store
-
         if is_store(X):
-            from .data.store import open_dataset
-
             right = total = 0
             for b in open_dataset(X).iter_blocks():
                 right += int(np.sum(self.predict(b.X) == np.asarray(b.y)))

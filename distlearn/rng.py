@@ -3,8 +3,7 @@
 Every random choice in distlearn is a pure function of a seed, a *stream* id
 (what the numbers are for) and a counter (which example, learner, epoch or
 block).  Nothing depends on how the work was split into chunks, tasks or
-workers, nor on a retry: the same key always gives the same numbers
-(DESIGN.md, decision 2).
+workers, nor on a retry: the same key always gives the same numbers.
 
 Two tools are offered:
 

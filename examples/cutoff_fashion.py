@@ -5,7 +5,7 @@
     python examples/cutoff_fashion.py --quick --json out.json          # 2 pairs, 3 splits, 6 sizes
     python examples/cutoff_fashion.py --pairs 0-6 7-9 --splits 5 --sizes 10 100 1000 10000
 
-The paper (papers/002, sec. 4) runs the classic perceptron and the
+The paper (Dekel 2008, sec. 4) runs the classic perceptron and the
 finite-horizon margin perceptron for ONE online pass over growing prefixes of
 RCV1 training sets and compares online-to-batch conversions on a held-out
 test set: Fig. 2, the perceptron's test 0-1 error (last hypothesis vs cutoff
@@ -15,6 +15,12 @@ for the perceptron any averaging beats the unstable last hypothesis and
 cutoff ~ average < last; for the margin perceptron the last hypothesis is
 best, averaging is clearly worse, and cutoff catches up with the last
 hypothesis after ~1000 rounds (cutoff ~ last < average).
+
+Data: the four gzipped Fashion-MNIST IDX files (train + t10k images and
+labels) of Zalando's release, https://github.com/zalandoresearch/fashion-mnist,
+or Debian's package ``dataset-fashion-mnist`` (installed in
+/usr/share/datasets/fashion-mnist, used when ``--data-dir`` and
+``$DISTLEARN_FASHION_MNIST`` are not given).
 
 Protocol here.  For each binary pair of Fashion-MNIST classes, the rows of
 the two classes in train + t10k (7000 + 7000 = 14000) are pooled.  Split s
@@ -73,7 +79,7 @@ import distlearn
 from distlearn.conversions import Cutoff
 from distlearn.data.readers import open_reader
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
+from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, no_fashion_message
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 DEFAULT_PAIRS = ["0-6", "2-4", "2-6", "4-6", "7-9"]
 QUICK_PAIRS = ["0-6", "2-4"]
@@ -366,8 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip().splitlines()[0],
                                  epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA,
-                    help="directory with the four Fashion-MNIST *-ubyte.gz files (default: %(default)s)")
+    ap.add_argument("--data-dir", type=Path, default=None, help=FASHION_HELP)
     ap.add_argument("--pairs", nargs="+", type=parse_pair, default=None, metavar="A-B",
                     help="class pairs as A-B labels, " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES))
                     + f" (default: {' '.join(DEFAULT_PAIRS)}; --quick: {' '.join(QUICK_PAIRS)})")
@@ -396,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     n_sizes = args.n_sizes if args.n_sizes is not None else (6 if args.quick else 12)
     if n_splits < 1 or args.workers < 1 or n_sizes < 1:
         ap.error("--splits, --n-sizes and --workers must be positive")
+    args.data_dir = fashion_mnist_dir(args.data_dir)
+    if args.data_dir is None:
+        ap.error(no_fashion_message("--data-dir"))
     files = [args.data_dir / f"{s}-{k}-idx{d}-ubyte.gz" for s in ("train", "t10k") for k, d in (("images", 3), ("labels", 1))]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
@@ -449,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         doc = {
-            "paper": "Dekel 2008, From online to batch learning with cutoff-averaging (papers/002), Figs. 2-3",
+            "paper": "Dekel 2008, From online to batch learning with cutoff-averaging, NIPS 2008, Figs. 2-3",
             "config": {"data_dir": str(args.data_dir), "pairs": [pair_name(p) for p in pairs], "splits": n_splits,
                        "test_size": args.test_size, "n_pool": n_pool, "sizes": sizes, "large_sizes": large_sizes,
                        "scale": args.scale, "seed": args.seed, "tol": args.tol, "quick": args.quick,

@@ -1,6 +1,12 @@
 """Convert the Fashion-MNIST IDX files into zarr stores and build the OBPM drift stream from them.
 
-    python examples/fashion_mnist_stores.py [--data-dir ../shared/data/fashion-mnist] [--out DIR] [--plot drift.png]
+    python examples/fashion_mnist_stores.py [--data-dir DIR] [--out DIR] [--plot drift.png]
+
+Data: the four gzipped Fashion-MNIST IDX files (train + t10k images and
+labels) of Zalando's release, https://github.com/zalandoresearch/fashion-mnist,
+or Debian's package ``dataset-fashion-mnist`` (installed in
+/usr/share/datasets/fashion-mnist, used when ``--data-dir`` and
+``$DISTLEARN_FASHION_MNIST`` are not given).
 
 The labels file of each images file is found by name.  The drifting-concept
 stream (Harrington et al. 2003, sec. 4.2) makes one label at a time the
@@ -19,15 +25,16 @@ import numpy as np
 from distlearn.data.readers import convert
 from distlearn.data.synthetic import make_drifting_stream
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
-
-
+from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, no_fashion_message
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT)
+    ap.add_argument("--data-dir", type=Path, default=None, help=FASHION_HELP)
     ap.add_argument("--out", default=None)
     ap.add_argument("--plot", default=None, help="write a PNG of the drifting positive label")
     args = ap.parse_args()
+    args.data_dir = fashion_mnist_dir(args.data_dir)
+    if args.data_dir is None:
+        ap.error(no_fashion_message("--data-dir"))
     out = Path(args.out or tempfile.mkdtemp(prefix="distlearn-fmnist-"))
 
     stores = {}

@@ -14,6 +14,20 @@ learner), one column per online-to-batch conversion, and the paper's row
 (Gaussian-kernel multiclass PA; its average-sfx and voting-sfx columns are
 our suffix and vote-suffix).
 
+Data (``--data FILE`` or ``$DISTLEARN_LETTER``): the 20,000 examples of the
+UCI Letter Recognition data set
+(https://archive.ics.uci.edu/dataset/59/letter+recognition) as one
+svmlight/LIBSVM file, labels 1..26 (A..Z), 16 features.  From UCI's
+letter-recognition.data (integer attributes 0..15, zeros omitted):
+
+    awk -F, '{printf "%d", index("ABCDEFGHIJKLMNOPQRSTUVWXYZ", $1); for (i = 2; i <= 17; i++) if ($i != 0) printf " %d:%s", i - 1, $i; print ""}' letter-recognition.data > letter.svm
+
+The LIBSVM data sets page (multiclass, "letter") has the same examples
+scaled to [-1, 1], letter.scale (15,000) and letter.scale.t (5,000);
+``cat letter.scale letter.scale.t > letter.svm`` also works, but its
+features are not the integers 0..15 that the ``--scale`` notes below
+assume, and its row order (hence the folds) may differ from UCI's.
+
 Every conversion of a (fold, learner) cell is a separate ``fit`` with the
 same seed, so all conversions see the same sequence of online hypotheses
 h_0 .. h_m (the learner is deterministic given the seed and the data order).
@@ -65,9 +79,13 @@ import numpy as np
 
 import distlearn
 import distlearn.conversions as dconv
+from distlearn.data.public import LETTER_ENV, letter_file
 from distlearn.rng import block_generator
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "letter.svm"
+#: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data" above).
+LETTER_HELP = ("the 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file, 1-based indices, "
+               "labels 1..26 (UCI's letter-recognition.data converted as shown below, or LIBSVM's letter.scale "
+               f"and letter.scale.t concatenated; default: ${LETTER_ENV})")
 BASE_CONVERSIONS = ["last", "average", "suffix", "tree"]
 OPTIONAL_CONVERSIONS = ["interval", "vote", "vote-suffix"]
 LEARNERS = ("pa-native", "pa-ovr", "perceptron")
@@ -236,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                     "online-to-batch conversion (mean ± std over folds).",
         epilog=__doc__.split("\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                    help="LETTER in svmlight format, 1-based indices (default: %(default)s)")
+    ap.add_argument("--data", type=Path, default=None, help=LETTER_HELP)
     ap.add_argument("--k", default="5,10",
                     help="comma-separated numbers of parts; each fold trains on 1/k of the data (default: %(default)s)")
     ap.add_argument("--learners", default=",".join(LEARNERS),
@@ -290,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--max-folds must be >= 1")
     if args.epochs < 1:
         ap.error("--epochs must be >= 1")
+    args.data = letter_file(args.data)
+    if args.data is None:
+        ap.error(f"no LETTER data: pass --data FILE or set {LETTER_ENV}=FILE (see --help for where to get it)")
     if not args.data.exists():
         ap.error(f"--data: {args.data} does not exist")
 

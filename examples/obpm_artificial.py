@@ -5,7 +5,7 @@
     python examples/obpm_artificial.py --quick                           # 5 runs, small grids (< 30 s)
     python examples/obpm_artificial.py --table-only --runs 10
 
-The paper (papers/004, sec. 4.1) draws a target u in {-1, 0, +1}^100 and
+The paper (sec. 4.1) draws a target u in {-1, 0, +1}^100 and
 T = 1000 instances with margin >= m = 0.05 under u/||u|| (test set drawn the
 same way, clean; distlearn's generator draws them uniformly on the unit
 sphere, the paper does not say how); training labels are flipped with probability e in

@@ -5,7 +5,7 @@
     python examples/obpm_drift.py --quick --json out.json                # 3 trials
     python examples/obpm_drift.py --labels 0 6 2 --alma-alpha 0.9 --trials 20
 
-The paper (papers/004, sec. 4.2) builds a drifting binary concept from MNIST:
+The paper (sec. 4.2) builds a drifting binary concept from MNIST:
 the positive class is ONE digit that changes over time, the other nine
 digits are negative.  Over T = 1000 examples a uniform r_t picks the
 positive label by
@@ -22,6 +22,12 @@ over 10 trials, of LMS (step 0.5), ALMA (B = 2, C = sqrt 2), the perceptron
 (rho = 0) and OBPM (tau = 0.4, N = 100), one pass each; the finding is that
 "OBPM made fewer prediction errors compared to several other online
 algorithms".
+
+Data: the four gzipped Fashion-MNIST IDX files (train + t10k images and
+labels) of Zalando's release, https://github.com/zalandoresearch/fashion-mnist,
+or Debian's package ``dataset-fashion-mnist`` (installed in
+/usr/share/datasets/fashion-mnist, used when ``--data-dir`` and
+``$DISTLEARN_FASHION_MNIST`` are not given).
 
 Protocol here.  The 70000 Fashion-MNIST images (train + t10k) take MNIST's
 place; ``--labels`` (default 1 2 3, the paper's l = 1..3: Trouser,
@@ -107,7 +113,7 @@ from distlearn.data.readers import open_reader
 from distlearn.data.synthetic import make_drifting_stream
 from distlearn.learners import init_state, learn_chunk, make_rule
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
+from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, no_fashion_message
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 LEARNERS = ("lms", "alma", "perceptron", "obpm")  # the paper's Fig. 2 legend order
 BASELINE = "always_negative"
@@ -358,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Classes: " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES)) + "\n\n"
                + __doc__.split("\n\n", 2)[2],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA,
-                    help="directory with the gzipped Fashion-MNIST IDX files (default ../shared/data/fashion-mnist)")
+    ap.add_argument("--data-dir", type=Path, default=None, help=FASHION_HELP)
     ap.add_argument("--trials", type=int, default=None, help="streams (seeds seed..seed+trials-1; default 10, --quick 3)")
     ap.add_argument("--n-samples", type=int, default=1000, help="T, the stream length (default %(default)s, the paper's)")
     ap.add_argument("--labels", nargs=3, type=parse_label, default=[1, 2, 3], metavar=("L1", "L2", "L3"),
@@ -384,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--labels must be three different classes, got {args.labels}")
     if not (0.0 < args.alma_alpha <= 1.0) or any(not (0.0 < a <= 1.0) for a in args.alma_alphas):
         ap.error("ALMA's alpha must be in (0, 1]")
+    args.data_dir = fashion_mnist_dir(args.data_dir)
+    if args.data_dir is None:
+        ap.error(no_fashion_message("--data-dir"))
 
     t0 = time.perf_counter()
     X, labels = load_fashion(args.data_dir)

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
+#: The team's copies of the public data sets, next to the checkout (absent on a user's machine:
+#: the tests that need them are marked slow and skip without them).
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The examples find their data the way a user's run does (distlearn.data.public): point them here.
+os.environ.setdefault("DISTLEARN_FASHION_MNIST", str(SHARED_DATA / "fashion-mnist"))
+os.environ.setdefault("DISTLEARN_LETTER", str(SHARED_DATA / "letter.svm"))
 
 
 def _dask_cli() -> list[str]:

@@ -309,6 +309,11 @@ def _mc_mira(W, x, y, m, *, beta=0.01, native=True):
 
 _NATIVE = {"pa": _mc_pa, "mira": _mc_mira}
 
+#: The oracle of every rule of the registry (distlearn.learners.RULES), by name:
+#: (binary step, native multiclass step or None).  tests/test_registry.py checks
+#: that it covers the registry exactly.
+ORACLES = {name: (step, _NATIVE.get(name)) for name, step in _BINARY.items()}
+
 
 # ---------------------------------------------------------------------------
 

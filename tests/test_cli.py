@@ -210,6 +210,6 @@ def test_train_data_parallel_shards(art_stores, capsys):
     out = json.loads(capsys.readouterr().out)
     ref = ParameterMixing(n_shards=4, epochs=3, random_state=1).fit(str(train))
     assert out["model"] == "ParameterMixing" and out["shards"] == 4
-    assert out["epoch_online_errors"] == [int(v) for v in ref.online_errors_]
+    assert out["epoch_online_errors"] == [int(v) for v in ref.epoch_online_errors_]
     assert main(["train", str(train), "--model", "obpm", "--shards", "2"]) == 2
     assert "--shards applies to single learners" in capsys.readouterr().err

@@ -42,6 +42,7 @@ from .core import (
     AverageSummary,
     AverageTracker,
     CutoffGroups,
+    CutoffSummary,
     CutoffTracker,
     LastTracker,
     SuffixTracker,
@@ -59,7 +60,7 @@ from .interval import IntervalTracker, best_interval
 
 __all__ = [
     "NAMES", "Last", "Average", "Tree", "Suffix", "Cutoff", "Survivor", "Vote", "Sample", "Interval",
-    "make_conversion", "AverageSummary", "EnsembleSummary", "VotedHypothesis", "SampledHypothesis", "best_interval", "TreeSummary", "TreeNode", "CutoffGroups", "beta", "eq3", "cutoff_bounds", "hypothesis",
+    "make_conversion", "AverageSummary", "EnsembleSummary", "VotedHypothesis", "SampledHypothesis", "best_interval", "TreeSummary", "TreeNode", "CutoffGroups", "CutoffSummary", "beta", "eq3", "cutoff_bounds", "hypothesis",
 ]
 
 

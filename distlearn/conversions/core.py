@@ -42,6 +42,7 @@ __all__ = [
     "beta",
     "eq3",
     "cutoff_bounds",
+    "CutoffSummary",
     "AverageSummary",
     "TreeNode",
     "TreeSummary",
@@ -277,6 +278,63 @@ def cutoff_bounds(groups: CutoffGroups, C: float, delta: float) -> tuple[np.ndar
 
 
 # -- trackers ----------------------------------------------------------------------
+@dataclass
+class CutoffSummary:
+    """Cutoff averaging's survival-time groups, with the hypothesis sum of each group.
+
+    ``groups`` counts, per survival time ``s``, the hypotheses used for exactly
+    ``s`` rounds and their last-round losses (:class:`CutoffGroups`); ``G[s]``
+    is the sum of those hypotheses; ``h0`` is the hypothesis of the stream's
+    first round (Dekel's ``B_0 = 1``).  A shard's epoch is a stream of its own:
+    it starts from a new (mixed) hypothesis and the hypothesis open at its end
+    is closed there.
+
+    Merge law (streams in order): groups and ``G`` add per survival time,
+    ``h0`` and ``loss0`` are the first non-empty stream's.  Associative, with
+    the empty summary as identity; commutative except for ``h0``.  ``finalize``
+    picks ``k*`` minimising the Theorem 2 bound and returns
+    ``(sum_{s>k} (s - k) G_s + [k > 0] h0) / sum_B(k)``.  Memory: one weight
+    vector per distinct survival time, at most ``sqrt(2 m)``.
+    """
+
+    C: float = 1.0
+    delta: float = 0.05
+    groups: CutoffGroups = field(default_factory=CutoffGroups)
+    G: dict[int, np.ndarray] = field(default_factory=dict)
+    h0: np.ndarray | None = None
+    k_: int | None = None
+    bounds_: np.ndarray | None = None
+
+    def merge(self, other: CutoffSummary) -> CutoffSummary:
+        G = dict(self.G)
+        for s, v in other.G.items():
+            G[s] = G[s] + v if s in G else v
+        h0 = self.h0 if self.groups.m else other.h0
+        return CutoffSummary(self.C, self.delta, self.groups.merge(other.groups), G, h0)
+
+    def choose(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(k*, bound per k, sum_B per k)``."""
+        if self.groups.m == 0:
+            raise ValueError("empty summary: no rounds were observed")
+        bounds, sum_b, _ = cutoff_bounds(self.groups, self.C, self.delta)
+        return int(np.argmin(bounds)), bounds, sum_b
+
+    def finalize(self) -> np.ndarray:
+        k, bounds, sum_b = self.choose()
+        self.k_, self.bounds_ = k, bounds
+        total = np.zeros_like(self.h0)
+        for s in sorted(self.G):
+            if s > k:
+                total += (s - k) * self.G[s]
+        if k > 0:
+            total += self.h0
+        return total / sum_b[k]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.G.values()) + (self.h0.nbytes if self.h0 is not None else 0)
+
+
 class StopTraining(Exception):
     """Raised by a tracker's ``observe`` to end the run after the current piece."""
 
@@ -570,6 +628,16 @@ class CutoffTracker(Tracker):
                 if self.mode == "groups":
                     self.frozen = True
                 raise StopTraining
+
+    def summary(self, state: LinearState) -> CutoffSummary:
+        """This stream's mergeable summary (``mode="groups"``): the hypothesis open at the end
+        of the stream is closed there, with its age so far."""
+        groups = self._final_groups(state)
+        G = dict(self.G)
+        age = int(state.age[0])
+        if age > 0:
+            G[age] = G[age] + self._open if age in G else self._open.copy()
+        return CutoffSummary(self.C, self.delta, groups, G, self._h0 if groups.m else None)
 
     def _final_groups(self, state: LinearState) -> CutoffGroups:
         """The groups with the open hypothesis counted as surviving its age so far."""

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from .. import __version__
+from .._version import __version__
 from .._config import MAX_CLASSES, NNZ_CHUNK, STORE_FORMAT_VERSION, default_block_rows
 
 __all__ = [

@@ -128,7 +128,7 @@ class ArtificialData(NamedTuple):
 
 
 def _sign(v: np.ndarray) -> np.ndarray:
-    # DESIGN.md: sgn(0) = +1.
+    # sgn(0) = +1, as everywhere in distlearn (a zero score predicts the positive class).
     return np.where(v >= 0, 1, -1).astype(np.int64)
 
 

@@ -1,4 +1,4 @@
-"""Checkpoints of long jobs in a zarr group (DESIGN.md decision 8).
+"""Checkpoints of long jobs in a zarr group.
 
 Layout of a checkpoint directory ``ckpt.zarr``::
 
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..ensembles import EnsembleState
 
 FORMAT = 1
 _ATTR = "distlearn_checkpoint"
@@ -128,11 +130,9 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
         raise
 
 
-def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) -> Any:
+def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) -> EnsembleState:
     """Learner group ``g``'s state saved after (epoch, segment)."""
     import zarr
-
-    from ..ensembles.bayes_point import EnsembleState
 
     part = Path(path) / _cut(epoch, segment) / f"g{int(g):04d}"
     try:

@@ -1,4 +1,4 @@
-"""Graph builders: reduction trees over partial results (DESIGN.md decision 3).
+"""Graph builders: reduction trees over partial results, never a gather on one worker.
 
 Partial results -- the weights of learner groups, the summaries of data
 shards, margins of a chunk -- are combined by a *merge* that takes up to

@@ -1,8 +1,8 @@
-"""Learner-parallel OBPM (DESIGN.md decision 7a).
+"""Learner-parallel OBPM: the job, its pure tasks and the driver.
 
 The N learners are split into G contiguous groups.  Each group is a *task
 chain* over the epoch's block order, one task per segment of
-``segment_blocks`` blocks (:func:`distlearn.distributed.tasks.obpm_segment`):
+``segment_blocks`` blocks (:func:`obpm_segment`):
 the task opens the store by path, reads its blocks on its worker and runs the
 fused OBPM kernel for its learners only, so only the group's weights move
 between tasks, and Dask keeps a chain on the worker that holds its state.
@@ -25,30 +25,180 @@ import sys
 import time
 import uuid
 from collections import deque
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import stream
+from ..ensembles import EnsembleState, concat_states, init_ensemble, learn_ensemble_chunk
+from ..ensembles import _kernels as EK
+from ..learners import NonFiniteError, Rule
 from . import checkpoint as ckpt
-from . import tasks
+from .executor import Executor
 
 
-def concat_states(parts: list[Any]) -> Any:
-    """The ensemble state of all groups, learners in group order."""
-    from ..ensembles.bayes_point import EnsembleState
+@dataclass(frozen=True, eq=False)
+class ObpmJob:
+    """Everything an OBPM group task needs, and nothing it can change.
 
-    first = parts[0]
-    cols = lambda name: np.concatenate([getattr(p, name) for p in parts], axis=-1)  # noqa: E731
-    acc = first.accP.size > 0
-    return EnsembleState(
-        np.concatenate([p.W for p in parts], axis=1), cols("scale"), cols("sqnorm"), cols("n_updates"),
-        cols("member_rounds"), first.n_rounds.copy(),
-        np.concatenate([p.accP for p in parts], axis=1) if acc else first.accP,
-        np.concatenate([p.accq for p in parts], axis=1) if acc else first.accq,
-    )
+    The stream is the in-process one: epoch ``e`` visits the blocks in the
+    seeded order :meth:`block_order` and the rows of block ``b`` in the seeded
+    order :meth:`row_order`; the example index ``t`` of a row (for the draws)
+    is its row number in the store.  Blocks are grouped into *segments* of
+    ``segment_blocks`` consecutive blocks of that order: one task per
+    (group, epoch, segment), and a checkpoint at the end of each segment.
+    """
+
+    path: str
+    token: str
+    n_samples: int
+    n_features: int
+    n_blocks: int
+    block_bounds: tuple[int, ...]
+    classes: np.ndarray
+    n_outputs: int
+    rule: Rule
+    seed: int
+    tau: float
+    fit_intercept: bool
+    acc_mode: int
+    dtype: str
+    n_learners: int
+    groups: tuple[tuple[int, int], ...]
+    epochs: int
+    shuffle: bool
+    segment_blocks: int
+    checkpoint: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def block_order(self, epoch: int) -> np.ndarray:
+        return stream.block_order(self.seed, epoch, self.n_blocks, self.shuffle)
+
+    @property
+    def n_segments(self) -> int:
+        return -(-self.n_blocks // self.segment_blocks)
+
+    def segment(self, epoch: int, s: int) -> np.ndarray:
+        return self.block_order(epoch)[s * self.segment_blocks : (s + 1) * self.segment_blocks]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What must match for a checkpoint to be resumed (``epochs`` may grow)."""
+        return {
+            "kind": "obpm", "store": self.path, "store_token": self.token, "n_samples": self.n_samples,
+            "n_features": self.n_features, "n_blocks": self.n_blocks, "classes": np.asarray(self.classes).tolist(),
+            "rule": self.rule.name, "rule_code": int(self.rule.code),
+            "rule_params": [float(v) for v in np.asarray(self.rule.params)], "seed": int(self.seed),
+            "tau": float(self.tau), "fit_intercept": bool(self.fit_intercept), "acc_mode": int(self.acc_mode),
+            "dtype": self.dtype, "n_learners": int(self.n_learners), "groups": [list(g) for g in self.groups],
+            "shuffle": bool(self.shuffle), "segment_blocks": int(self.segment_blocks),
+        }
 
 
-def run_obpm(job: tasks.ObpmJob, runner: Any, *, resume: bool = False, progress: bool = False,
+class SegmentResult(NamedTuple):
+    """A group's state after a segment, and what the driver needs from the segment."""
+
+    state: EnsembleState   #: the group's learners
+    margin: np.ndarray     #: (rows, K) group sum of member margins, in visiting order
+    y: np.ndarray | None   #: (rows,) class indices in visiting order (group 0 only)
+    updates: int           #: member updates in the segment
+    n_blocks: int          #: blocks this task processed
+
+
+class SegmentReport(NamedTuple):
+    margin: np.ndarray
+    y: np.ndarray | None
+    updates: int
+    n_blocks: int
+
+
+def _initial_group_state(job: ObpmJob, g: int) -> EnsembleState:
+    a, b = job.groups[g]
+    return init_ensemble(job.n_features, b - a, job.n_outputs, dtype=job.dtype,
+                         running_sum=job.acc_mode != EK.ACC_NONE)
+
+
+def obpm_segment(job: ObpmJob, g: int, prev: SegmentResult | tuple | None, epoch: int, s: int) -> SegmentResult:
+    """Run learner group ``g`` over segment ``s`` of epoch ``epoch``.
+
+    ``prev`` is the group's previous :class:`SegmentResult`, ``None`` (start
+    from zero weights) or ``("checkpoint", epoch, segment)`` (load the group's
+    part of that checkpoint from ``job.checkpoint``).  The input is never
+    modified.  With ``job.checkpoint`` set, the new state is written there
+    before the task returns.
+    """
+    if prev is None:
+        st = _initial_group_state(job, g)
+    elif isinstance(prev, tuple) and len(prev) == 3 and prev[0] == "checkpoint":
+        st = ckpt.read_part(job.checkpoint, prev[1], prev[2], g)
+    else:
+        st = prev.state.copy()
+    a, _ = job.groups[g]
+    ds = stream.open_store(job.path, job.token)
+    margins, ys = [], []
+    updates = 0
+    blocks = job.segment(epoch, s)
+    for ch in stream.epoch_chunks(ds, seed=job.seed, epoch=epoch, shuffle=job.shuffle, classes=job.classes,
+                                  dtype=job.dtype, blocks=blocks):
+        try:
+            m, u = learn_ensemble_chunk(job.rule, st, ch.X, ch.y, ch.tids, seed=job.seed, tau=job.tau, epoch=epoch,
+                                        order=ch.order, fit_intercept=job.fit_intercept, acc_mode=job.acc_mode,
+                                        first_learner=a)
+        except NonFiniteError as exc:
+            row = ch.first_row + int(exc.row)
+            raise NonFiniteError(f"store {job.path}, block {ch.block}, store row {row} (epoch {epoch}): {exc}",
+                                 row, exc.round) from None
+        margins.append(m)
+        updates += int(u.sum())
+        if g == 0:
+            ys.append(ch.y if ch.order is None else ch.y[ch.order])
+    if job.checkpoint is not None:
+        ckpt.write_part(job.checkpoint, epoch, s, g, st)
+    margin = np.concatenate(margins) if margins else np.zeros((0, job.n_outputs))
+    y = np.concatenate(ys) if g == 0 and ys else None
+    return SegmentResult(st, margin, y, updates, len(blocks))
+
+
+def report(res: SegmentResult) -> SegmentReport:
+    """The small part of a segment result (runs where the result is; the state stays there)."""
+    return SegmentReport(res.margin, res.y, res.updates, res.n_blocks)
+
+
+def merge_reports(*parts: SegmentReport) -> SegmentReport:
+    """Tree merge of group reports: margins add (left to right), counts add, y is group 0's."""
+    m = parts[0].margin
+    y = parts[0].y
+    u, nb = parts[0].updates, parts[0].n_blocks
+    for p in parts[1:]:
+        m = m + p.margin
+        y = y if y is not None else p.y
+        u += p.updates
+        nb += p.n_blocks
+    return SegmentReport(m, y, u, nb)
+
+
+def score_report(rep: SegmentReport, record: bool = False) -> dict[str, Any]:
+    """Online mistakes of the ensemble's average on the segment (the progressive error)."""
+    m, y = rep.margin, rep.y
+    if y is None:
+        raise ValueError("the merged report lost group 0's labels")
+    if m.shape[1] == 1:
+        mistakes = (m[:, 0] >= 0.0) != (y == 1)
+    else:
+        mistakes = np.argmax(m, axis=1) != y
+    out: dict[str, Any] = {"errors": int(mistakes.sum()), "rows": int(len(y)), "updates": int(rep.updates),
+                           "group_blocks": int(rep.n_blocks)}
+    if record:
+        out["mistakes"] = mistakes.astype(np.uint8)
+    return out
+
+
+def state_of(res: SegmentResult) -> EnsembleState:
+    return res.state
+
+
+
+def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: bool = False,
              verbose: bool = False, ahead: int | None = None, split_every: int = 8,
              record: bool = False) -> dict[str, Any]:
     """Train ``job`` on ``runner``; returns the merged state and the job's counters.
@@ -123,11 +273,11 @@ def run_obpm(job: tasks.ObpmJob, runner: Any, *, resume: bool = False, progress:
 
     try:
         for e, s in todo:
-            res = [runner.submit((f"obpm-segment-{nonce}", e, s, g), tasks.obpm_segment, job, g, prev[g], e, s)
+            res = [runner.submit((f"obpm-segment-{nonce}", e, s, g), obpm_segment, job, g, prev[g], e, s)
                    for g in range(G)]
-            reps = [runner.submit((f"obpm-report-{nonce}", e, s, g), tasks.report, r) for g, r in enumerate(res)]
-            merged = runner.tree(f"obpm-merge-{nonce}-e{e}-s{s}", reps, tasks.merge_reports, split_every)
-            score = runner.submit((f"obpm-score-{nonce}", e, s), tasks.score_report, merged, record and e == 0)
+            reps = [runner.submit((f"obpm-report-{nonce}", e, s, g), report, r) for g, r in enumerate(res)]
+            merged = runner.tree(f"obpm-merge-{nonce}-e{e}-s{s}", reps, merge_reports, split_every)
+            score = runner.submit((f"obpm-score-{nonce}", e, s), score_report, merged, record and e == 0)
             window.append((e, s, res, score))
             prev = res
             while len(window) > limit:
@@ -137,7 +287,7 @@ def run_obpm(job: tasks.ObpmJob, runner: Any, *, resume: bool = False, progress:
         if start is not None and not todo:
             parts = [ckpt.read_part(job.checkpoint, int(start["epoch"]), int(start["segment"]), g) for g in range(G)]
         else:
-            states = [runner.submit((f"obpm-state-{nonce}", g), tasks.state_of, prev[g]) for g in range(G)]
+            states = [runner.submit((f"obpm-state-{nonce}", g), state_of, prev[g]) for g in range(G)]
             parts = [runner.result(h) for h in states]
     finally:
         if bar is not None:

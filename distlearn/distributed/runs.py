@@ -1,4 +1,4 @@
-"""Run-parallel mode (DESIGN.md decision 7b): grids, repeats and folds as independent tasks.
+"""Run-parallel mode: grids, repeats and folds as independent tasks.
 
 :func:`run_grid` trains one estimator per *run* -- a parameter setting of a
 grid (``tau x N`` for OBPM, ``B x C`` for ALMA ...), a Monte Carlo repeat and,
@@ -35,35 +35,24 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
-import json
 import math
 import numbers
-import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from .. import rng
+from ..data.store import open_dataset
+from ..stream import is_store, open_store, store_token
+from .executor import Executor, executor_for
+from .run_table import DEFAULT_METRICS, METRICS, RunTable, _scalar
 
 __all__ = ["METRICS", "RunError", "RunTable", "kfold_bounds", "run_grid"]
 
-#: Metrics a run can record.  Errors are fractions in [0, 1].
-METRICS: dict[str, str] = {
-    "test_error": "misclassified fraction of the test set (the held-out fold with folds=k)",
-    "train_error": "misclassified fraction of the training set, after training",
-    "online_error": "progressive mistakes / rounds of the first pass (online_errors_ / t_)",
-    "n_updates": "updates made during fit (n_updates_)",
-    "train_margin": "binary linear models: min_i y_i (w.x_i + b) / ||(w, b)|| on the training set",
-    "fit_seconds": "wall-clock seconds of fit (a measurement: the only column that is not reproducible)",
-}
-DEFAULT_METRICS = ("test_error", "online_error", "fit_seconds", "n_updates")
-#: Metrics where larger is better (``best`` maximises them).
-_MAXIMISE = frozenset({"train_margin"})
 
 RUNS_STREAM = rng.stream_id("runs")
 DATA_STREAM = rng.stream_id("runs/data")
@@ -106,21 +95,6 @@ def kfold_bounds(n: int, k: int) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------- the grid
-
-
-def _is_store(x: Any) -> bool:
-    from ..data.store import Dataset
-
-    return isinstance(x, (str, os.PathLike, Dataset))
-
-
-def _scalar(v: Any) -> Any:
-    """A JSON-ready scalar for a row: numbers and strings as such, anything else as its repr."""
-    if isinstance(v, np.generic):
-        v = v.item()
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return repr(v)
 
 
 def _expand_grid(estimator: Any, param_grid: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -189,9 +163,7 @@ def _resolve(source: Any, dseed: int) -> tuple[str, Any]:
     """("store", Dataset) or ("arrays", (X, y)); a factory is called with the repeat's data seed."""
     if source is None:
         return ("none", None)
-    if _is_store(source):
-        from ..data.store import open_dataset
-
+    if is_store(source):
         return ("store", open_dataset(source, validate=False))
     if callable(source):
         X, y = _check_xy(source(dseed), "the data factory's result")
@@ -325,205 +297,13 @@ def _run_task(spec: dict[str, Any], train: Any, test: Any) -> tuple[dict[str, An
     return row, model
 
 
-# --------------------------------------------------------------------------- the table
-
-
-def _mean_std(values: list[Any]) -> tuple[float | None, float | None, int]:
-    v = [float(x) for x in values if x is not None]
-    if not v:
-        return None, None, 0
-    a = np.asarray(v, np.float64)
-    std = float(a.std(ddof=1)) if len(a) > 1 else 0.0
-    return float(a.mean()), std, len(a)
-
-
-def _fmt_param(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
-def _decimals(values: list[float], digits: int) -> int:
-    top = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
-    if top == 0.0:
-        return digits
-    return int(min(8, max(0, digits - 1 - math.floor(math.log10(top)))))
-
-
-class RunTable:
-    """The rows of a :func:`run_grid` call, one per run, and their summary per parameter setting.
-
-    Attributes
-    ----------
-    rows : list of dict
-        One per run, in grid order (setting, then repeat, then fold): the
-        ``setting`` index, the parameter values (scalars; other objects as
-        their ``repr``), ``repeat``, ``fold`` (None without folds), ``seed``
-        (the run's ``random_state``), ``data_seed`` (data factories only),
-        ``n_train``, ``n_test``, ``test_start``/``test_stop`` (folds: the
-        held-out rows) and one entry per metric (None when not defined, e.g.
-        no ``n_updates_``).
-    param_names : list of str
-        The grid's parameter names.
-    settings : list of dict
-        The parameter settings as given (estimator objects kept).
-    metrics : tuple of str
-    config : dict
-        How the runs were made (estimator, repeats, folds, random_state, data).
-    models : list of dict or None
-        With ``return_models=True``: per row, ``classes`` and (linear models)
-        ``coef`` and ``intercept`` arrays.
-    """
-
-    def __init__(self, rows: list[dict[str, Any]], param_names: Sequence[str], *,
-                 settings: list[dict[str, Any]] | None = None, metrics: Sequence[str] = DEFAULT_METRICS,
-                 config: dict[str, Any] | None = None, models: list[dict[str, np.ndarray] | None] | None = None) -> None:
-        self.rows = list(rows)
-        self.param_names = list(param_names)
-        if settings is None:
-            seen: dict[int, dict[str, Any]] = {}
-            for r in self.rows:
-                seen.setdefault(r["setting"], {p: r[p] for p in self.param_names})
-            settings = [seen[k] for k in sorted(seen)]
-        self.settings = settings
-        self.metrics = tuple(metrics)
-        self.config = dict(config or {})
-        self.models = models
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.rows)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.rows[i]
-
-    def __repr__(self) -> str:
-        return (f"<RunTable: {len(self.rows)} runs, {len(self.settings)} settings of "
-                f"{', '.join(self.param_names) or '(no parameters)'}; metrics {', '.join(self.metrics)}>")
-
-    def __str__(self) -> str:
-        return self.format()
-
-    # -- aggregation
-    def summary(self) -> list[dict[str, Any]]:
-        """One dict per setting (grid order): ``setting``, the parameters, ``runs``, and
-        ``<metric>_mean`` / ``<metric>_std`` over its repeats and folds (sample standard
-        deviation, 0 for one run; None where the metric is undefined)."""
-        by: dict[int, list[dict[str, Any]]] = {}
-        for r in self.rows:
-            by.setdefault(r["setting"], []).append(r)
-        out = []
-        for s in sorted(by):
-            rows = by[s]
-            entry: dict[str, Any] = {"setting": s, **{p: rows[0].get(p) for p in self.param_names}, "runs": len(rows)}
-            for m in self.metrics:
-                mean, std, _ = _mean_std([r.get(m) for r in rows])
-                entry[f"{m}_mean"], entry[f"{m}_std"] = mean, std
-            out.append(entry)
-        return out
-
-    def best(self, metric: str = "test_error", *, maximize: bool | None = None) -> dict[str, Any]:
-        """The setting with the best mean ``metric`` (lowest; highest for margins, or with
-        ``maximize=True``); ties go to the first in grid order.
-
-        Returns its :meth:`summary` entry plus ``params``, the setting as given
-        (ready for ``estimator.set_params(**best["params"])``), ``mean`` and ``std``.
-        """
-        if metric not in self.metrics:
-            raise ValueError(f"metric {metric!r} was not recorded; the table has {', '.join(self.metrics)}")
-        if maximize is None:
-            maximize = metric in _MAXIMISE
-        cands = [s for s in self.summary() if s[f"{metric}_mean"] is not None]
-        if not cands:
-            raise ValueError(f"no run has a value for {metric!r}")
-        sign = -1.0 if maximize else 1.0
-        top = min(cands, key=lambda s: sign * s[f"{metric}_mean"])  # min keeps the first of ties
-        params = self.settings[top["setting"]] if top["setting"] < len(self.settings) else {}
-        return {**top, "params": dict(params), "metric": metric, "mean": top[f"{metric}_mean"],
-                "std": top[f"{metric}_std"]}
-
-    # -- output
-    def format(self, metrics: Sequence[str] | None = None, *, digits: int = 4) -> str:
-        """An aligned text table: one line per setting, ``mean ± std`` of each metric over
-        its repeats and folds (``digits`` significant digits for the column's largest mean)."""
-        metrics = tuple(self.metrics if metrics is None else metrics)
-        unknown = [m for m in metrics if m not in self.metrics]
-        if unknown:
-            raise ValueError(f"metrics {unknown} were not recorded; the table has {', '.join(self.metrics)}")
-        summ = self.summary()
-        header = [*self.param_names, "runs", *metrics]
-        body: list[list[str]] = []
-        dec = {m: _decimals([s[f"{m}_mean"] for s in summ], digits) for m in metrics}
-        for s in summ:
-            cells = [_fmt_param(s[p]) for p in self.param_names] + [str(s["runs"])]
-            for m in metrics:
-                mean, std = s[f"{m}_mean"], s[f"{m}_std"]
-                cells.append("-" if mean is None else f"{mean:.{dec[m]}f} ± {std:.{dec[m]}f}")
-            body.append(cells)
-        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-        n_par = len(self.param_names)
-
-        def line(cells: list[str]) -> str:
-            return "  ".join(c.ljust(w) if i < n_par else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-        return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in body)])
-
-    def to_dict(self, *, models: bool = False) -> dict[str, Any]:
-        """A JSON-ready dict: ``param_names``, ``metrics``, ``settings`` (scalars, other
-        values as repr), ``config``, ``rows``, ``summary``; ``models`` (nested lists) on request."""
-        d: dict[str, Any] = {
-            "format": "distlearn.RunTable",
-            "version": 1,
-            "param_names": list(self.param_names),
-            "metrics": list(self.metrics),
-            "settings": [{k: _scalar(v) for k, v in s.items()} for s in self.settings],
-            "config": self.config,
-            "rows": [dict(r) for r in self.rows],
-            "summary": self.summary(),
-        }
-        if models and self.models is not None:
-            d["models"] = [None if m is None else {k: np.asarray(v).tolist() for k, v in m.items()}
-                           for m in self.models]
-        return d
-
-    def to_json(self, path: str | os.PathLike[str] | None = None, *, models: bool = False, indent: int | None = 1) -> str:
-        """:meth:`to_dict` as JSON text (NaN and infinities as null); written to ``path`` when given."""
-        text = json.dumps(_json_safe(self.to_dict(models=models)), indent=indent, allow_nan=False)
-        if path is not None:
-            Path(path).write_text(text + "\n")
-        return text
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunTable:
-        """Rebuild a table from :meth:`to_dict` / parsed :meth:`to_json` output."""
-        if d.get("format") != "distlearn.RunTable":
-            raise ValueError("not a distlearn.RunTable dict (no format='distlearn.RunTable')")
-        models = d.get("models")
-        if models is not None:
-            models = [None if m is None else {k: np.asarray(v) for k, v in m.items()} for m in models]
-        return cls(d["rows"], d["param_names"], settings=d.get("settings"), metrics=d["metrics"],
-                   config=d.get("config"), models=models)
-
-
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
-
-
 # --------------------------------------------------------------------------- run_grid
 
 
 def _describe(source: Any) -> Any:
     if source is None:
         return None
-    if _is_store(source):
+    if is_store(source):
         return {"store": str(getattr(source, "path", source))}
     if callable(source):
         return {"factory": _callable_name(source)}
@@ -544,9 +324,7 @@ def _prepare_source(source: Any, what: str) -> tuple[Any, Any]:
     """Check a data argument; return (the object tasks get, an opened Dataset or None)."""
     if source is None:
         return None, None
-    if _is_store(source):
-        from ..data.store import open_dataset
-
+    if is_store(source):
         ds = open_dataset(source)
         if ds.classes is None:
             raise ValueError(f"{what} store {ds.path}: labels are not classes (continuous targets?)")
@@ -737,13 +515,8 @@ def run_grid(
               "train": _describe(train), "test": _describe(test), "n_runs": len(specs), "retries": int(retries),
               "scheduler": _describe_scheduler(scheduler)}
     t0 = time.perf_counter()
-    if scheduler is None:
-        results = _run_here(specs, train_obj, test_obj, progress)
-    else:
-        from .cluster import get_client
-
-        with get_client(None if scheduler == "local" else scheduler, n_workers=n_workers) as client:
-            results = _run_on(client, specs, train_obj, test_obj, progress, retries, estimator)
+    with executor_for(scheduler, n_workers=n_workers, retries=retries) as ex:
+        results = _run_all(ex, specs, train_obj, test_obj, progress, estimator)
     config["elapsed_seconds"] = time.perf_counter() - t0
     rows = [r for r, _ in results]
     models = [m for _, m in results] if return_models else None
@@ -772,57 +545,85 @@ def _bar(total: int, progress: bool) -> Any:
     return tqdm(total=total, desc="runs", unit="run", disable=not progress, file=sys.stderr, leave=True)
 
 
-def _run_here(specs: list[dict[str, Any]], train: Any, test: Any, progress: bool) -> list[Any]:
-    out = []
-    with _bar(len(specs), progress) as bar:
-        for spec in specs:
-            try:
-                out.append(_run_task(spec, train, test))
-            except Exception as e:
-                raise _failure(spec, e) from e
-            bar.update(1)
-    return out
-
-
-def _run_on(client: Any, specs: list[dict[str, Any]], train: Any, test: Any, progress: bool, retries: int,
-            estimator: Any) -> list[Any]:
+def _run_all(ex: Executor, specs: list[dict[str, Any]], train: Any, test: Any, progress: bool,
+             estimator: Any) -> list[Any]:
+    """Every run as one task on ``ex``; results in grid order, the first failure as a :class:`RunError`."""
     from dask.base import tokenize
-    from distributed import as_completed
 
     def ship(obj: Any) -> tuple[Any, Any]:
         """(what tasks get, what identifies it in the keys): arrays are scattered once."""
         if isinstance(obj, tuple):
-            fut = client.scatter([obj], broadcast=False, hash=True)[0]
-            return fut, fut.key
+            h = ex.scatter(obj)
+            return h, getattr(h, "key", None) or tokenize(obj)
         if isinstance(obj, str):
-            from ..data.store import open_dataset
-
             return obj, (obj, open_dataset(obj, validate=False).meta.get("created"))
         return obj, obj
 
     train_arg, train_id = ship(train)
     test_arg, test_id = ship(test)
     cls = f"{type(estimator).__module__}.{type(estimator).__qualname__}"
-    futures = []
+    handles = []
     for spec in specs:
         row = spec["row"]
         # The key is a function of everything the task computes from (pure): the same
         # run submitted again is the same key; the prefix keeps duplicate settings apart.
         token = tokenize(cls, repr(spec["estimator"].get_params(deep=False)), spec["fold"], spec["data_seed"],
-                         spec["metrics"], spec["return_models"], train_id, test_id)
+                         spec["metrics"], spec["return_models"], train_id, test_id) if ex.kind == "dask" else ""
         fold = "x" if row["fold"] is None else row["fold"]
         key = f"distlearn-run-s{row['setting']}-r{row['repeat']}-f{fold}-{token}"
-        futures.append(client.submit(_run_task, spec, train_arg, test_arg, key=key, pure=True, retries=retries))
-    index = {f.key: i for i, f in enumerate(futures)}
-    results: list[Any] = [None] * len(futures)
+        handles.append(ex.submit(key, _run_task, spec, train_arg, test_arg))
+    results: list[Any] = [None] * len(handles)
     try:
-        with _bar(len(futures), progress) as bar:
-            for fut in as_completed(futures):
-                i = index[fut.key]
-                if fut.status == "error":
-                    raise _failure(specs[i], fut.exception()) from fut.exception()
-                results[i] = fut.result()
+        with _bar(len(handles), progress) as bar:
+            for i, h in ex.as_completed(handles):
+                try:
+                    results[i] = ex.result(h)
+                except Exception as e:
+                    raise _failure(specs[i], e) from e
                 bar.update(1)
     finally:
-        client.cancel([f for f in futures if not f.done()])
+        ex.cancel(handles)
     return results
+
+
+# --------------------------------------------------------------------------- members of an ensemble
+
+
+@functools.lru_cache(maxsize=2)
+def _loaded(path: str, token: str) -> tuple[Any, np.ndarray]:
+    ds = open_store(path, token)
+    return ds.to_scipy() if ds.is_sparse else ds.to_numpy()
+
+
+def _store_arrays(path: str) -> tuple[Any, np.ndarray]:
+    """A store's rows in memory (scipy CSR or numpy), loaded once per process (two stores kept)."""
+    return _loaded(str(path), store_token(open_store(path)))
+
+
+def _fit_member(est: Any, train: Any, load: bool) -> Any:
+    """Fit one unfitted, seeded estimator on ``train``: arrays, a store streamed block by block,
+    or (``load``) a store loaded whole once per process (exact permutations)."""
+    if isinstance(train, tuple):
+        return est.fit(*train)
+    if load:
+        return est.fit(*_store_arrays(train))
+    return est.fit(train)
+
+
+def fit_members(estimators: Sequence[Any], train: Any, *, load: bool = False, scheduler: Any = None,
+                n_jobs: int = 1, retries: int = 1) -> list[Any]:
+    """Fit independent, seeded estimators (an ensemble's members) as run-parallel tasks.
+
+    ``train`` is an ``(X, y)`` pair (scattered once) or a store path (opened where
+    each task runs).  Returns the fitted estimators in order; the same bits
+    wherever they ran (``scheduler`` as in :func:`executor_for`).
+    """
+    import uuid
+
+    nonce = uuid.uuid4().hex[:12]
+    with executor_for(scheduler, n_jobs=n_jobs, retries=retries) as ex:
+        data = ex.scatter(train) if isinstance(train, tuple) else train
+        handles = [ex.submit((f"distlearn-member-{nonce}", j), _fit_member, est, data, load)
+                   for j, est in enumerate(estimators)]
+        ex.wait(handles)
+        return [ex.result(h) for h in handles]

@@ -1,5 +1,18 @@
-"""Ensembles of linear online learners: Online Bayes Point Machines and permutation Bayes points."""
+"""Ensembles of linear online learners: the engine of Online Bayes Point Machines.
 
-from .bayes_point import OBPM, PermutationBPM, EnsembleState, init_ensemble, learn_ensemble_chunk, margin_bound_weights
+The estimators built on it (:class:`distlearn.OBPM`, :class:`distlearn.PermutationBPM`)
+live in :mod:`distlearn.estimators.bayes_point`.
+"""
 
-__all__ = ["OBPM", "PermutationBPM", "EnsembleState", "init_ensemble", "learn_ensemble_chunk", "margin_bound_weights"]
+from .engine import (
+    EnsembleState,
+    concat_states,
+    init_ensemble,
+    learn_ensemble_chunk,
+    learner_groups,
+    margin_bound,
+    margin_bound_weights,
+)
+
+__all__ = ["EnsembleState", "concat_states", "init_ensemble", "learn_ensemble_chunk", "learner_groups",
+           "margin_bound", "margin_bound_weights"]

@@ -29,6 +29,7 @@ from ..data import open_dataset, synthetic
 from ..data._svmlight import write_svmlight
 from ..data.readers import convert
 from ..distributed import get_client
+from ..estimators import ALMA, OBPM, Perceptron
 
 
 def _check_against_sklearn(path: Path, ds: Any) -> bool:
@@ -115,8 +116,6 @@ def _obpm_on_cluster(store: Path, client: Any, seed: int) -> dict[str, Any]:
     worker, each a chain of one-block tasks; then the same in this process: same bits?"""
     import numpy as np
 
-    from .. import OBPM
-
     kw = dict(n_estimators=100, tau=0.3, epochs=2, random_state=seed, checkpoint_every=1)
     t0 = time.perf_counter()
     est = OBPM(scheduler=client, **kw).fit(store)
@@ -125,15 +124,13 @@ def _obpm_on_cluster(store: Path, client: Any, seed: int) -> dict[str, Any]:
     ref = OBPM(scheduler="in-process", **kw).fit(store)
     local_s = time.perf_counter() - t0
     return {"store": str(store), "groups": len(est.job_["groups"]), "dask_s": dask_s, "in_process_s": local_s,
-            "epoch_online_errors": est.epoch_online_errors_, "n_rows": int(est.t_),
+            "epoch_online_errors": [int(v) for v in est.epoch_online_errors_], "n_rows": int(est.t_),
             "bit_identical": bool(np.array_equal(est.members_, ref.members_))}
 
 
 def _train_obpm(out: Path, seed: int) -> list[dict[str, Any]]:
     """OBPM paper, Table 1 (noise 0.1), one run: learners trained on the obpm-train
     store (one epoch, streamed block by block), scored on obpm-test."""
-    from .. import ALMA, OBPM, Perceptron
-
     train, test = out / "obpm-train.zarr", out / "obpm-test.zarr"
     learners = [
         ("Perceptron", "paper 12.96 +- 1.0", Perceptron(epochs=1, fit_intercept=False, random_state=seed)),

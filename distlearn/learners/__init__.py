@@ -1,25 +1,29 @@
-"""Online learners: linear update rules as compiled chunk kernels.
+"""Online learners: linear update rules as compiled chunk kernels, and the rule registry.
 
-See :mod:`distlearn.learners.linear` for the rules, their state and the chunk
-driver; the scikit-learn estimators built on them live in
+See :mod:`distlearn.learners.linear` for the rules (:data:`RULES`), their state
+and the chunk driver; the scikit-learn estimators built on them live in
 :mod:`distlearn.estimators`.
 """
 
 from __future__ import annotations
 
 from .linear import (
-    NonFiniteError,
     RULES,
-    RunningSum,
-    running_sum,
-    running_value,
     LinearState,
-    Rule,
+    NonFiniteError,
     RoundLog,
+    Rule,
+    RuleSpec,
+    RunningSum,
     copy_state,
     init_state,
     learn_chunk,
     make_rule,
+    max_row_norm,
+    raise_non_finite,
+    row_sqnorms,
+    running_sum,
+    running_value,
     state_coef,
 )
 
@@ -31,10 +35,14 @@ __all__ = [
     "running_value",
     "LinearState",
     "Rule",
+    "RuleSpec",
     "RoundLog",
     "copy_state",
     "init_state",
     "learn_chunk",
     "make_rule",
+    "max_row_norm",
+    "raise_non_finite",
+    "row_sqnorms",
     "state_coef",
 ]

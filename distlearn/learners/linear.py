@@ -20,6 +20,7 @@ of a chunk in compiled code.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +35,9 @@ __all__ = [
     "running_value",
     "RULES",
     "Rule",
+    "RuleSpec",
+    "max_row_norm",
+    "raise_non_finite",
     "LinearState",
     "RoundLog",
     "make_rule",
@@ -175,17 +179,35 @@ def _lms(eta: float = 0.01) -> tuple[int, list[float]]:
     return K.LMS, [_pos("eta", eta)]
 
 
-#: Rule name -> parameter constructor (keyword arguments are the rule's parameters).
-RULES = {
-    "perceptron": _perceptron,
-    "generalized": _generalized,
-    "margin": _margin,
-    "alma": _alma,
-    "romma": _romma,
-    "pa": _pa,
-    "mira": _mira,
-    "lms": _lms,
-}
+class RuleSpec(NamedTuple):
+    """One entry of the rule registry."""
+
+    name: str                                       #: the rule's name (``make_rule(name, ...)``, ``base=name``)
+    make: Callable[..., tuple[int, list[float]]]    #: parameters -> (kernel code, parameter vector)
+    estimator: str                                  #: its scikit-learn class, ``distlearn.<estimator>``
+    summary: str                                    #: one line for help texts
+    native: bool = False                            #: has a native (single-prototype) multiclass form
+
+
+#: THE rule registry: every linear rule, once.  The kernels dispatch on the
+#: codes that ``make`` returns; the estimators, OBPM's ``base=``,
+#: ParameterMixing, the ``distlearn train`` command and the tests' naive
+#: oracles all read their rules from here.  Adding a rule means: its step in
+#: :mod:`distlearn.learners._kernels`, an entry here, its estimator class (a
+#: parameter list and a docstring) and its oracle in the tests.
+RULES: dict[str, RuleSpec] = {r.name: r for r in (
+    RuleSpec("perceptron", _perceptron, "Perceptron", "Rosenblatt's perceptron: w += eta y x when y w.x <= 0"),
+    RuleSpec("generalized", _generalized, "GeneralizedPerceptron",
+             "generalised perceptron (OBPM paper, Alg. 1): margin rho_k, step eta_k"),
+    RuleSpec("margin", _margin, "MarginPerceptron",
+             "finite-horizon margin perceptron (Dekel & Singer 2005), projected on the unit ball"),
+    RuleSpec("alma", _alma, "ALMA", "Gentile's approximate large margin algorithm ALMA_2"),
+    RuleSpec("romma", _romma, "ROMMA", "relaxed online maximum margin algorithm (Li & Long 2002)"),
+    RuleSpec("pa", _pa, "PassiveAggressive", "passive-aggressive PA / PA-I / PA-II (Crammer et al. 2006)",
+             native=True),
+    RuleSpec("mira", _mira, "MIRA", "MIRA, ultraconservative multiclass (Crammer & Singer 2003)", native=True),
+    RuleSpec("lms", _lms, "LMS", "least mean squares (Widrow-Hoff) as a classifier"),
+)}
 
 
 def make_rule(name: str, **params: Any) -> Rule:
@@ -197,7 +219,7 @@ def make_rule(name: str, **params: Any) -> Rule:
     ``mira(beta=0.01, native=False)``, ``lms(eta=0.01)``.
     """
     try:
-        make = RULES[name]
+        make = RULES[name].make
     except KeyError:
         raise ValueError(f"unknown rule {name!r}; choose one of {sorted(RULES)}") from None
     code, p = make(**params)
@@ -347,7 +369,7 @@ def learn_chunk(
         if bad >= 0:
             state.n_rounds[0] += bad
             r, t = int(order[lo + bad]), int(lo + bad)
-            _raise_non_finite(X, r, t)
+            raise_non_finite(X, r, t)
             raise NonFiniteError(
                 f"the weights overflowed: the margin of row {r} (round {t} of this chunk) is not finite "
                 "although the row is; use a smaller step size or scale the features", r, t)
@@ -372,7 +394,7 @@ class NonFiniteError(ValueError):
         self.round = round
 
 
-def _raise_non_finite(X: Any, r: int, t: int) -> None:
+def raise_non_finite(X: Any, r: int, t: int) -> None:
     """Raise :class:`NonFiniteError` if row ``r`` of X holds a NaN or infinity."""
     if sp.issparse(X):
         row = X[r]
@@ -396,3 +418,16 @@ def row_sqnorms(X: Any) -> np.ndarray:
     else:
         K.row_sqnorms_dense(np.ascontiguousarray(X), out)
     return out
+
+
+def max_row_norm(X: Any, fit_intercept: bool) -> float:
+    """``max_i ||x_i||`` over the rows of an array or sparse matrix (the bias feature counted when
+    ``fit_intercept``): the radius R of the margin perceptron, the ``1/R^2`` step of LMS."""
+    extra = 1.0 if fit_intercept else 0.0
+    sq = row_sqnorms(X)
+    top = float(sq.max()) if len(sq) else 0.0
+    if not math.isfinite(top):
+        r = int(np.flatnonzero(~np.isfinite(sq))[0])
+        raise_non_finite(X, r, r)
+        raise ValueError(f"row {r} of X has a squared norm that overflows float64; scale the features")
+    return math.sqrt(top + extra)

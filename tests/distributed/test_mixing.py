@@ -10,6 +10,7 @@ the Dask runs are compared bit for bit with the in-process run.
 
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
@@ -22,12 +23,13 @@ from sklearn.base import clone
 
 import distlearn
 from distlearn.conversions import Cutoff
-from distlearn.conversions.core import AverageSummary, CutoffGroups, TreeNode, TreeSummary
+from distlearn.conversions.core import AverageSummary, CutoffGroups, CutoffSummary, TreeNode, TreeSummary
 from distlearn.data.store import create_dataset, open_dataset
 from distlearn.data.synthetic import make_obpm_artificial
 from distlearn.distributed import mixing as M
-from distlearn.distributed.graph import fold, tree_depth
-from distlearn.distributed.mixing import ParameterMixing
+from distlearn.distributed.executor import Executor
+from distlearn.distributed.graph import fold, tree_depth, tree_reduce
+from distlearn import ParameterMixing
 from distlearn.learners import copy_state, init_state, learn_chunk, make_rule
 from distlearn.learners.linear import LinearState
 
@@ -74,9 +76,9 @@ def test_one_shard_is_the_base_estimator(base, on, data, store):
     ref = BASES[base](epochs=3, random_state=7).fit(X, y)
     ipm = ParameterMixing(base=base, n_shards=1, epochs=3, random_state=7).fit(X, y)
     same_model(ref, ipm)
-    assert int(ipm.online_errors_.sum()) == ref.online_errors_
+    assert ipm.online_errors_ == int(ipm.epoch_online_errors_.sum()) == ref.online_errors_
     assert ipm.n_updates_ == ref.n_updates_ and ipm.t_ == ref.t_ == 3 * 2400
-    assert ipm.n_iter_ == 3 and ipm.online_errors_.shape == (3,)
+    assert ipm.n_iter_ == 3 and ipm.epoch_online_errors_.shape == (3,)
 
 
 @pytest.mark.parametrize("base,params", [("perceptron", {}), ("margin", {}), ("mira", {"multiclass": "native"}),
@@ -150,7 +152,7 @@ def test_shards_equal_sequential_ipm(mixing, base, store):
     ipm = ParameterMixing(base=base, n_shards=5, epochs=4, mixing=mixing, random_state=11).fit(store)
     assert np.array_equal(ipm.coef_[0], w[:-1])
     assert np.array_equal(ipm.intercept_, w[-1:])
-    assert np.array_equal(ipm.online_errors_, errors)
+    assert np.array_equal(ipm.epoch_online_errors_, errors)
     assert ipm.shard_bounds_.tolist() == [[0, 4], [4, 9], [9, 14], [14, 19], [19, 24]]
     np.testing.assert_allclose(ipm.mixing_weights_.sum(axis=1), 1.0)
 
@@ -235,7 +237,7 @@ def test_summary_trees_equal_sequential_folds(raw, split_every):
     for t, m, groups in raw:
         g = CutoffGroups({s: c for s, c in groups.items()}, {s: float(c) for s, c in groups.items()}, {}, 1.0, m)
         G = {s: c * np.array(t, np.float64)[None] for s, c in groups.items()}
-        cut.append(M.CutoffSummary(1.0, 0.05, g, G, np.array(t, np.float64)[None]))
+        cut.append(CutoffSummary(1.0, 0.05, g, G, np.array(t, np.float64)[None]))
     for parts in (avg, cut):
         tree = fold(parts, M.merge_summaries, split_every=split_every)
         seq = fold(parts, M.merge_summaries, split_every=len(parts) + 1)
@@ -287,14 +289,33 @@ def test_split_every_does_not_change_an_exact_run(conversion, tmp_path):
     assert np.any(runs[0].coef_ != 0)  # the run learnt something
     for r in runs[1:]:
         assert np.array_equal(r.coef_, runs[0].coef_) and np.array_equal(r.intercept_, runs[0].intercept_)
-        assert np.array_equal(r.online_errors_, runs[0].online_errors_)
+        assert np.array_equal(r.epoch_online_errors_, runs[0].epoch_online_errors_)
 
 
 # ------------------------------------------------------------------ the graph
+class _DelayedExecutor(Executor):
+    """Builds the plan as ``dask.delayed`` objects instead of running it, to look at its graph."""
+
+    kind = "graph"
+
+    def submit(self, key, fn, *args, nout=None):
+        from dask import delayed
+
+        name, *index = key
+        out = delayed(fn, pure=True, nout=nout)(*args, dask_key_name=key)
+        if nout is None:
+            return out
+        return [delayed(operator.getitem, pure=True)(out, i, dask_key_name=(f"{name}-out{i}", *index))
+                for i in range(nout)]
+
+    def tree(self, key, parts, merge, split_every=8):
+        return tree_reduce(parts, merge, split_every=split_every, name=key)
+
+
 def test_one_epoch_mixing_graph_has_bounded_fan_in(store):
     est = ParameterMixing(n_shards=20, epochs=2, conversion="average", split_every=3, random_state=0)
     sources, spec, _ = est._plan(store, None)
-    plan = M.build_ipm(M._DaskGraph(3, "test"), sources, spec, 2)
+    plan = M.build_ipm(_DelayedExecutor(), sources, spec, 2, split_every=3, run="test")
     graph = dict(plan.mix_roots[0].__dask_graph__())
     merges = [k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("ipm-mix-e0")]
     assert len(merges) == 7 + 3 + 1  # ceil(20/3), ceil(7/3), 1
@@ -323,7 +344,7 @@ def test_cluster_is_bit_identical_to_in_process(conversion, mixing, base, client
     local = ParameterMixing(**kw).fit(store)
     remote = ParameterMixing(**kw, scheduler=client).fit(store)
     same_model(local, remote)
-    assert np.array_equal(local.online_errors_, remote.online_errors_)
+    assert np.array_equal(local.epoch_online_errors_, remote.epoch_online_errors_)
     assert np.array_equal(local.shard_updates_, remote.shard_updates_)
     if conversion == "cutoff":
         assert local.summary_.k_ == remote.summary_.k_
@@ -375,7 +396,7 @@ def test_same_model_for_any_workers_and_after_retries(threads_cluster, store, mo
     retried = ParameterMixing(**kw, scheduler=threads_cluster, retries=1).fit(store)
     assert len(_FAILED) == 18  # every task failed once and was recomputed
     same_model(ref, retried)
-    assert np.array_equal(ref.online_errors_, retried.online_errors_)
+    assert np.array_equal(ref.epoch_online_errors_, retried.epoch_online_errors_)
 
 
 # ------------------------------------------------------------------ accuracy and API
@@ -385,7 +406,7 @@ def test_four_shards_reach_the_single_learner_accuracy(data):
     e_single = 1 - single.score(data.X_test, data.y_test)
     e_ipm = 1 - ipm.score(data.X_test, data.y_test)
     assert e_ipm <= 0.03 and e_ipm <= e_single + 0.01
-    assert ipm.online_errors_[-1] < ipm.online_errors_[0] / 5  # the mixed start keeps improving
+    assert ipm.epoch_online_errors_[-1] < ipm.epoch_online_errors_[0] / 5  # the mixed start keeps improving
 
 
 def test_errors_are_clear(store, data):

@@ -7,7 +7,6 @@ scikit-learn/river) run on exactly the examples each member was shown.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -19,8 +18,8 @@ import distlearn
 from distlearn import OBPM, PermutationBPM, rng
 from distlearn.data import create_dataset
 from distlearn.ensembles import _kernels as EK
-from distlearn.ensembles.bayes_point import init_ensemble, learn_ensemble_chunk, margin_bound, margin_bound_weights
-from distlearn.learners import init_state, learn_chunk, make_rule, running_sum, running_value
+from distlearn.ensembles import init_ensemble, learn_ensemble_chunk, margin_bound, margin_bound_weights
+from distlearn.learners import init_state, learn_chunk, make_rule
 from distlearn.learners.linear import NonFiniteError
 
 
@@ -106,7 +105,6 @@ def test_each_member_is_the_base_learner_on_its_examples(name, params, k, dtype)
     mask = rng.obpm_mask(seed, 3, tids, N, tau)
     members = ens.members()
     total_updates = 0
-    margins = np.zeros((n, K))
     for j in range(N):
         st = init_state(d, K, dtype=dtype)
         rows = order[mask[order, j]]

@@ -1,29 +1,21 @@
 """scikit-learn estimators for the online linear rules.
 
-Each estimator is a thin shell over :mod:`distlearn.learners`: ``fit`` checks
-the parameters (one declarative table per class), coerces the input once, and
-hands whole chunks to the compiled kernels.  ``X`` may be a numpy array, a
-scipy.sparse matrix, or a distlearn store (a path or a
-:class:`~distlearn.data.store.Dataset`), which is streamed block by block.
+Each estimator is a thin shell over :mod:`distlearn.learners`: it names its
+rule and the rule's parameters (one declarative table per class); the loop
+over epochs, chunks and conversions is :class:`~distlearn.estimators.base.
+OnlineLinearClassifier`'s.  ``X`` may be a numpy array, a scipy.sparse matrix,
+or a distlearn store (a path or a :class:`~distlearn.data.store.Dataset`),
+which is streamed block by block.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
-
-from . import rng
-from ._validation import Boolean, Integral, Options, Real, RandomState, check_params, is_store
-from .learners import copy_state, init_state, learn_chunk, make_rule, state_coef
-from .conversions import make_conversion
-from .learners.linear import _raise_non_finite, row_sqnorms
+from .._validation import Boolean, Options, Real
+from ..learners import RULES, make_rule
+from .base import OnlineLinearClassifier, data_radius
 
 __all__ = [
     "Perceptron",
@@ -34,357 +26,8 @@ __all__ = [
     "PassiveAggressive",
     "MIRA",
     "LMS",
+    "ESTIMATORS",
 ]
-
-
-def encode_labels(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Labels -> indices into the sorted ``classes``; unknown labels are named in the error."""
-    if y.dtype.kind in "iu" and classes.dtype.kind in "iu" and len(y):
-        # Integer labels: a lookup table over [min, max] (one gather) when the
-        # range is small, instead of a binary search per label.
-        lo, hi = int(y.min()), int(y.max())
-        if hi - lo < 1 << 20:
-            lut = np.full(hi - lo + 1, -1, np.int64)
-            inside = classes[(classes >= lo) & (classes <= hi)]
-            lut[inside.astype(np.int64) - lo] = np.searchsorted(classes, inside)
-            idx = lut[(y - lo).astype(np.intp)]
-            if idx.min() < 0:
-                unknown = np.unique(y[idx < 0])[:5]
-                raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
-            return idx
-    idx = np.searchsorted(classes, y)
-    idx[idx >= len(classes)] = 0
-    bad = classes[idx] != y
-    if np.any(bad):
-        unknown = np.unique(np.asarray(y)[bad])[:5]
-        raise ValueError(f"y contains labels not in classes_ {classes.tolist()}: {unknown.tolist()}")
-    return idx.astype(np.int64)
-
-
-class _ConversionParam:
-    def check(self, name: str, value: Any) -> None:
-        make_conversion(value)
-
-
-_COMMON = {
-    "epochs": Integral(1, None),
-    "shuffle": Boolean(),
-    "random_state": RandomState(),
-    "fit_intercept": Boolean(),
-    "dtype": Options("float64", "float32", np.float64, np.float32),
-    "conversion": _ConversionParam(),
-}
-
-
-class _OnlineLinearClassifier(ClassifierMixin, BaseEstimator):
-    """Shared machinery: parameters, input handling, epochs, prediction."""
-
-    _params: dict[str, Any] = {}
-
-    # -- per-rule hooks -------------------------------------------------------
-    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
-        """(rule name, rule parameters, native multiclass?) for this problem."""
-        raise NotImplementedError
-
-    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
-        """Hook for rules that measure the data before learning (margin perceptron)."""
-
-    # -- parameters and input -------------------------------------------------
-    def _check_params(self) -> None:
-        check_params(self, {**_COMMON, **self._params})
-
-    @property
-    def _np_dtype(self) -> np.dtype:
-        return np.dtype(self.dtype)
-
-    def _validate_xy(self, X: Any, y: Any, reset: bool) -> tuple[Any, np.ndarray]:
-        # No finiteness pass over X here: the kernels notice a NaN or infinity
-        # when its row's margin comes out non-finite (before any update from
-        # that row), and fit/partial_fit then roll back; see _guard.
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-                             reset=reset, ensure_min_samples=1, ensure_all_finite=False)
-        y = np.asarray(y)
-        if y.dtype.kind not in "iu":  # integer labels are classes already
-            check_classification_targets(y)
-        return X, y
-
-    @staticmethod
-    def _classes(y: np.ndarray) -> np.ndarray:
-        if y.dtype.kind in "iu" and len(y):
-            lo = int(y.min())
-            span = int(y.max()) - lo + 1
-            if span <= 1 << 20:
-                return np.flatnonzero(np.bincount((y - lo).astype(np.intp), minlength=span)).astype(y.dtype) + lo
-        return np.unique(y)
-
-    def _encode(self, y: np.ndarray) -> np.ndarray:
-        return encode_labels(self.classes_, y)
-
-    _FITTED = ("classes_", "coef_", "intercept_", "n_features_in_", "feature_names_in_", "n_updates_",
-               "online_errors_", "n_iter_", "t_", "_state", "_rule_obj", "_seed", "horizon_", "radius_",
-               "eta_", "summary_", "_tracker", "_conv", "_pass", "hypothesis_")
-
-    def _forget(self) -> None:
-        """Drop every fitted attribute: a failed fit leaves no model that looks valid."""
-        for name in self._FITTED:
-            self.__dict__.pop(name, None)
-
-    def _snapshot(self) -> tuple[Any, ...]:
-        return (copy_state(self._state), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
-                copy.deepcopy(self._tracker))
-
-    def _restore(self, snap: tuple[Any, ...]) -> None:
-        self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_, self._tracker = snap
-
-    def _start(self, classes: np.ndarray, n_features: int) -> None:
-        classes = np.asarray(classes)
-        if classes.ndim != 1 or len(classes) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes; got {len(np.unique(classes))} class"
-                f"{'es' if len(np.unique(classes)) != 1 else ''}: {np.unique(classes).tolist()}"
-            )
-        if len(np.unique(classes)) != len(classes):
-            raise ValueError(f"classes must be unique, got {classes.tolist()}")
-        self.classes_ = np.sort(classes)
-        name, params, native = self._rule(len(self.classes_))
-        self._rule_obj = make_rule(name, **params)
-        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
-        self._state = init_state(n_features, n_out, dtype=self._np_dtype)
-        self.n_updates_ = 0
-        self.online_errors_ = 0
-        self.n_iter_ = 0
-        self.t_ = 0
-        self._seed = rng.normalize_seed(self.random_state)
-
-    def _make_tracker(self, X: Any) -> Any:
-        conv = make_conversion(self.conversion)
-        n_out = self._state.W.shape[1]
-        d = self._state.W.shape[0] - 1
-        if is_store(X):
-            from .data.store import open_dataset
-
-            ds = open_dataset(X)
-            nnz = d  # unknown without a pass; the dense bound
-            if getattr(ds, "layout", None) == "csr" and hasattr(ds, "nnz"):
-                nnz = ds.nnz / max(1, ds.n_samples)
-        else:
-            nnz = X.nnz / max(1, X.shape[0]) if sp.issparse(X) else d
-        ctx = {"n_features": d, "n_outputs": n_out, "nnz_per_row": nnz, "seed": self._seed,
-               "radius": lambda: getattr(self, "radius_", None) or _max_row_norm(X, self.fit_intercept)}
-        self._conv = conv
-        self._tracker = conv.tracker(ctx)
-        self._pass = 1
-        self._tracker.begin(self._state)
-
-    def _next_pass(self) -> None:
-        """Replay: the tracker chooses from pass 1's losses; the learner starts over."""
-        self._tracker.plan(self._state)
-        self._state = init_state(self._state.W.shape[0] - 1, self._state.W.shape[1], dtype=self._np_dtype)
-        self._pass += 1
-        self._tracker.begin(self._state)
-
-    def _run(self, X: Any, yi: np.ndarray, order: np.ndarray | None) -> None:
-        log = self._tracker.run_chunk(self._rule_obj, self._state, X, yi, order, self.fit_intercept)
-        if self._pass == 1:
-            self.online_errors_ += int(log.mistake.sum())
-            self.n_updates_ += int(log.updated.sum())
-            self.t_ += len(log.mistake)
-
-    def _finish(self) -> None:
-        H = self._tracker.finalize(self._state)
-        self.summary_ = self._tracker
-        if not isinstance(H, np.ndarray):
-            # Vote or sample: not a linear hypothesis, so no coef_.
-            self.hypothesis_ = H
-            self.__dict__.pop("coef_", None)
-            self.__dict__.pop("intercept_", None)
-            return
-        self.__dict__.pop("hypothesis_", None)
-        dt = self._np_dtype
-        self.coef_ = np.ascontiguousarray(H[:, :-1]).astype(dt, copy=False)
-        self.intercept_ = H[:, -1].astype(dt) if self.fit_intercept else np.zeros(len(H), dt)
-
-    # -- public API -------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None) -> _OnlineLinearClassifier:
-        """Train from scratch for ``epochs`` passes over the data.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
-            Training data, or a distlearn store (path or ``Dataset``), which is
-            streamed block by block with its own labels.
-        y : array-like of shape (n_samples,), default=None
-            Labels; must be None for a store.
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        try:
-            return self._fit(X, y)
-        except BaseException:
-            self._forget()
-            raise
-
-    def _fit(self, X: Any, y: Any) -> _OnlineLinearClassifier:
-        if is_store(X):
-            return self._fit_store(X, y)
-        X, y = self._validate_xy(X, y, reset=True)
-        self._start(self._classes(y), X.shape[1])
-        yi = self._encode(y)
-        self._prepare(X, X.shape[0] * self.epochs, first=True)
-        self._make_tracker(X)
-        n = X.shape[0]
-        for p in range(self._conv.passes):
-            if p:
-                self._next_pass()
-            for epoch in range(self.epochs):
-                order = None
-                if self.shuffle:
-                    order = rng.block_generator(self._seed, "shuffle", epoch).permutation(n)
-                self._run(X, yi, order)
-                if p == 0:
-                    self.n_iter_ += 1
-                if self._tracker.halted:  # the conversion stopped training early
-                    break
-        self._finish()
-        return self
-
-    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> _OnlineLinearClassifier:
-        """One pass over ``X`` in the given order, continuing from the current weights.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
-        y : array-like of shape (n_samples,)
-        classes : array-like of shape (n_classes,), default=None
-            All the classes that will ever be seen.  Needed on the first call
-            unless this batch already contains every class.
-
-        Returns
-        -------
-        self
-        """
-        first = not hasattr(self, "classes_")
-        if first:
-            self._check_params()
-        passes = make_conversion(self.conversion).passes
-        if passes > 1:
-            raise ValueError(f"conversion={self.conversion!r} replays the data (two passes), which partial_fit "
-                             "cannot do; use fit, or a one-pass conversion: 'last', 'average', 'tree', 'vote' or 'sample'")
-        snap = None if first else self._snapshot()
-        try:
-            return self._partial_fit(X, y, classes, first)
-        except BaseException:
-            # Nothing of a failed call is kept: the model is as before it.
-            if snap is None:
-                self._forget()
-            else:
-                self._restore(snap)
-                self._finish()
-            raise
-
-    def _partial_fit(self, X: Any, y: Any, classes: Any, first: bool) -> _OnlineLinearClassifier:
-        if is_store(X):
-            return self._fit_store(X, y, partial=True, classes=classes)
-        X, y = self._validate_xy(X, y, reset=first)
-        if first:
-            self._start(self._classes(y) if classes is None else np.asarray(classes), X.shape[1])
-            self._prepare(X, X.shape[0], first=True)
-            self._make_tracker(X)
-        elif classes is not None and not np.array_equal(np.sort(np.asarray(classes)), self.classes_):
-            raise ValueError(f"classes={np.asarray(classes).tolist()} differs from the first call's {self.classes_.tolist()}")
-        self._run(X, self._encode(y), None)
-        self.n_iter_ += 1
-        self._finish()
-        return self
-
-    def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> _OnlineLinearClassifier:
-        from .data.store import open_dataset
-
-        if y is not None:
-            raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
-        ds = open_dataset(X)
-        if ds.classes is None:
-            raise ValueError(f"store {ds.path}: labels are not classes (continuous targets?)")
-        first = not partial or not hasattr(self, "classes_")
-        if first:
-            self._start(ds.classes if classes is None else np.asarray(classes), ds.n_features)
-            self.n_features_in_ = ds.n_features
-            self._prepare(ds, ds.n_samples * (1 if partial else self.epochs), first=True)
-            self._make_tracker(ds)
-        elif ds.n_features != self.n_features_in_:
-            raise ValueError(f"store {ds.path} has {ds.n_features} features, but {type(self).__name__} "
-                             f"is expecting {self.n_features_in_} features as input")
-        epochs = 1 if partial else self.epochs
-        nb = ds.n_blocks
-        dt = self._np_dtype
-        for p in range(1 if partial else self._conv.passes):
-            if p:
-                self._next_pass()
-            self._store_epochs(ds, epochs, partial, count=p == 0)
-        self._finish()
-        return self
-
-    def _store_epochs(self, ds: Any, epochs: int, partial: bool, count: bool) -> None:
-        nb = ds.n_blocks
-        dt = self._np_dtype
-        for epoch in range(epochs):
-            shuffle = self.shuffle and not partial
-            blocks = np.arange(nb)
-            if shuffle:
-                # Streaming shuffle: a seeded permutation of the blocks, and of
-                # the rows inside each block (a full permutation would need
-                # random access across the whole store).
-                blocks = rng.block_generator(self._seed, "shuffle-blocks", epoch).permutation(nb)
-            for b in blocks:
-                block = ds.read_block(int(b))
-                Xb = block.X
-                if sp.issparse(Xb):
-                    Xb = Xb.astype(dt, copy=False)
-                else:
-                    Xb = np.ascontiguousarray(Xb, dtype=dt)
-                order = None
-                if shuffle:
-                    order = rng.block_generator(self._seed, "shuffle-rows", epoch * (1 << 32) + int(b)).permutation(Xb.shape[0])
-                self._run(Xb, self._encode(np.asarray(block.y)), order)
-                if self._tracker.halted:
-                    break
-            if count:
-                self.n_iter_ += 1
-            if self._tracker.halted:
-                break
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Scores: shape (n_samples,) for two classes (positive means ``classes_[1]``),
-        (n_samples, n_classes) otherwise."""
-        check_is_fitted(self, "summary_")
-        if is_store(X):
-            from .data.store import open_dataset
-
-            ds = open_dataset(X)
-            k = 1 if len(self.classes_) == 2 else len(self.classes_)
-            return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
-                np.zeros((0,) if k == 1 else (0, k))
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
-        if "hypothesis_" in self.__dict__:
-            return self.hypothesis_.decision_function(X)
-        scores = X @ self.coef_.T.astype(np.float64) + self.intercept_.astype(np.float64)
-        scores = np.asarray(scores)
-        return scores.ravel() if scores.shape[1] == 1 else scores
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Predicted labels (``sgn(0) = +1``: a zero score predicts ``classes_[1]``)."""
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores >= 0).astype(np.intp)]
-        return self.classes_[np.argmax(scores, axis=1)]
-
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
 
 
 _COMMON_DOC = """
@@ -418,7 +61,7 @@ def _doc(cls: type) -> type:
 
 
 @_doc
-class Perceptron(_OnlineLinearClassifier):
+class Perceptron(OnlineLinearClassifier):
     """The classic perceptron (Rosenblatt): update ``w += eta * y * x`` when ``y * w.x <= 0``.
 
     Parameters
@@ -483,7 +126,7 @@ class Perceptron(_OnlineLinearClassifier):
 
 
 @_doc
-class GeneralizedPerceptron(_OnlineLinearClassifier):
+class GeneralizedPerceptron(OnlineLinearClassifier):
     """The generalised perceptron of Harrington et al. (2003), Algorithm 1.
 
     Update ``w += eta_k * y * x`` when ``y * (w.x) / ||w|| <= rho_k``, where k
@@ -510,7 +153,7 @@ class GeneralizedPerceptron(_OnlineLinearClassifier):
     References
     ----------
     E. Harrington, R. Herbrich, J. Kivinen, J. Platt, R. C. Williamson.
-    Online Bayes Point Machines. PAKDD 2003 (``papers/004``), Section 2.
+    Online Bayes Point Machines. PAKDD 2003, Section 2.
 
     Examples
     --------
@@ -545,8 +188,8 @@ class GeneralizedPerceptron(_OnlineLinearClassifier):
 
 
 @_doc
-class MarginPerceptron(_OnlineLinearClassifier):
-    """The finite-horizon margin-based perceptron of Dekel & Singer (2005), Fig. 1.
+class MarginPerceptron(OnlineLinearClassifier):
+    """The finite-horizon margin-based perceptron of Dekel (2008), Fig. 1.
 
     When the hinge loss ``1 - y w.x`` is positive: ``w' = w + y x / (sqrt(m) R)``,
     then ``w = w' / max(1, ||w'||)``.
@@ -572,8 +215,8 @@ class MarginPerceptron(_OnlineLinearClassifier):
 
     References
     ----------
-    O. Dekel, Y. Singer. Data-driven online to batch conversions. NIPS 2005
-    (``papers/002``), Figure 1.
+    O. Dekel. From online to batch learning with cutoff-averaging. NIPS 2008,
+    Figure 1.
 
     Examples
     --------
@@ -599,35 +242,20 @@ class MarginPerceptron(_OnlineLinearClassifier):
         self.dtype = dtype
         self.conversion = conversion
 
-    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
+    def _prepare(self, X: Any, n_rows: int) -> None:
         self.horizon_ = int(self.horizon) if self.horizon is not None else max(1, int(n_rows))
         if self.radius is not None:
             self.radius_ = float(self.radius)
         else:
-            self.radius_ = max(_max_row_norm(X, self.fit_intercept), 1e-300)
+            self.radius_ = max(data_radius(X, self.fit_intercept), 1e-300)
         self._rule_obj = make_rule("margin", horizon=self.horizon_, radius=self.radius_)
 
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         return "margin", {"horizon": 1.0, "radius": 1.0}, False  # set for real in _prepare
 
 
-def _max_row_norm(X: Any, fit_intercept: bool) -> float:
-    extra = 1.0 if fit_intercept else 0.0
-    if is_store(X):
-        from .data.store import open_dataset
-
-        return max((_max_row_norm(b.X, fit_intercept) for b in open_dataset(X).iter_blocks()), default=math.sqrt(extra))
-    sq = row_sqnorms(X)
-    top = float(sq.max()) if len(sq) else 0.0
-    if not math.isfinite(top):
-        r = int(np.flatnonzero(~np.isfinite(sq))[0])
-        _raise_non_finite(X, r, r)
-        raise ValueError(f"row {r} of X has a squared norm that overflows float64; scale the features")
-    return math.sqrt(top + extra)
-
-
 @_doc
-class ALMA(_OnlineLinearClassifier):
+class ALMA(OnlineLinearClassifier):
     """ALMA_2, Gentile's Approximate Large Margin Algorithm (p = 2).
 
     With k counting updates from 1: update when ``y w.x <= (1 - alpha) B / sqrt(k)``:
@@ -659,7 +287,7 @@ class ALMA(_OnlineLinearClassifier):
     ----------
     C. Gentile. A new approximate maximal margin classification algorithm.
     JMLR 2:213-242, 2001.  Harrington et al., Online Bayes Point Machines,
-    PAKDD 2003 (``papers/004``), Section 2.
+    PAKDD 2003, Section 2.
 
     Examples
     --------
@@ -691,7 +319,7 @@ class ALMA(_OnlineLinearClassifier):
 
 
 @_doc
-class ROMMA(_OnlineLinearClassifier):
+class ROMMA(OnlineLinearClassifier):
     """ROMMA, the Relaxed Online Maximum Margin Algorithm (Li & Long, 2002).
 
     On a mistake (``aggressive``: whenever ``y w.x < 1``) the new ``w`` is the
@@ -750,7 +378,7 @@ class ROMMA(_OnlineLinearClassifier):
 
 
 @_doc
-class PassiveAggressive(_OnlineLinearClassifier):
+class PassiveAggressive(OnlineLinearClassifier):
     """Passive-Aggressive classifiers PA, PA-I and PA-II (Crammer et al., 2006).
 
     With the hinge loss ``l = max(0, 1 - y w.x)``: ``w += tau y x`` where
@@ -818,7 +446,7 @@ class PassiveAggressive(_OnlineLinearClassifier):
 
 
 @_doc
-class MIRA(_OnlineLinearClassifier):
+class MIRA(OnlineLinearClassifier):
     """MIRA, the Margin Infused Relaxed Algorithm (Crammer & Singer, 2003).
 
     Binary: when ``y w.x <= beta``, ``w += tau y x`` with
@@ -877,7 +505,7 @@ class MIRA(_OnlineLinearClassifier):
 
 
 @_doc
-class LMS(_OnlineLinearClassifier):
+class LMS(OnlineLinearClassifier):
     """LMS (Widrow-Hoff) regression used as a classifier: ``w += eta (y - w.x) x``,
     predicting the sign of ``w.x``.
 
@@ -925,12 +553,16 @@ class LMS(_OnlineLinearClassifier):
         self.dtype = dtype
         self.conversion = conversion
 
-    def _prepare(self, X: Any, n_rows: int, first: bool) -> None:
+    def _prepare(self, X: Any, n_rows: int) -> None:
         if self.eta == "auto":
-            self.eta_ = 1.0 / max(_max_row_norm(X, self.fit_intercept), 1e-150) ** 2
+            self.eta_ = 1.0 / max(data_radius(X, self.fit_intercept), 1e-150) ** 2
         else:
             self.eta_ = float(self.eta)
         self._rule_obj = make_rule("lms", eta=self.eta_)
 
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         return "lms", {"eta": 1.0}, False  # set for real in _prepare
+
+
+#: Rule name -> its estimator class, read from the rule registry (:data:`distlearn.learners.RULES`).
+ESTIMATORS: dict[str, type[OnlineLinearClassifier]] = {name: globals()[spec.estimator] for name, spec in RULES.items()}

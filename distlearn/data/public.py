@@ -1,0 +1,74 @@
+"""Where the public data sets used by the examples and benchmarks are found.
+
+distlearn ships no third-party data.  The examples that reproduce the papers on
+real data look for it here, in this order: the path given on the command line,
+an environment variable, then a system location a package manager installs to.
+
+Fashion-MNIST
+    The four gzipped IDX files of Zalando's release,
+    https://github.com/zalandoresearch/fashion-mnist (``train-images-idx3-ubyte.gz``,
+    ``train-labels-idx1-ubyte.gz``, ``t10k-images-idx3-ubyte.gz``,
+    ``t10k-labels-idx1-ubyte.gz``).  Debian's package ``dataset-fashion-mnist``
+    installs them in :data:`FASHION_DEBIAN`.  Environment: ``$DISTLEARN_FASHION_MNIST``.
+LETTER
+    The 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file
+    (https://archive.ics.uci.edu/dataset/59/letter+recognition, or LIBSVM's
+    ``letter.scale`` and ``letter.scale.t`` concatenated).  Environment:
+    ``$DISTLEARN_LETTER``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "FASHION_ENV",
+    "FASHION_DEBIAN",
+    "FASHION_FILES",
+    "FASHION_HELP",
+    "LETTER_ENV",
+    "fashion_mnist_dir",
+    "letter_file",
+    "no_fashion_message",
+]
+
+FASHION_ENV = "DISTLEARN_FASHION_MNIST"
+FASHION_DEBIAN = Path("/usr/share/datasets/fashion-mnist")
+FASHION_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+FASHION_HELP = (
+    f"directory with the four gzipped Fashion-MNIST IDX files ({', '.join(FASHION_FILES)}) of Zalando's "
+    "release, https://github.com/zalandoresearch/fashion-mnist, or of Debian's package dataset-fashion-mnist "
+    f"(default: ${FASHION_ENV}, else {FASHION_DEBIAN} if it exists)"
+)
+LETTER_ENV = "DISTLEARN_LETTER"
+
+
+def fashion_mnist_dir(path: str | os.PathLike | None = None) -> Path | None:
+    """``path``, else ``$DISTLEARN_FASHION_MNIST``, else Debian's directory if installed, else None."""
+    if path is not None:
+        return Path(path)
+    if os.environ.get(FASHION_ENV):
+        return Path(os.environ[FASHION_ENV])
+    return FASHION_DEBIAN if FASHION_DEBIAN.is_dir() else None
+
+
+def no_fashion_message(option: str) -> str:
+    """The one line a command prints when it finds no Fashion-MNIST files."""
+    return (
+        f"no Fashion-MNIST data: pass {option} DIR, set {FASHION_ENV}=DIR, or install Debian's package "
+        f"dataset-fashion-mnist (files in {FASHION_DEBIAN}); the files are at "
+        "https://github.com/zalandoresearch/fashion-mnist"
+    )
+
+
+def letter_file(path: str | os.PathLike | None = None) -> Path | None:
+    """``path``, else ``$DISTLEARN_LETTER``, else None."""
+    if path is not None:
+        return Path(path)
+    return Path(os.environ[LETTER_ENV]) if os.environ.get(LETTER_ENV) else None

@@ -1,0 +1,221 @@
+"""The executor: one interface over "in this process" and "on a Dask cluster".
+
+Every parallel plan of distlearn -- learner-parallel OBPM, data-parallel
+parameter mixing, run-parallel grids and permutation members -- is written once
+against this interface: it submits pure tasks under explicit keys, merges
+partial results in reduction trees, waits and gathers.  :class:`InProcess`
+runs the same task functions with the same merge grouping
+(:func:`~distlearn.distributed.graph.fold`) here, so a plan gives the same bits
+in this process and on any cluster.
+
+``scheduler=``, wherever an estimator or :func:`~distlearn.distributed.run_grid`
+accepts it, means what :func:`executor_for` says, and nothing else:
+
+==========================  =======================================================
+``None``, ``"in-process"``  this process (threads where the plan has ``n_jobs``)
+``"local"``                 a LocalCluster on 127.0.0.1 for this call, closed after
+                            it (one single-threaded worker process per core)
+``"tcp://host:8786"``       the scheduler at that address (``tls://`` with TLS
+                            from dask's configuration or :func:`make_security`)
+``"path/scheduler.json"``   the scheduler a scheduler file names
+a ``distributed.Client``    that client's cluster (not closed afterwards)
+==========================  =======================================================
+
+A cluster is never started unasked: ``None`` is always this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .._config import SPLIT_EVERY
+from . import graph
+from .cluster import describe, get_client
+
+__all__ = ["Executor", "InProcess", "OnDask", "executor_for"]
+
+
+def _resolve(a: Any) -> Any:
+    return a.result() if isinstance(a, Future) else a
+
+
+class Executor:
+    """What a plan may do.  ``kind`` is ``"in-process"`` or ``"dask"``; ``n_workers`` the parallelism."""
+
+    kind: str
+    n_workers: int
+
+    def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
+        """Run ``fn(*args)`` (handles among ``args`` are replaced by their values) as the task ``key``.
+
+        With ``nout=k`` the task returns a k-tuple and a list of k handles is returned.
+        """
+        raise NotImplementedError
+
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
+        """A reduction tree of fan-in ``split_every`` over ``parts`` (the same grouping everywhere)."""
+        raise NotImplementedError
+
+    def scatter(self, obj: Any) -> Any:
+        """A handle to ``obj`` that tasks can take as an argument (shipped to the cluster once)."""
+        raise NotImplementedError
+
+    def wait(self, handles: Sequence[Any]) -> None:
+        """Block until every handle is done; raise the first task error."""
+        raise NotImplementedError
+
+    def result(self, handle: Any) -> Any:
+        raise NotImplementedError
+
+    def as_completed(self, handles: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        """``(index, handle)`` as the tasks finish (in submission order in process)."""
+        raise NotImplementedError
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        """Drop what is still pending."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class InProcess(Executor):
+    """Run tasks here: at once (``n_jobs=1``) or on a thread pool.
+
+    Submission order is execution order on the pool, and a task only waits for
+    tasks submitted before it, so task chains cannot deadlock.
+    """
+
+    kind = "in-process"
+
+    def __init__(self, n_jobs: int = 1) -> None:
+        self.n_jobs = max(1, int(n_jobs))
+        self._pool = ThreadPoolExecutor(self.n_jobs) if self.n_jobs > 1 else None
+        self.n_workers = self.n_jobs
+
+    def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
+        if self._pool is not None:
+            f = self._pool.submit(lambda: fn(*[_resolve(a) for a in args]))
+        else:
+            f = Future()
+            try:
+                f.set_result(fn(*[_resolve(a) for a in args]))
+            except BaseException as exc:  # surfaced by result(), as on the pool
+                f.set_exception(exc)
+        if nout is None:
+            return f
+        return [self.submit((key, "out", i), operator.getitem, f, i) for i in range(nout)]
+
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
+        return self.submit(key, lambda *vals: graph.fold(vals, merge, split_every=split_every), *parts)
+
+    def scatter(self, obj: Any) -> Any:
+        return obj
+
+    def wait(self, handles: Sequence[Any]) -> None:
+        for h in handles:
+            h.result()
+
+    def result(self, handle: Any) -> Any:
+        return _resolve(handle)
+
+    def as_completed(self, handles: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        for i, h in enumerate(handles):
+            h.exception()  # wait
+            yield i, h
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        for h in handles:
+            if isinstance(h, Future):
+                h.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def describe(self) -> str:
+        return f"in-process, {self.n_jobs} thread{'s' if self.n_jobs > 1 else ''}"
+
+
+class OnDask(Executor):
+    """Run tasks on a ``distributed.Client``.
+
+    Every task gets an explicit key; the same key within a plan is the same
+    work (a retry after a lost worker recomputes it, with the same bits).
+    ``retries`` re-runs a task that raised (a flaky file system); a task whose
+    worker died is rescheduled by Dask itself.
+    """
+
+    kind = "dask"
+
+    def __init__(self, client: Any, retries: int = 1) -> None:
+        self.client = client
+        self.retries = int(retries)
+        info = client.scheduler_info()
+        self.n_workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+
+    def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
+        f = self.client.submit(fn, *args, key=key, retries=self.retries)
+        if nout is None:
+            return f
+        name, *index = key if isinstance(key, tuple) else (key,)
+        return [self.client.submit(operator.getitem, f, i, key=(f"{name}-out{i}", *index)) for i in range(nout)]
+
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
+        return self.client.compute(graph.tree_reduce(parts, merge, split_every=split_every, name=key),
+                                   retries=self.retries)
+
+    def scatter(self, obj: Any) -> Any:
+        return self.client.scatter([obj], broadcast=False, hash=True)[0]
+
+    def wait(self, handles: Sequence[Any]) -> None:
+        from distributed import wait
+
+        wait(list(handles))
+        for h in handles:  # raise the first task error, with the worker's traceback
+            if h.status == "error":
+                h.result()
+
+    def result(self, handle: Any) -> Any:
+        return handle.result()
+
+    def as_completed(self, handles: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        from distributed import as_completed
+
+        index = {h.key: i for i, h in enumerate(handles)}
+        for h in as_completed(list(handles)):
+            yield index[h.key], h
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        pending = [h for h in handles if not h.done()]
+        if pending:
+            self.client.cancel(pending)
+
+    def describe(self) -> str:
+        return "dask " + describe(self.client)
+
+
+@contextlib.contextmanager
+def executor_for(scheduler: Any, *, n_jobs: int = 1, retries: int = 1, n_workers: int | None = None,
+                 security: Any = None) -> Iterator[Executor]:
+    """The executor for ``scheduler`` (see the module docstring for its meanings).
+
+    ``n_jobs`` sizes the in-process thread pool, ``n_workers`` a ``"local"``
+    cluster, ``retries`` the Dask retries of a failed task, ``security`` the TLS
+    of a cluster this call connects to or starts.
+    """
+    if scheduler is None or (isinstance(scheduler, str) and scheduler == "in-process"):
+        ex = InProcess(n_jobs)
+        try:
+            yield ex
+        finally:
+            ex.close()
+        return
+    if isinstance(scheduler, str) and scheduler in ("sync", "threads", ""):
+        raise ValueError(f"scheduler={scheduler!r} is not a distlearn scheduler; use None or 'in-process' (this "
+                         "process), 'local', an address, a scheduler file or a distributed.Client")
+    with get_client(None if scheduler == "local" else scheduler, n_workers=n_workers, security=security) as client:
+        yield OnDask(client, retries=retries)

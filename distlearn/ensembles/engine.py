@@ -1,0 +1,260 @@
+"""The ensemble engine: N linear learners run side by side in one compiled pass per chunk.
+
+This is the machinery of the Online Bayes Point Machine (Harrington, Herbrich,
+Kivinen, Platt & Williamson 2003, Algorithm 2), without any estimator: the
+state of N learners (:class:`EnsembleState`), the chunk driver
+(:func:`learn_ensemble_chunk`) over the fused kernel of
+:mod:`distlearn.ensembles._kernels`, and the margin-bound member weights of the
+paper's eq. (2) (:func:`margin_bound_weights`).
+
+Learner ``j`` is shown example ``t`` when its Bernoulli(tau) draw ``b_{j,t}``
+is 1; the draw is a pure function of ``(seed, j, t, epoch)``
+(:func:`distlearn.rng.obpm_mask`), with ``t`` the example's global index, so the
+weights are bit-identical for any chunk size, any split of the learners into
+groups and any worker count.  Each example is read once; the margins of every
+member come from one sweep of its nonzeros over feature-major weights, then the
+members with ``b_{j,t} = 1`` update.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import rng
+from ..learners.linear import NonFiniteError, Rule, raise_non_finite
+from . import _kernels as EK
+
+__all__ = [
+    "EnsembleState",
+    "concat_states",
+    "init_ensemble",
+    "learner_groups",
+    "learn_ensemble_chunk",
+    "margin_bound",
+    "margin_bound_weights",
+]
+
+
+class EnsembleState(NamedTuple):
+    """N learners with K output columns each: column ``c = j * K + k``.
+
+    The true weights of column ``c`` are ``scale[c] * W[:, c]``; ``W`` is
+    feature-major, so feature ``f``'s ``N * K`` values are contiguous.  With a
+    running sum, ``sum_c = accP[:, c] + accq[0, c] * W[:, c]`` (the
+    single-learner kernels' form, :class:`distlearn.learners.RunningSum`).
+    """
+
+    W: np.ndarray              #: (n_features + 1, N * K), weights' dtype
+    scale: np.ndarray          #: (N * K,) float64
+    sqnorm: np.ndarray         #: (N * K,) float64
+    n_updates: np.ndarray      #: (N * K,) int64
+    member_rounds: np.ndarray  #: (N,) int64: examples each member was shown
+    n_rounds: np.ndarray       #: (1,) int64: examples seen by the ensemble
+    accP: np.ndarray           #: (n_features + 1, N * K) float64, or empty
+    accq: np.ndarray           #: (2, N * K) float64, or empty
+
+    @property
+    def n_learners(self) -> int:
+        return len(self.member_rounds)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.W.shape[1] // len(self.member_rounds)
+
+    def copy(self) -> EnsembleState:
+        return EnsembleState(*(a.copy() for a in self))
+
+    def members(self) -> np.ndarray:
+        """True member weights, shape (N, K, n_features + 1), bias last."""
+        N, K = self.n_learners, self.n_outputs
+        full = self.W.astype(np.float64) * self.scale[None, :]
+        return full.T.reshape(N, K, -1)
+
+    def member_sums(self) -> np.ndarray:
+        """The running sums, shape (N, K, n_features + 1)."""
+        N, K = self.n_learners, self.n_outputs
+        s = self.accP + self.accq[0][None, :] * self.W.astype(np.float64)
+        return s.T.reshape(N, K, -1)
+
+
+def init_ensemble(n_features: int, n_learners: int, n_outputs: int, *, dtype: Any = np.float64,
+                  running_sum: bool = False) -> EnsembleState:
+    """Zero weights for ``n_learners`` members of ``n_outputs`` columns each."""
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dt}")
+    nk = int(n_learners) * int(n_outputs)
+    d1 = int(n_features) + 1
+    if running_sum:
+        accP = np.zeros((d1, nk), np.float64)
+        accq = np.vstack([np.zeros(nk), np.ones(nk)])
+    else:
+        accP, accq = np.zeros((0, 0), np.float64), np.zeros((0, 0), np.float64)
+    return EnsembleState(np.zeros((d1, nk), dt), np.ones(nk), np.zeros(nk), np.zeros(nk, np.int64),
+                         np.zeros(int(n_learners), np.int64), np.zeros(1, np.int64), accP, accq)
+
+
+def learner_groups(n_learners: int, groups: int) -> list[tuple[int, int]]:
+    """Contiguous learner ranges: ``groups`` of them, sizes as equal as possible."""
+    g = max(1, min(int(groups), n_learners))
+    edges = np.linspace(0, n_learners, g + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def learn_ensemble_chunk(
+    rule: Rule,
+    state: EnsembleState,
+    X: Any,
+    y: np.ndarray,
+    tids: np.ndarray,
+    *,
+    seed: int,
+    tau: float,
+    epoch: int = 0,
+    order: np.ndarray | None = None,
+    fit_intercept: bool = False,
+    bias: float = 1.0,
+    acc_mode: int = EK.ACC_NONE,
+    groups: int = 1,
+    n_jobs: int = 1,
+    first_learner: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run every member over one chunk (rows ``order`` of X, in that order).
+
+    ``tids[r]`` is the global example index of row ``r``: with ``seed``,
+    ``epoch`` and the learner index it decides ``b_{j,t}``.  The learners run
+    in ``groups`` contiguous groups (on ``n_jobs`` threads; the kernel releases
+    the GIL); the weights do not depend on either.  ``first_learner`` is the
+    ensemble index of ``state``'s first learner (for the draws): a Dask task
+    holding learners ``a .. b - 1`` of a larger ensemble passes their columns
+    as ``state`` and ``first_learner=a``.
+
+    Returns ``(margin_sum, n_updates)``: per round, the sum of the members'
+    margins (shape (n, K), true units) and the number of members that updated.
+    """
+    n_rows = X.shape[0]
+    order = np.arange(n_rows, dtype=np.int64) if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    n = order.shape[0]
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    tids = np.ascontiguousarray(tids, dtype=np.int64)
+    N, K = state.n_learners, state.n_outputs
+    if y.shape != (n_rows,) or tids.shape != (n_rows,):
+        raise ValueError(f"y and tids need one entry per row of X ({n_rows}); got {y.shape} and {tids.shape}")
+    if X.shape[1] != state.W.shape[0] - 1:
+        raise ValueError(f"X has {X.shape[1]} features; the ensemble has {state.W.shape[0] - 1}")
+    if n and (order.min() < 0 or order.max() >= n_rows):
+        raise ValueError(f"order has row indices outside [0, {n_rows - 1}]")
+    if K > 1 and n and (y.min() < 0 or y.max() >= K):
+        raise ValueError(f"class indices must be in [0, {K - 1}] for {K} output columns")
+    if rule.native and K < 3:
+        raise ValueError(f"native multiclass rule {rule.name!r} needs at least 3 output columns, got {K}")
+    if acc_mode != EK.ACC_NONE and state.accP.shape != state.W.shape:
+        raise ValueError("this ensemble state keeps no running sum (init_ensemble(..., running_sum=True))")
+    dt = state.W.dtype
+    Xc = X.tocsr() if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
+    if not Xc.has_canonical_format:
+        Xc = Xc.copy()
+        Xc.sum_duplicates()
+    data = Xc.data if Xc.data.dtype == dt else Xc.data.astype(dt)
+    indptr, indices = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64)
+    key = np.uint64(rng.epoch_key(seed, epoch))
+    thr = rng.mask_threshold(tau)
+    ranges = learner_groups(N, groups)
+    outs = [(np.zeros(n * K), np.zeros(n, np.int32)) for _ in ranges]
+    accP = state.accP.reshape(-1)
+    accq = state.accq.reshape(-1)
+    if acc_mode == EK.ACC_NONE:
+        accP, accq = np.zeros(0), np.zeros(0)
+
+    def run(g: int) -> int:
+        a, b = ranges[g]
+        return EK._obpm_csr(indptr, indices, data, y, order, tids, key, thr, a * K, b * K, K, rule.code,
+                            rule.params, bool(fit_intercept), float(bias), state.W, state.scale, state.sqnorm,
+                            state.n_updates, state.member_rounds, outs[g][0], outs[g][1], 0, acc_mode,
+                            accP, accq, int(first_learner))
+
+    if n_jobs > 1 and len(ranges) > 1:
+        with ThreadPoolExecutor(min(n_jobs, len(ranges))) as pool:
+            bad = list(pool.map(run, range(len(ranges))))
+    else:
+        bad = [run(g) for g in range(len(ranges))]
+    first_bad = min((b for b in bad if b >= 0), default=-1)
+    if first_bad >= 0:
+        r = int(order[first_bad])
+        raise_non_finite(Xc, r, first_bad)
+        raise NonFiniteError(
+            f"the weights overflowed: the margin of row {r} (round {first_bad} of this chunk) is not finite "
+            "although the row is; use a smaller step size or scale the features", r, first_bad)
+    state.n_rounds[0] += n
+    margin = outs[0][0]
+    upd = outs[0][1]
+    for m2, u2 in outs[1:]:
+        margin = margin + m2
+        upd = upd + u2
+    return margin.reshape(n, K), upd
+
+
+def margin_bound(gamma: np.ndarray, G: np.ndarray, alpha: np.ndarray) -> float:
+    """The right-hand side of eq. (2): ``sum_j a_j gamma_j / sqrt(a' G a)``."""
+    q = float(alpha @ G @ alpha)
+    return float(alpha @ gamma) / math.sqrt(q) if q > 0 else -math.inf
+
+
+def margin_bound_weights(members: np.ndarray, margins: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Convex weights maximising the margin lower bound, eq. (2) of the OBPM paper.
+
+    ``members``: (N, D) weight vectors (normalised here to unit length, as the
+    bound assumes); ``margins``: their training-set margins ``gamma_z(w_j)``
+    (of the normalised vectors).  The bound ``a'gamma / sqrt(a' G a)`` is
+    scale-free in ``a``, so it is maximised by minimising ``a' G a`` subject to
+    ``a'gamma = 1, a >= 0`` (a convex QP, SLSQP) and normalising ``a`` to sum 1.
+    When no member has a positive margin the bound says nothing; the uniform
+    weights ``1/N`` are returned.
+
+    Returns ``(alpha, bound(alpha), bound(uniform))``.
+    """
+    from scipy.optimize import minimize
+
+    Wn = np.asarray(members, np.float64)
+    norms = np.linalg.norm(Wn, axis=1)
+    norms[norms == 0] = 1.0
+    Wn = Wn / norms[:, None]
+    G = Wn @ Wn.T
+    N = len(Wn)
+    uniform = np.full(N, 1.0 / N)
+    b_uni = margin_bound(margins, G, uniform)
+    if N == 1 or not np.any(margins > 0):
+        return uniform, b_uni, b_uni
+    pos = margins > 0
+    x0 = np.where(pos, 1.0, 0.0)
+    x0 /= x0 @ margins
+    res = minimize(lambda a: a @ G @ a, x0, jac=lambda a: 2.0 * (G @ a), method="SLSQP",
+                   bounds=[(0.0, None)] * N, constraints=[{"type": "eq", "fun": lambda a: a @ margins - 1.0,
+                                                           "jac": lambda a: margins}],
+                   options={"maxiter": 500, "ftol": 1e-12})
+    a = np.clip(res.x, 0.0, None)
+    if not np.isfinite(a).all() or a.sum() <= 0:
+        return uniform, b_uni, b_uni
+    a /= a.sum()
+    b = margin_bound(margins, G, a)
+    if b < b_uni:  # the optimiser did worse than its start: keep what is better
+        return uniform, b_uni, b_uni
+    return a, b, b_uni
+
+
+def concat_states(parts: list[EnsembleState]) -> EnsembleState:
+    """The ensemble state of contiguous learner groups, learners in group order."""
+    first = parts[0]
+    cols = lambda name: np.concatenate([getattr(p, name) for p in parts], axis=-1)  # noqa: E731
+    acc = first.accP.size > 0
+    return EnsembleState(
+        np.concatenate([p.W for p in parts], axis=1), cols("scale"), cols("sqnorm"), cols("n_updates"),
+        cols("member_rounds"), first.n_rounds.copy(),
+        np.concatenate([p.accP for p in parts], axis=1) if acc else first.accP,
+        np.concatenate([p.accq for p in parts], axis=1) if acc else first.accq,
+    )

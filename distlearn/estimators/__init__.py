@@ -1,0 +1,43 @@
+"""The scikit-learn estimators.
+
+- :mod:`.base`: the batch base (:class:`LinearClassifier`) and the online base
+  (:class:`OnlineLinearClassifier`, with ``partial_fit``);
+- :mod:`.linear`: one estimator per linear rule of the registry
+  (:data:`distlearn.learners.RULES`);
+- :mod:`.bayes_point`: :class:`OBPM` (online) and :class:`PermutationBPM` (batch);
+- :mod:`.mixing`: :class:`ParameterMixing` (batch, data-parallel).
+"""
+
+from __future__ import annotations
+
+from .base import LinearClassifier, OnlineLinearClassifier
+from .bayes_point import OBPM, PermutationBPM
+from .linear import (
+    ALMA,
+    ESTIMATORS,
+    LMS,
+    MIRA,
+    ROMMA,
+    GeneralizedPerceptron,
+    MarginPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
+from .mixing import ParameterMixing
+
+__all__ = [
+    "ALMA",
+    "ESTIMATORS",
+    "LMS",
+    "MIRA",
+    "OBPM",
+    "ROMMA",
+    "GeneralizedPerceptron",
+    "LinearClassifier",
+    "MarginPerceptron",
+    "OnlineLinearClassifier",
+    "ParameterMixing",
+    "PassiveAggressive",
+    "Perceptron",
+    "PermutationBPM",
+]

@@ -1,0 +1,612 @@
+"""Online Bayes Point Machines and permutation Bayes points over any linear rule.
+
+:class:`OBPM` is Algorithm 2 of Harrington, Herbrich, Kivinen, Platt &
+Williamson (2003): N learners run side by side, learner ``j`` is shown example
+``t`` only when its Bernoulli(tau) draw ``b_{j,t}`` is 1, and the hypothesis
+is the average of the N weight vectors, rescaled to norm at most 1 (step 15).
+The learners run in the ensemble engine (:mod:`distlearn.ensembles`); a fit on
+a store is a learner-parallel job (:mod:`distlearn.distributed.learner_parallel`)
+in this process or on Dask.
+
+:class:`PermutationBPM` is the batch Bayes point of the paper's section 3
+(after Herbrich, Graepel & Campbell 2001): N learners, each trained on its own
+seeded permutation of the training set, averaged; its members train as
+run-parallel tasks (:mod:`distlearn.distributed.runs`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import clone
+
+from .. import rng
+from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
+from ..conversions import Average, Last
+from ..data.store import open_dataset
+from ..distributed import learner_parallel
+from ..distributed.executor import executor_for
+from ..distributed.runs import fit_members
+from ..ensembles import _kernels as EK
+from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
+from ..learners import RULES
+from ..stream import is_store, store_token
+from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
+from .linear import ESTIMATORS
+
+__all__ = ["OBPM", "PermutationBPM", "resolve_base"]
+
+
+def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearClassifier:
+    """An unfitted linear estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`
+    or an estimator, cloned) with ``base_params`` set."""
+    if isinstance(base, str):
+        if base not in RULES:
+            raise ValueError(f"base must be one of {sorted(RULES)} or a distlearn linear estimator; got {base!r}")
+        est = ESTIMATORS[base]()
+    elif isinstance(base, OnlineLinearClassifier) and not isinstance(base, OBPM):
+        est = clone(base)
+    else:
+        raise ValueError(f"base must be one of {sorted(RULES)} or a distlearn linear estimator; got {base!r}")
+    if base_params:
+        if not isinstance(base_params, dict):
+            raise ValueError(f"base_params must be a dict of the base estimator's parameters, got {base_params!r}")
+        valid = est.get_params()
+        bad = sorted(set(base_params) - set(valid))
+        if bad:
+            raise ValueError(f"base_params: {type(est).__name__} has no parameter(s) {bad}; "
+                             f"it has {sorted(valid)}")
+        est.set_params(**base_params)
+    return est
+
+
+class _ConversionChoice:
+    def check(self, name: str, value: Any) -> None:
+        _conversion_name(value)
+
+
+def _conversion_name(value: Any) -> str:
+    if isinstance(value, Last) or (isinstance(value, str) and value == "last"):
+        return "last"
+    if isinstance(value, Average) or (isinstance(value, str) and value == "average"):
+        return "average"
+    raise ValueError(
+        f"conversion must be 'last' or 'average' for a Bayes point ensemble, got {value!r}: both are linear in "
+        "the members, so they run inside the fused kernel; the data-driven conversions choose among one "
+        "learner's own hypotheses (use them on a single learner, or on PermutationBPM's members)")
+
+
+def _iter_xy(X: Any, yi: np.ndarray | None):
+    """Blocks ``(X, y)`` of an in-memory matrix (y given) or of a store (y read)."""
+    if is_store(X):
+        for b in open_dataset(X).iter_blocks():
+            yield b.X, b.y
+        return
+    step = max(1, (1 << 22) // max(1, X.shape[1]))
+    for s in range(0, X.shape[0], step):
+        yield X[s : s + step], yi[s : s + step]
+
+
+def bound_weights(est: LinearClassifier, members: np.ndarray, X: Any, yi: np.ndarray | None) -> None:
+    """``weights="margin_bound"``: eq. (2) of the OBPM paper maximised per output column on the
+    training set; sets ``weights_``, ``bound_`` and ``bound_uniform_`` on ``est``."""
+    N, K, _ = members.shape
+    mins = np.full((K, N), np.inf)
+    norms = np.linalg.norm(members, axis=2)  # (N, K)
+    norms[norms == 0] = 1.0
+    Wn = members / norms[:, :, None]
+    for Xb, yb in _iter_xy(X, yi):
+        yb = est._encode(np.asarray(yb)) if yi is None else yb
+        for k in range(K):
+            s = Xb @ Wn[:, k, :-1].T + (Wn[:, k, -1][None, :] if est.fit_intercept else 0.0)
+            yk = np.where((yb == 1) if K == 1 else (yb == k), 1.0, -1.0)
+            mins[k] = np.minimum(mins[k], np.min(yk[:, None] * np.asarray(s), axis=0))
+    weights = np.empty((K, N))
+    bounds = np.empty(K)
+    uni = np.empty(K)
+    for k in range(K):
+        weights[k], bounds[k], uni[k] = margin_bound_weights(members[:, k, :], mins[k])
+    est.weights_ = weights
+    est.bound_ = bounds if K > 1 else float(bounds[0])
+    est.bound_uniform_ = uni if K > 1 else float(uni[0])
+
+
+def _average_members(est: LinearClassifier, members: np.ndarray) -> np.ndarray:
+    """``sum_j weights_[k, j] members[j, k]`` per column, rescaled to norm <= 1 when ``normalize``."""
+    H = np.einsum("kn,nkd->kd", est.weights_, members)
+    if est.normalize:
+        norms = np.linalg.norm(H if est.fit_intercept else H[:, :-1], axis=1)
+        H = H / np.maximum(1.0, norms)[:, None]
+    return H
+
+
+class OBPM(OnlineLinearClassifier):
+    """Online Bayes Point Machine (Harrington et al. 2003, Algorithm 2).
+
+    ``n_estimators`` learners of the ``base`` rule run side by side; learner
+    ``j`` is shown example ``t`` when its Bernoulli(``tau``) draw ``b_{j,t}``
+    is 1.  The hypothesis is the average ``w~`` of the members' weights,
+    rescaled to ``w~ / max(1, ||w~||)`` when ``normalize`` (step 15).
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        N, the number of learners.
+    tau : float, default=0.3
+        Probability that a learner is shown an example, in (0, 1].  The draw
+        uses 32 random bits: ``P(b = 1) = round(tau * 2**32) / 2**32``.
+    base : str or distlearn linear estimator, default="perceptron"
+        The members' rule: ``"perceptron"`` (eta = 1, the paper's choice),
+        ``"generalized"``, ``"margin"``, ``"alma"``, ``"romma"``, ``"pa"``,
+        ``"mira"``, ``"lms"``, or an unfitted estimator such as
+        ``ALMA(B=1.11, C=0.71)`` whose rule parameters are used (its
+        ``epochs``, ``shuffle``, ``conversion`` ... are ignored).
+    base_params : dict, default=None
+        Parameters of the base estimator (``{"B": 1.11, "C": 0.71}``).
+    epochs : int, default=1
+        Passes over the training data in ``fit``.  Each epoch draws fresh
+        ``b_{j,t}`` (the epoch is part of the key).
+    shuffle : bool, default=True
+        Visit the examples in a seeded permutation in each epoch of ``fit``
+        (for a store: its blocks, and the rows inside each block, permuted).
+        ``partial_fit`` keeps the stream's order: example ``i`` of a call is the
+        stream's example ``t = t_ + i``, so the draws do not depend on how the
+        stream is cut into calls.
+    normalize : bool, default=True
+        Rescale the output hypothesis to norm at most 1, per output column
+        (bias weight included).  It changes no prediction, only the scale of
+        ``decision_function``.
+    conversion : {"last", "average"}, default="last"
+        ``"last"``: the members' final weights.  ``"average"``: the average
+        of the hypotheses over the rounds (h_0 included), kept as a running
+        sum inside the kernel at O(N K) per round.
+    conversion_scope : {"ensemble", "members"}, default="ensemble"
+        ``"ensemble"``: average the ensemble hypotheses ``w~_0 .. w~_T`` over
+        every round.  ``"members"``: each member averages its own hypotheses
+        over the examples it was shown, and the members' averages are
+        averaged.  (Identical for ``"last"``.)
+    weights : {"uniform", "margin_bound"}, default="uniform"
+        Member weights: the paper's ``1/N``, or the convex weights that
+        maximise the margin lower bound eq. (2) on the training set (batch
+        only: computed at the end of ``fit``; ``weights_`` and ``bound_``
+        report them).
+    learner_groups : int, default=None
+        Split the learners into this many contiguous groups, each run as its
+        own compiled pass over every chunk; defaults to ``n_jobs``.  The weights
+        do not depend on it.
+    n_jobs : int, default=1
+        Threads running the learner groups (the kernel releases the GIL).
+    record_online : bool, default=False
+        Keep ``online_mistakes_``, the per-round progressive mistakes of
+        ``w~_{t-1}`` (one byte per round).
+    random_state : int, RandomState, Generator or None, default=None
+        Seed of every draw ``b_{j,t}`` and of the shuffles.
+    fit_intercept : bool, default=True
+        A bias, as an extra constant feature (the paper's footnote).
+    dtype : {"float64", "float32"}, default="float64"
+        Storage type of the weights (margins accumulate in float64).
+    scheduler : None, str or distributed.Client, default=None
+        Where ``fit`` on a *store* runs (arrays always train in this process),
+        as everywhere in distlearn (:func:`distlearn.distributed.executor_for`):
+        ``None`` or ``"in-process"``: this process, ``n_jobs`` threads;
+        ``"local"``: a LocalCluster for this fit, closed after it; a scheduler
+        address (``"tcp://10.0.0.1:8786"``, ``"tls://..."`` with TLS from
+        dask's config) or scheduler file (``*.json``); or a
+        ``distributed.Client``.  On Dask the learners run as
+        ``learner_groups`` task chains (default: one per worker thread) over
+        the store's blocks; workers open the store by path.  The weights are
+        bit-identical wherever the fit runs.
+    checkpoint : str or path, default=None
+        A directory (zarr group) where the state of every learner group is
+        saved after every ``checkpoint_every`` blocks (store fits only).
+        It must be reachable from every worker.
+    checkpoint_every : int, default=8
+        Blocks per task (and per checkpoint).  Each task copies its group's
+        weights once, so fewer, longer tasks cost less; more, shorter ones
+        lose less work to a failure.
+    resume : bool, default=False
+        Continue from the last complete checkpoint in ``checkpoint`` (same
+        data and parameters; ``epochs`` may be larger than before) instead
+        of starting over.  Without a checkpoint it starts from scratch.
+    progress : bool, default=False
+        A progress bar over blocks x groups for store fits, the per-epoch
+        progressive error and, on Dask, the cluster and dashboard link.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    epoch_online_errors_ : ndarray of shape (epochs,), int64
+        ``fit``: the progressive mistakes of ``w~_{t-1}`` in every epoch
+        (``online_errors_`` is the first epoch's).
+    job_ : dict
+        Store fits: ``group_blocks`` (block passes run by this fit, summed
+        over learner groups; a resumed fit runs fewer), ``groups``,
+        ``runner``, ``resumed_from`` and ``seconds``.
+    members_ : ndarray of shape (n_estimators, n_outputs, n_features + 1)
+        The members' true weights (bias last) after the conversion, before
+        averaging.
+    weights_ : ndarray of shape (n_estimators,) or (n_outputs, n_estimators)
+    bound_ : float or ndarray
+        Eq. (2) at ``weights_`` (``weights="margin_bound"`` only).
+    online_errors_ : int
+        Progressive mistakes of the running average ``w~_{t-1}`` on example
+        ``t`` (first epoch of ``fit``, every call of ``partial_fit``).
+    online_mistakes_ : ndarray of uint8
+        Those mistakes round by round (``record_online=True``).
+    n_updates_ : int
+        Member updates, summed over members.
+    member_rounds_ : ndarray of shape (n_estimators,)
+        Examples each member was shown (about ``tau * t_``).
+    t_, n_iter_, n_features_in_ : int
+
+    Notes
+    -----
+    ``online_errors_`` sums the members' margins group by group; a split into
+    a different number of learner groups can round that sum differently, so a
+    margin within rounding of 0 may flip one online mistake.  The weights are
+    bit-identical for every split.
+
+    References
+    ----------
+    E. Harrington, R. Herbrich, J. Kivinen, J. Platt, R. C. Williamson.
+    Online Bayes Point Machines. PAKDD 2003, LNAI 2637, pp. 241-252
+    .
+
+    Examples
+    --------
+    >>> from distlearn import OBPM
+    >>> from distlearn.data.synthetic import make_obpm_artificial
+    >>> d = make_obpm_artificial(1000, 1000, random_state=0)
+    >>> clf = OBPM(n_estimators=100, tau=0.35, random_state=0).fit(d.X_train, d.y_train)
+    >>> clf.score(d.X_test, d.y_test) > 0.98
+    True
+    """
+
+    _params = {
+        "n_estimators": Integral(1, None),
+        "tau": Real(0.0, 1.0, "right"),
+        "normalize": Boolean(),
+        "conversion": _ConversionChoice(),
+        "conversion_scope": Options("ensemble", "members"),
+        "weights": Options("uniform", "margin_bound"),
+        "n_jobs": Integral(1, None),
+        "record_online": Boolean(),
+        "scheduler": Scheduler(),
+        "checkpoint": OptionalPath(),
+        "checkpoint_every": Integral(1, None),
+        "resume": Boolean(),
+        "progress": Boolean(),
+    }
+    _FITTED = OnlineLinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_",
+                                                "online_mistakes_", "member_rounds_", "_base_est", "job_",
+                                                "_epoch_errors")
+
+    def __init__(self, *, n_estimators: int = 100, tau: float = 0.3, base: Any = "perceptron",
+                 base_params: dict[str, Any] | None = None, epochs: int = 1, shuffle: bool = True,
+                 normalize: bool = True, conversion: Any = "last", conversion_scope: str = "ensemble",
+                 weights: str = "uniform", learner_groups: int | None = None, n_jobs: int = 1,
+                 record_online: bool = False, random_state: Any = None, fit_intercept: bool = True,
+                 dtype: Any = "float64", scheduler: Any = None, checkpoint: Any = None,
+                 checkpoint_every: int = 8, resume: bool = False, progress: bool = False) -> None:
+        self.n_estimators = n_estimators
+        self.tau = tau
+        self.base = base
+        self.base_params = base_params
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.normalize = normalize
+        self.conversion = conversion
+        self.conversion_scope = conversion_scope
+        self.weights = weights
+        self.learner_groups = learner_groups
+        self.n_jobs = n_jobs
+        self.record_online = record_online
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.scheduler = scheduler
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.resume = resume
+        self.progress = progress
+
+    # -- parameters ---------------------------------------------------------------
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.learner_groups is not None:
+            Integral(1, None).check("learner_groups", self.learner_groups)
+        if float(self.tau) <= 0.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
+        resolve_base(self.base, self.base_params)
+
+    def _check_partial(self) -> None:
+        if self.weights != "uniform":
+            raise ValueError("weights='margin_bound' needs the whole training set (batch); partial_fit uses 1/N")
+
+    @property
+    def _acc_mode(self) -> int:
+        if _conversion_name(self.conversion) == "last":
+            return EK.ACC_NONE
+        return EK.ACC_ENSEMBLE if self.conversion_scope == "ensemble" else EK.ACC_MEMBERS
+
+    @property
+    def _groups(self) -> int:
+        return self.learner_groups if self.learner_groups is not None else self.n_jobs
+
+    # -- the base rule --------------------------------------------------------------
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return self._base_est._rule(n_classes)
+
+    def _prepare(self, X: Any, n_rows: int) -> None:
+        # A member sees about tau * n_rows examples (the margin perceptron's horizon).
+        self._base_est._prepare(X, max(1, int(round(float(self.tau) * n_rows))))
+        if hasattr(self._base_est, "_rule_obj"):
+            self._rule_obj = self._base_est._rule_obj
+
+    # -- state ------------------------------------------------------------------------
+    def _start(self, classes: np.ndarray, n_features: int) -> None:
+        self._base_est = resolve_base(self.base, self.base_params)
+        self._base_est.fit_intercept = self.fit_intercept
+        self._base_est.__dict__.pop("_rule_obj", None)
+        super()._start(classes, n_features)  # classes_, _rule_obj, counters, _seed
+        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self._state = init_ensemble(n_features, self.n_estimators, n_out, dtype=self._np_dtype,
+                                    running_sum=self._acc_mode != EK.ACC_NONE)
+        self.online_mistakes_ = np.zeros(0, np.uint8)
+        self._epoch_errors = np.zeros(self.epochs, np.int64)
+
+    def _make_tracker(self, X: Any) -> None:
+        self._conv = Last() if _conversion_name(self.conversion) == "last" else Average()
+        self._tracker = None
+        self._pass = 1
+
+    @property
+    def _passes(self) -> int:
+        return 1
+
+    @property
+    def _halted(self) -> bool:
+        return False
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        return (self._state.copy(), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
+                self.online_mistakes_)
+
+    def _restore(self, snap: tuple[Any, ...]) -> None:
+        (self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
+         self.online_mistakes_) = snap
+
+    # -- running ------------------------------------------------------------------------
+    def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
+               count: bool) -> None:
+        margin, upd = learn_ensemble_chunk(
+            self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=float(self.tau), epoch=epoch,
+            order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
+            n_jobs=self.n_jobs)
+        yo = yi if order is None else yi[order]
+        if margin.shape[1] == 1:
+            mistakes = (margin[:, 0] >= 0.0) != (yo == 1)
+        else:
+            mistakes = np.argmax(margin, axis=1) != yo
+        if epoch < len(self._epoch_errors):
+            self._epoch_errors[epoch] += int(mistakes.sum())
+        if not (count and epoch == 0):  # the online counters are the first epoch's (the paper's)
+            return
+        self.online_errors_ += int(mistakes.sum())
+        self.n_updates_ += int(upd.sum())
+        self.t_ += len(yo)
+        if self.record_online:
+            self.online_mistakes_ = np.concatenate([self.online_mistakes_, mistakes.astype(np.uint8)])
+
+    def _finish(self) -> None:
+        st = self._state
+        N, K = st.n_learners, st.n_outputs
+        members = st.members()  # (N, K, d + 1)
+        if self._acc_mode == EK.ACC_ENSEMBLE:
+            members = (st.member_sums() + members) / (int(st.n_rounds[0]) + 1)
+        elif self._acc_mode == EK.ACC_MEMBERS:
+            members = (st.member_sums() + members) / (st.member_rounds[:, None, None] + 1.0)
+        self.members_ = members
+        self.member_rounds_ = st.member_rounds.copy()
+        if "weights_" not in self.__dict__ or self.weights == "uniform" or np.shape(self.weights_) != (K, N):
+            self.weights_ = np.full((K, N), 1.0 / N)
+        self.summary_ = self._conv
+        self._set_hypothesis(_average_members(self, members))
+
+    def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
+        self.epoch_online_errors_ = self._epoch_errors.copy()
+        if self.weights == "margin_bound":
+            bound_weights(self, self.members_, X, yi)
+            self._finish()
+
+    # -- fit on a store: the learner-parallel job ----------------------------------------
+    def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
+        if partial:
+            return super()._fit_store(X, y, partial=True, classes=classes)
+        ds = self._open_store(X, y)
+        if self.resume and self.checkpoint is None:
+            raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
+        self._begin(ds.classes, ds.n_features, ds, ds.n_samples * self.epochs)
+        self.n_features_in_ = ds.n_features
+        with executor_for(self.scheduler, n_jobs=self.n_jobs) as ex:
+            G = self.learner_groups if self.learner_groups is not None else (
+                self.n_jobs if ex.kind == "in-process" else ex.n_workers)
+            job = learner_parallel.ObpmJob(
+                path=str(ds.path.resolve()), token=store_token(ds), n_samples=ds.n_samples,
+                n_features=ds.n_features, n_blocks=ds.n_blocks,
+                block_bounds=tuple(int(v) for v in ds.block_bounds), classes=np.asarray(self.classes_),
+                n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed), tau=float(self.tau),
+                fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
+                n_learners=self.n_estimators, groups=tuple(learner_groups(self.n_estimators, G)), epochs=self.epochs,
+                shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
+                checkpoint=None if self.checkpoint is None else str(Path(self.checkpoint).resolve()))
+            where = ex.describe()
+            if self.progress:
+                print(f"distlearn: OBPM on {where}", file=sys.stderr)
+            out = learner_parallel.run_obpm(job, ex, resume=self.resume, progress=self.progress,
+                                            record=self.record_online)
+        self._state = out["state"]
+        self.online_errors_ = int(out["epoch_errors"][0])
+        self.n_updates_ = int(out["epoch_updates"][0])
+        self.t_ = int(out["epoch_rows"][0])
+        self.n_iter_ = self.epochs
+        self._epoch_errors = np.asarray(out["epoch_errors"], np.int64)
+        if self.record_online:
+            self.online_mistakes_ = out["mistakes"]
+        self.job_ = {"group_blocks": int(out["group_blocks"]), "groups": [list(g) for g in job.groups],
+                     "runner": where, "resumed_from": out["resumed_from"],
+                     "seconds": float(out["seconds"])}
+        self._finish()
+
+
+#: Data below this many bytes (values + indices) is loaded whole so that the
+#: permutations are exact global ones; above it a store is permuted blockwise.
+EXACT_PERMUTATION_BYTES = 2 << 30
+
+
+class PermutationBPM(LinearClassifier):
+    """The batch Bayes point by permutations (Harrington et al. 2003, section 3).
+
+    N copies of the ``base`` learner are trained, copy ``j`` on its own seeded
+    permutation of the training set in every epoch, and their weights are
+    averaged (or weighted by the margin bound, eq. 2).  Each member is an
+    ordinary distlearn estimator, so every *linear* conversion works per
+    member (``"last"``, ``"average"``, ``"tree"``, ``"suffix"``,
+    ``"interval"``, ``"cutoff"``, ``"survivor"``).
+
+    Parameters
+    ----------
+    n_estimators : int, default=10
+        N, the number of permutations (members).
+    base, base_params
+        As in :class:`OBPM`.
+    epochs : int, default=1
+        Passes of each member over its permutation (a fresh permutation per
+        epoch).
+    conversion : str or conversion object, default="last"
+        Each member's online-to-batch conversion.
+    permutation : {"auto", "exact", "blocks"}, default="auto"
+        ``"exact"``: a uniform permutation of all rows (the data is held in
+        memory).  ``"blocks"``: for a store, a permutation of its blocks and
+        of the rows inside each block (streaming; not uniform over all
+        permutations).  ``"auto"``: exact for arrays and for stores under
+        2 GiB, blocks otherwise.  ``permutation_`` says which was used.
+    weights : {"uniform", "margin_bound"}, default="uniform"
+        ``1/N``, or the convex weights maximising eq. (2) on the training set.
+    normalize : bool, default=False
+        Rescale the averaged hypothesis to norm at most 1 per column.
+    n_jobs : int, default=1
+        Threads training members at once (the kernels release the GIL).
+    random_state, fit_intercept, dtype
+        Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
+    scheduler : None, str or distributed.Client, default=None
+        For a store: where the members train (run-parallel, one Dask task per
+        member; workers open the store by path, and load it once per process
+        for exact permutations), with the meanings of
+        :func:`distlearn.distributed.executor_for` (``None``: this process).
+        The members, and so the model, are the same bits wherever they train.
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_features_in_
+    estimators_ : list of fitted base estimators
+    members_ : ndarray of shape (n_estimators, n_outputs, n_features + 1)
+    weights_ : ndarray of shape (n_outputs, n_estimators)
+    bound_ : float or ndarray (``weights="margin_bound"``)
+    permutation_ : {"exact", "blocks"}
+
+    Examples
+    --------
+    >>> from distlearn import PermutationBPM
+    >>> from distlearn.data.synthetic import make_obpm_artificial
+    >>> d = make_obpm_artificial(1000, 1000, random_state=0)
+    >>> clf = PermutationBPM(n_estimators=10, random_state=0).fit(d.X_train, d.y_train)
+    >>> clf.score(d.X_test, d.y_test) > 0.95
+    True
+    """
+
+    _params = {
+        "n_estimators": Integral(1, None), "epochs": Integral(1, None), "conversion": ConversionParam(),
+        "permutation": Options("auto", "exact", "blocks"), "weights": Options("uniform", "margin_bound"),
+        "normalize": Boolean(), "n_jobs": Integral(1, None), "scheduler": Scheduler(),
+    }
+    _FITTED = LinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_", "estimators_",
+                                          "permutation_")
+
+    def __init__(self, *, n_estimators: int = 10, base: Any = "perceptron", base_params: dict[str, Any] | None = None,
+                 epochs: int = 1, conversion: Any = "last", permutation: str = "auto", weights: str = "uniform",
+                 normalize: bool = False, n_jobs: int = 1, random_state: Any = None, fit_intercept: bool = True,
+                 dtype: Any = "float64", scheduler: Any = None) -> None:
+        self.n_estimators = n_estimators
+        self.base = base
+        self.base_params = base_params
+        self.epochs = epochs
+        self.conversion = conversion
+        self.permutation = permutation
+        self.weights = weights
+        self.normalize = normalize
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.dtype = dtype
+        self.scheduler = scheduler
+
+    def _check_params(self) -> None:
+        Scheduler().check("scheduler", self.scheduler)
+        super()._check_params()
+        name = self.conversion if isinstance(self.conversion, str) else type(self.conversion).__name__.lower()
+        if name in ("vote", "sample"):
+            raise ValueError(f"conversion={self.conversion!r} is not a linear hypothesis, so the members cannot be "
+                             "averaged into a Bayes point; use a linear conversion ('last', 'average', 'tree', ...)")
+        resolve_base(self.base, self.base_params)
+
+    def _member(self, j: int) -> OnlineLinearClassifier:
+        est = resolve_base(self.base, self.base_params)
+        seed = int(rng.hash64(self._seed, rng.stream_id("permutation-bpm"), j)) & 0x7FFFFFFFFFFFFFFF
+        return est.set_params(epochs=self.epochs, shuffle=True, random_state=seed, conversion=self.conversion,
+                              fit_intercept=self.fit_intercept, dtype=self.dtype)
+
+    def _fit(self, X: Any, y: Any) -> PermutationBPM:
+        self._seed = rng.normalize_seed(self.random_state)
+        mode = self.permutation
+        yi = None
+        if is_store(X):
+            ds = self._open_store(X, y)
+            size = (ds.nnz * (ds.dtype.itemsize + 8) if ds.is_sparse else ds.n_samples * ds.n_features * ds.dtype.itemsize)
+            mode = "exact" if mode == "exact" or (mode == "auto" and size <= EXACT_PERMUTATION_BYTES) else "blocks"
+            self.classes_ = ds.classes
+            self.n_features_in_ = ds.n_features
+            train: Any = str(ds.path.resolve())
+        else:
+            mode = "exact"
+            X, y = self._validate_xy(X, y, reset=True)
+            self.classes_ = self._classes(y)
+            yi = self._encode(y)
+            train = (X, y)
+        if len(self.classes_) < 2:
+            k = len(self.classes_)
+            raise ValueError(f"PermutationBPM needs samples of at least 2 classes; got {k} class"
+                             f"{'es' if k != 1 else ''}: {self.classes_.tolist()}")
+        self.permutation_ = mode
+        members = [self._member(j) for j in range(self.n_estimators)]
+        # One run-parallel task per member; a store is opened by path where the task runs
+        # and, for exact permutations, loaded whole once per process.
+        self.estimators_ = fit_members(members, train, load=mode == "exact", scheduler=self.scheduler,
+                                       n_jobs=self.n_jobs)
+        self.members_ = np.stack([np.concatenate([e.coef_.astype(np.float64), e.intercept_.astype(np.float64)[:, None]],
+                                                 axis=1) for e in self.estimators_])
+        K = self.members_.shape[1]
+        self.weights_ = np.full((K, self.n_estimators), 1.0 / self.n_estimators)
+        if self.weights == "margin_bound":
+            bound_weights(self, self.members_, X, yi)
+        self._finish()
+        return self
+
+    def _finish(self) -> None:
+        self.summary_ = self.estimators_
+        self._set_hypothesis(_average_members(self, self.members_))
