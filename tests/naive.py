@@ -3,9 +3,9 @@
 Each rule is written from its paper's definition, one example at a time, with
 plain Python floats (float64) and no numba -- the slow, obviously-correct half
 of the kernel/oracle pair the kernel tests in ``tests/learners`` compare
-against (STYLE.md: "Kernels against naive oracles, exactly in float64").
+against, exactly in float64.
 
-Conventions (DESIGN.md, "Conventions the papers leave open"):
+Conventions (ARCHITECTURE.md, "Conventions the papers leave open"):
 
 * The weights of output column ``k`` are one list ``w[k]`` of ``n_features + 1``
   floats; the last entry is the bias weight.  With ``fit_intercept`` an example

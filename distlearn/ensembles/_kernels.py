@@ -8,7 +8,7 @@ j0 + n - 1`` of an ensemble over every row of a CSR chunk:
    is the numpy reference; the two agree bit for bit);
 2. the margins of *all* the group's columns are accumulated in one pass over
    the row's nonzeros -- the weights are feature-major, ``W[f, c]`` with the
-   ``n * K`` columns of feature ``f`` contiguous (DESIGN.md decision 5), so the
+   ``n * K`` columns of feature ``f`` contiguous (ARCHITECTURE.md decision 5), so the
    inner loop is a contiguous, vectorisable multiply-add;
 3. every learner with ``b_{j,t} = 1`` applies its rule to its ``K`` columns
    with the same step algebra as the single-learner kernel
@@ -34,20 +34,14 @@ from ..learners._kernels import (
     FIRST_NATIVE,
     GENERALIZED,
     MARGIN,
-    MC_MIRA,
-    MC_PA1,
-    MC_PA2,
-    MIRA,
-    PA,
-    PA1,
-    PA2,
     ROMMA,
     _HUGE,
     _TINY,
     _binary_step,
     _check_rebase,
     _fold_scale,
-    _mira_taus,
+    _native_taus,
+    _needs_xsq,
     _prefetch,
     _sqnorm,
     _zero_column,
@@ -229,35 +223,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
             if native:
                 for k in range(K):
                     mloc[k] = m[i * K + k]
-                    tau[k] = 0.0
-                other = -np.inf
-                other_k = -1
-                for k in range(K):
-                    if k != yi and (other_k < 0 or mloc[k] > other):
-                        other = mloc[k]
-                        other_k = k
-                if rule == MC_MIRA:
-                    if mloc[yi] - p[0] <= other:
-                        if xsq < 0.0:
-                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
-                        if xsq > 0.0:
-                            mloc[yi] = mloc[yi] - p[0]
-                            _mira_taus(mloc, yi, xsq, tau, work)
-                            mloc[yi] = m[i * K + yi]
-                else:
-                    h = 1.0 - (mloc[yi] - other)
-                    if h > 0.0:
-                        if xsq < 0.0:
-                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
-                        step = 0.0
-                        if rule == MC_PA2:
-                            step = h / (2.0 * xsq + 0.5 / p[0])
-                        elif xsq > 0.0:
-                            step = h / (2.0 * xsq)
-                            if rule == MC_PA1 and step > p[0]:
-                                step = p[0]
-                        tau[yi] = step
-                        tau[other_k] = -step
+                xsq = _native_taus(rule, p, mloc, yi, K, tau, work, xsq, data, lo, hi, fit_intercept, bias)
                 for k in range(K):
                     u = tau[k]
                     if u == 0.0:
@@ -276,16 +242,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                         yk = 1.0 if yi == k else -1.0
                     mk = m[i * K + k]
                     z = yk * mk
-                    if xsq < 0.0:
-                        need_x = False
-                        if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
-                            need_x = z < 1.0
-                        elif rule == MIRA:
-                            need_x = z <= p[0]
-                        elif rule == ROMMA:
-                            need_x = z <= 0.0
-                        if need_x:
-                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                    if xsq < 0.0 and _needs_xsq(rule, p, z):
+                        xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
                     c = cb + k
                     fire, cc, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[c], n_updates[c] + 1.0, xsq)
                     if not fire:

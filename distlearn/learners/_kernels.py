@@ -2,14 +2,14 @@
 
 Every kernel takes a whole chunk -- a dense block or the ``indptr, indices,
 data`` of a CSR slice -- plus the learner state and runs all of the chunk's
-rounds in compiled code (DESIGN.md, decision 1).  Kernels never validate; the
+rounds in compiled code (ARCHITECTURE.md, decision 1).  Kernels never validate; the
 wrapper in :mod:`distlearn.learners.linear` does.
 
 State layout (see :class:`distlearn.learners.linear.LinearState`):
 
 ``W[j, k]``
     Feature-major weights: row ``j`` holds feature ``j``'s value for every
-    output column ``k`` (DESIGN.md decision 5), so one pass over an example's
+    output column ``k`` (ARCHITECTURE.md decision 5), so one pass over an example's
     nonzeros yields all K margins.  Row ``n_features`` is the bias weight.
 ``scale[k]``
     The true weight vector of column ``k`` is ``scale[k] * W[:, k]``.  Rules
@@ -26,7 +26,7 @@ Per round the kernel writes the progressive loss of the hypothesis *before*
 the update on the example (0-1 mistake and hinge loss) and whether the rule
 updated -- the stream of events the online-to-batch conversions consume.
 
-Conventions (DESIGN.md): ``sgn(0) = +1``; a margin ``y w.x`` is computed as a
+Conventions (ARCHITECTURE.md): ``sgn(0) = +1``; a margin ``y w.x`` is computed as a
 sequential sum over the row's stored values in index order, accumulated in
 float64 -- the same order and precision as scikit-learn's ``WeightVector.dot``,
 which is what makes the peer tests exact.
@@ -272,6 +272,75 @@ def _mira_taus(m, yi, xsq, tau, D):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _needs_xsq(rule, p, z):
+    """Whether a binary rule's step reads ``||x||^2`` at signed margin ``z``
+    (so the row's norm is only summed when the step will use it)."""
+    if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
+        return z < 1.0
+    if rule == MIRA:
+        return z <= p[0]
+    if rule == ROMMA:
+        return z <= 0.0
+    return False
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, bias):
+    """The native multiclass step of one example: ``tau[k]``, the coefficient of
+    ``x`` added to class ``k``'s weights (0 for the classes left alone).
+
+    ``m`` holds the K margins of the current (true) weights (restored on
+    return), ``yi`` the true class, ``xsq`` the row's squared norm or -1 when not
+    yet summed; the row is ``vx[lo:hi]``.  Returns ``xsq`` (summed if the step
+    needed it).  The strongest rival ``r`` is the first class ``k != yi`` of
+    largest margin.
+
+    * Multiclass MIRA (Crammer & Singer 2003), margin ``beta = p[0]``: when
+      ``m[yi] - beta <= m[r]``, the ultraconservative QP of :func:`_mira_taus`
+      on the margins with ``m[yi]`` lowered by ``beta``.
+    * Multiclass PA / PA-I / PA-II (Crammer et al. 2006, single prototype;
+      Dekel & Singer's learner), hinge ``h = 1 - (m[yi] - m[r])``: when ``h > 0``,
+      ``tau[yi] = -tau[r] = h / (2 ||x||^2)`` (PA), capped at ``C = p[0]`` (PA-I),
+      or ``h / (2 ||x||^2 + 1 / (2C))`` (PA-II).
+
+    Shared by the single-learner skeleton and the ensemble kernel, so an OBPM
+    member makes exactly its base learner's steps.
+    """
+    for k in range(K):
+        tau[k] = 0.0
+    other = -np.inf
+    other_k = -1
+    for k in range(K):
+        if k != yi and (other_k < 0 or m[k] > other):
+            other = m[k]
+            other_k = k
+    if rule == MC_MIRA:
+        if m[yi] - p[0] <= other:
+            if xsq < 0.0:
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            if xsq > 0.0:
+                keep = m[yi]
+                m[yi] = keep - p[0]
+                _mira_taus(m, yi, xsq, tau, work)
+                m[yi] = keep
+    else:
+        h = 1.0 - (m[yi] - other)
+        if h > 0.0:
+            if xsq < 0.0:
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            step = 0.0
+            if rule == MC_PA2:
+                step = h / (2.0 * xsq + 0.5 / p[0])
+            elif xsq > 0.0:
+                step = h / (2.0 * xsq)
+                if rule == MC_PA1 and step > p[0]:
+                    step = p[0]
+            tau[yi] = step
+            tau[other_k] = -step
+    return xsq
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
            fit_intercept, bias, accP, accq):
     """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
@@ -409,32 +478,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
     xsq = -1.0
     any_update = False
     if rule >= FIRST_NATIVE:
-        for k in range(K):
-            tau[k] = 0.0
-        if rule == MC_MIRA:
-            # Margin beta = p[0]: the true class must beat every other by beta.
-            if m[yi] - p[0] <= other:
-                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
-                if xsq > 0.0:
-                    keep = m[yi]
-                    m[yi] = keep - p[0]
-                    _mira_taus(m, yi, xsq, tau, work)
-                    m[yi] = keep
-        elif h > 0.0:
-            xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
-            other_k = -1
-            for k in range(K):
-                if k != yi and (other_k < 0 or m[k] > m[other_k]):
-                    other_k = k
-            step = 0.0
-            if rule == MC_PA2:
-                step = h / (2.0 * xsq + 0.5 / p[0])
-            elif xsq > 0.0:
-                step = h / (2.0 * xsq)
-                if rule == MC_PA1 and step > p[0]:
-                    step = p[0]
-            tau[yi] = step
-            tau[other_k] = -step
+        xsq = _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, bias)
         for k in range(K):
             u = tau[k]
             if u == 0.0:
@@ -448,16 +492,8 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
             yk = 1.0 if yi == k else -1.0
             mk = m[k]
             z = yk * mk
-            if xsq < 0.0:
-                need_x = False
-                if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
-                    need_x = z < 1.0
-                elif rule == MIRA:
-                    need_x = z <= p[0]
-                elif rule == ROMMA:
-                    need_x = z <= 0.0
-                if need_x:
-                    xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+            if xsq < 0.0 and _needs_xsq(rule, p, z):
+                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
             fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
             if not fire:
                 continue
@@ -482,7 +518,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     replaces a separate finiteness pass over the data.
 
     ``age[0]`` counts the rounds the current hypothesis has already been used
-    (0 on the round after an update).  The running sum (DESIGN.md decision 4):
+    (0 on the round after an update).  The running sum (ARCHITECTURE.md decision 4):
     when ``accq`` is not empty, every round whose hypothesis index ``i =
     acc_cfg[2] + ii`` satisfies ``i >= acc_cfg[0]`` and (``age >= acc_cfg[1]``
     or ``i == 0``) adds that hypothesis to ``sum = accP + accq * W`` (true
@@ -547,15 +583,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             mis = (m0 >= 0.0) != (yk > 0.0)
             h = 1.0 - z
             xsq = -1.0
-            # ||x||^2 only when the step reads it.
-            need_x = False
-            if rule == PA or rule == PA1 or rule == PA2 or rule == AGGRESSIVE_ROMMA:
-                need_x = z < 1.0
-            elif rule == MIRA:
-                need_x = z <= p[0]
-            elif rule == ROMMA:
-                need_x = z <= 0.0
-            if need_x:
+            if _needs_xsq(rule, p, z):  # ||x||^2 only when the step reads it
                 xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
             if upd:

@@ -1,4 +1,4 @@
-"""Reproduction of Dekel 2008 (cutoff averaging, papers/002, Figs. 2-3) on Fashion-MNIST pairs.
+"""Reproduction of Dekel 2008 (cutoff averaging, Figs. 2-3) on Fashion-MNIST pairs.
 
 Runs ``examples/cutoff_fashion.py --quick`` (pairs 0-6 and 2-4, 3 splits,
 sizes 10..10000, one online pass) and checks the paper's qualitative

@@ -1,4 +1,4 @@
-"""Reproduction of Dekel & Singer 2005 (papers/003, sec. 4, Table 1) on LETTER, linear learners.
+"""Reproduction of Dekel & Singer 2005 (sec. 4, Table 1) on LETTER, linear learners.
 
 Runs ``examples/letter_conversions.py --quick`` (k = 5: train one online pass
 on each fifth, 4,000 examples, test on the other 16,000; all 5 folds; the

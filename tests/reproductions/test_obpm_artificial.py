@@ -1,4 +1,4 @@
-"""Reproduction of Harrington et al. 2003 (Online Bayes Point Machines, papers/004, sec. 4.1).
+"""Reproduction of Harrington et al. 2003 (Online Bayes Point Machines, sec. 4.1).
 
 Runs ``examples/obpm_artificial.py`` with its defaults (30 Monte Carlo runs
 for Table 1 and for Figure 1, about 50 s on 2 shared cores) and checks its

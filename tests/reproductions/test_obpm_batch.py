@@ -1,4 +1,4 @@
-"""Reproduction of Harrington et al. 2003 (OBPM, papers/004, sec. 4.3, Table 2) on LETTER and Fashion-MNIST.
+"""Reproduction of Harrington et al. 2003 (OBPM, sec. 4.3, Table 2) on LETTER and Fashion-MNIST.
 
 Runs ``examples/obpm_batch.py --quick`` (about 80-90 s on 2 cores): LETTER
 26-class one-vs-rest, the three LETTER pairs most confused by the tuned

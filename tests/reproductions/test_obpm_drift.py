@@ -1,4 +1,4 @@
-"""Reproduction of Harrington et al. 2003 (OBPM, papers/004, sec. 4.2, Fig. 2) on Fashion-MNIST.
+"""Reproduction of Harrington et al. 2003 (OBPM, sec. 4.2, Fig. 2) on Fashion-MNIST.
 
 Runs ``examples/obpm_drift.py`` with its defaults -- the paper's protocol:
 10 trials, T = 1000, positive label drifting 1 -> 2 -> 3 (Trouser ->
