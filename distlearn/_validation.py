@@ -112,3 +112,15 @@ def check_params(obj: Any, table: dict[str, Any]) -> None:
     """Check every ``obj.<name>`` against its constraint in ``table``."""
     for name, constraint in table.items():
         constraint.check(name, getattr(obj, name))
+
+
+class Budget:
+    """A kernel learner's cache: ``None`` (no removal), ``"variable"`` (DistillCache) or a size >= 1."""
+
+    def check(self, name: str, value: Any) -> None:
+        if value is None or (isinstance(value, str) and value == "variable"):
+            return
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+            return
+        raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache) or an integer cache "
+                         f"size >= 1; got {value!r}")

@@ -34,6 +34,13 @@ ESTIMATORS = [
     distlearn.PermutationBPM(n_estimators=3, random_state=0),
     # Data-parallel parameter mixing (in process).
     distlearn.ParameterMixing(n_shards=2, epochs=2, random_state=0),
+    # Kernel learners on a budget.
+    distlearn.KernelPerceptron(random_state=0),
+    distlearn.KernelPerceptron(beta=0.1, budget="variable", multiclass="ovr", conversion="average", random_state=0),
+    distlearn.KernelMIRA(budget=100, random_state=0),
+    distlearn.KernelMIRA(kernel="poly", degree=2, coef0=1.0, budget=40, removal="random", epochs=2, random_state=0),
+    distlearn.KernelPA(budget="variable", epochs=2, conversion="average", random_state=0),
+    distlearn.KernelPA(variant="PA-II", budget=40, removal="oldest", epochs=3, random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

@@ -5,6 +5,8 @@
 - :mod:`.linear`: one estimator per linear rule of the registry
   (:data:`distlearn.learners.RULES`);
 - :mod:`.bayes_point`: :class:`OBPM` (online) and :class:`PermutationBPM` (batch);
+- :mod:`.kernel`: the kernel learners on a budget (:class:`KernelPerceptron`,
+  :class:`KernelMIRA`, :class:`KernelPA`);
 - :mod:`.mixing`: :class:`ParameterMixing` (batch, data-parallel).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from .base import LinearClassifier, OnlineLinearClassifier
 from .bayes_point import OBPM, PermutationBPM
+from .kernel import KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
 from .linear import (
     ALMA,
     ESTIMATORS,
@@ -33,6 +36,10 @@ __all__ = [
     "OBPM",
     "ROMMA",
     "GeneralizedPerceptron",
+    "KernelClassifier",
+    "KernelMIRA",
+    "KernelPA",
+    "KernelPerceptron",
     "LinearClassifier",
     "MarginPerceptron",
     "OnlineLinearClassifier",

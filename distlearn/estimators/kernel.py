@@ -1,0 +1,394 @@
+"""scikit-learn estimators for the kernel online learners on a budget.
+
+:class:`KernelPerceptron`, :class:`KernelMIRA` and :class:`KernelPA` run the
+engine of :mod:`distlearn.learners.kernel` through the online estimator
+contract of :class:`~distlearn.estimators.base.OnlineLinearClassifier`:
+``fit`` for ``epochs`` passes, ``partial_fit`` for one, arrays, sparse
+matrices or stores (streamed), and a failed call leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import rng
+from .._validation import Boolean, Budget, Integral, Options, RandomState, Real
+from ..data.store import open_dataset
+from ..learners import make_rule
+from ..learners.kernel import (
+    init_budget_state,
+    kernel_decision,
+    learn_budget_chunk,
+    make_kernel,
+)
+from ..stream import is_store
+from .base import OnlineLinearClassifier
+
+__all__ = ["KernelClassifier", "KernelPerceptron", "KernelMIRA", "KernelPA"]
+
+KERNEL_PARAMS = {
+    "kernel": Options("rbf", "poly", "linear"),
+    "gamma": Real(0, math.inf, "neither", also=("scale", "auto")),
+    "degree": Integral(1, None),
+    "coef0": Real(0, math.inf, "left"),
+    "budget": Budget(),
+    "removal": Options("margin", "oldest", "random"),
+    "epochs": Integral(1, None),
+    "shuffle": Boolean(),
+    "random_state": RandomState(),
+    "conversion": Options("last", "average"),
+}
+
+_KERNEL_DOC = """
+    kernel : {"rbf", "poly", "linear"}, default="rbf"
+        ``exp(-gamma ||x - x'||^2)``, ``(gamma x.x' + coef0)^degree`` (homogeneous
+        with ``coef0=0``, as the budget paper's degree-9 kernel) or ``x.x'``.
+    gamma : float, "scale" or "auto", default="scale"
+        "scale" is ``1 / (n_features * X.var())`` and "auto" ``1 / n_features``, as in
+        scikit-learn's SVC (measured on the first fit; a store is streamed once).
+    degree : int, default=3
+    coef0 : float, default=0.0
+    budget : None, "variable" or int, default=None
+        The cache of support patterns: ``None`` keeps every pattern; "variable"
+        is DistillCache (Crammer, Kandola & Singer 2003, Fig. 2): after each
+        insertion remove, one at a time, the cached pattern of largest removal
+        margin ``mu >= beta`` until none is left; an integer ``n`` is a cache of
+        at most ``n`` patterns (Fig. 3): before inserting into a full cache one
+        pattern is removed as ``removal`` says.  The removal margin ``mu_p`` of a
+        cached pattern is its margin without its own term: binary,
+        ``y_p (f(x_p) - a_p k(x_p, x_p))``; native multiclass, the score of its
+        class minus the best other score, both without its own term;
+        one-vs-rest, the smallest binary margin over the columns it supports.
+    removal : {"margin", "oldest", "random"}, default="margin"
+        Which pattern a full fixed cache drops: the largest ``mu`` (Fig. 3), the
+        oldest (the Forgetron's choice without its shrinking), or one drawn at
+        random (the randomized budget perceptron), seeded by ``random_state``.
+    epochs : int, default=1
+    shuffle : bool, default=True
+        A seeded permutation per epoch.
+    random_state : int, Generator or None, default=None
+    conversion : {"last", "average"}, default="last"
+        "average" is the average of the online hypotheses ``h_0 .. h_T``: one kernel
+        expansion over every pattern that was ever cached, each weighted by the
+        share of rounds it was cached for.
+
+    Attributes
+    ----------
+    support_vectors_ : ndarray of shape (n_SV, n_features)
+        The patterns of the fitted hypothesis.
+    dual_coef_ : ndarray of shape (n_outputs, n_SV)
+        Their coefficients; ``decision_function(x) = dual_coef_ @ k(support_vectors_, x)``.
+    n_support_ : ndarray of shape (n_classes,)
+        Support patterns per class.
+    online_errors_ : int
+        Mistakes of the online hypothesis before each update, first pass.
+    n_updates_ : int
+        Insertions into the cache.
+    n_removed_ : int
+        Removals from the cache.
+    cache_size_ : ndarray of shape (n_rounds,)
+        The cache size after every round.
+    gamma_ : float
+        The kernel width used.
+"""
+
+
+def _kernel_doc(cls: type) -> type:
+    cls.__doc__ = (cls.__doc__ or "").replace("    %(kernel)s\n", _KERNEL_DOC.strip("\n") + "\n")
+    return cls
+
+
+def _data_var(X: Any) -> tuple[float, int]:
+    """The variance of all entries of X (array, sparse or store) and n_features."""
+    if is_store(X):
+        ds = open_dataset(X)
+        s = s2 = 0.0
+        for b in ds.iter_blocks():
+            Xb = b.X
+            data = Xb.data if sp.issparse(Xb) else np.asarray(Xb)
+            s += float(np.sum(data, dtype=np.float64))
+            s2 += float(np.sum(np.square(data, dtype=np.float64)))
+        n = max(1, ds.n_samples * ds.n_features)
+        return s2 / n - (s / n) ** 2, ds.n_features
+    if sp.issparse(X):
+        n = X.shape[0] * X.shape[1]
+        m = X.sum() / n
+        return float(X.multiply(X).sum() / n - m * m), X.shape[1]
+    return float(np.asarray(X, dtype=np.float64).var()), X.shape[1]
+
+
+class KernelClassifier(OnlineLinearClassifier):
+    """Base of the kernel learners: the budget engine behind the online estimator contract."""
+
+    _common = KERNEL_PARAMS
+    _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
+                                                "cache_size_", "gamma_", "_kernel_obj", "_sizes")
+    #: the removal threshold's default and meaning differ per rule
+    fit_intercept = False
+    dtype = "float64"
+
+    def _beta(self) -> float:
+        return float(self.beta)
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.budget == "variable" and self._beta() <= 0:
+            raise ValueError("budget='variable' needs beta > 0: with beta = 0 DistillCache removes every pattern "
+                             "whose own removal leaves it at margin >= 0, the first one included, and the cache "
+                             "stays empty")
+
+    # -- state ----------------------------------------------------------------------
+    def _start(self, classes: np.ndarray, n_features: int) -> None:
+        self.classes_ = self._check_classes(classes)
+        name, params, native = self._rule(len(self.classes_))
+        self._rule_obj = make_rule(name, **params)
+        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self._state = init_budget_state(n_features, n_out, native=native,
+                                        keep_retired=self.conversion == "average")
+        self.n_updates_ = 0
+        self.online_errors_ = 0
+        self.n_removed_ = 0
+        self.n_iter_ = 0
+        self.t_ = 0
+        self._sizes: list[np.ndarray] = []
+        self._seed = rng.normalize_seed(self.random_state)
+
+    def _prepare(self, X: Any, n_rows: int) -> None:
+        if isinstance(self.gamma, str):
+            var, d = _data_var(X)
+            if self.gamma == "auto" or not var > 0 or not math.isfinite(var):  # NaN rows: the engine names them
+                self.gamma_ = 1.0 / max(1, d)
+            else:
+                self.gamma_ = 1.0 / (d * var)
+        else:
+            self.gamma_ = float(self.gamma)
+        self._kernel_obj = make_kernel(self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0)
+
+    def _make_tracker(self, X: Any) -> None:
+        self._pass = 1
+
+    @property
+    def _passes(self) -> int:
+        return 1
+
+    @property
+    def _halted(self) -> bool:
+        return False
+
+    def _check_partial(self) -> None:
+        """Every kernel conversion is one pass: partial_fit is always allowed."""
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        return (copy.deepcopy(self._state), self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_,
+                self.t_, list(self._sizes))
+
+    def _restore(self, snap: tuple[Any, ...]) -> None:
+        (self._state, self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_, self.t_,
+         self._sizes) = snap
+
+    def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
+               count: bool) -> None:
+        log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
+                                 beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed)
+        self.online_errors_ += int(log.mistake.sum()) if count else 0
+        self.n_updates_ += int(log.updated.sum())
+        self.n_removed_ += int(log.removed.sum())
+        self.t_ += len(log.mistake)
+        self._sizes.append(log.cache_size.astype(np.int32))
+
+    def _finish(self) -> None:
+        st = self._state
+        S, A, lab = st.average() if self.conversion == "average" else st.support()
+        self.support_vectors_ = S
+        self.dual_coef_ = np.ascontiguousarray(A.T)
+        self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
+        self.cache_size_ = np.concatenate(self._sizes) if self._sizes else np.zeros(0, dtype=np.int32)
+        self.summary_ = self.conversion
+
+    # -- prediction ---------------------------------------------------------------------
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores ``dual_coef_ @ k(support_vectors_, x)``: shape (n_samples,) for two classes
+        (positive means ``classes_[1]``), (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "summary_")
+        if is_store(X):
+            ds = open_dataset(X)
+            parts = [self.decision_function(b.X) for b in ds.iter_blocks()]
+            k = 1 if len(self.classes_) == 2 else len(self.classes_)
+            return np.concatenate(parts) if parts else np.zeros((0,) if k == 1 else (0, k))
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+@_kernel_doc
+class KernelPerceptron(KernelClassifier):
+    """The kernel perceptron and the aggressive perceptron with margin ``beta``.
+
+    Crammer, Kandola & Singer (2003), Fig. 1: on round t, with score
+    ``f(x_t) = sum_i a_i k(x_i, x_t)``, update when ``y_t f(x_t) <= beta``: the
+    example enters the cache with coefficient ``a_t = y_t`` (``beta = 0`` is
+    Rosenblatt's perceptron).  Multiclass ("native"): with ``r`` the best
+    other class, update when ``f_y - f_r <= beta``, adding ``x_t`` to class ``y``
+    with +1 and to ``r`` with -1; or one-vs-rest.
+
+    Parameters
+    ----------
+    beta : float, default=0.0
+        The update margin, also the removal threshold of ``budget="variable"``.
+    multiclass : {"native", "ovr"}, default="native"
+    %(kernel)s
+
+    References
+    ----------
+    K. Crammer, J. Kandola, Y. Singer. Online classification on a budget. NIPS 2003.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from distlearn import KernelPerceptron
+    >>> X, y = make_moons(n_samples=300, noise=0.1, random_state=0)
+    >>> clf = KernelPerceptron(beta=0.1, gamma=2.0, budget="variable", epochs=3, random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    """
+
+    _params = {"beta": Real(0, math.inf, "left"), "multiclass": Options("native", "ovr")}
+
+    def __init__(self, *, beta: float = 0.0, multiclass: str = "native", kernel: str = "rbf",
+                 gamma: Any = "scale", degree: int = 3, coef0: float = 0.0, budget: Any = None,
+                 removal: str = "margin", epochs: int = 1, shuffle: bool = True, random_state: Any = None,
+                 conversion: str = "last") -> None:
+        self.beta = beta
+        self.multiclass = multiclass
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.budget = budget
+        self.removal = removal
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        return "perceptron", {}, self.multiclass == "native" and n_classes > 2
+
+
+@_kernel_doc
+class KernelMIRA(KernelClassifier):
+    """Kernel MIRA: the budget paper's learner (binary, and Crammer & Singer's multiclass MIRA).
+
+    Binary: update when ``y f(x) <= beta`` with ``a_t = y min(1, (beta - y f(x)) / k(x, x))``.
+    Multiclass ("native"): the ultraconservative MIRA step (Crammer & Singer
+    2003): when the true class does not beat every other by ``beta``, the
+    coefficients ``tau_r`` of the new pattern solve the QP
+    ``min sum_r (tau_r^2 k(x,x)/2 + tau_r f_r)`` with the true class's score
+    lowered by ``beta``, ``sum_r tau_r = 0``, ``tau_r <= [r = y]``.
+
+    Parameters
+    ----------
+    beta : float, default=0.01
+        The margin of the update, also the removal threshold.
+    multiclass : {"native", "ovr"}, default="native"
+    %(kernel)s
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from distlearn import KernelMIRA
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = KernelMIRA(kernel="poly", degree=9, gamma=1/64, budget="variable", random_state=0)
+    >>> clf.fit(X[:1500], y[:1500]).score(X[1500:], y[1500:]) > 0.9
+    True
+    """
+
+    _params = {"beta": Real(0, math.inf, "left"), "multiclass": Options("native", "ovr")}
+
+    def __init__(self, *, beta: float = 0.01, multiclass: str = "native", kernel: str = "rbf",
+                 gamma: Any = "scale", degree: int = 3, coef0: float = 0.0, budget: Any = None,
+                 removal: str = "margin", epochs: int = 1, shuffle: bool = True, random_state: Any = None,
+                 conversion: str = "last") -> None:
+        self.beta = beta
+        self.multiclass = multiclass
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.budget = budget
+        self.removal = removal
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        native = self.multiclass == "native" and n_classes > 2
+        return "mira", {"beta": self.beta, "native": native}, native
+
+
+@_kernel_doc
+class KernelPA(KernelClassifier):
+    """Kernel passive-aggressive PA, PA-I, PA-II (Crammer et al. 2006), binary and multiclass.
+
+    With the hinge loss ``l = max(0, 1 - y f(x))``, ``a_t = y tau`` where
+    ``tau = l / k(x,x)`` (PA), ``min(C, l / k(x,x))`` (PA-I) or
+    ``l / (k(x,x) + 1/(2C))`` (PA-II).  Multiclass ("native", the single
+    prototype PA Dekel & Singer 2005 use): with ``r`` the best other class and
+    ``l = max(0, 1 - (f_y - f_r))``, ``+tau`` for class ``y`` and ``-tau`` for ``r``,
+    ``k(x,x)`` doubled in ``tau``.
+
+    Parameters
+    ----------
+    variant : {"PA", "PA-I", "PA-II"}, default="PA-I"
+    C : float, default=1.0
+    beta : float, default=1.0
+        Only the removal threshold of the caches (PA's own margin is 1).
+    multiclass : {"native", "ovr"}, default="native"
+    %(kernel)s
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from distlearn import KernelPA
+    >>> X, y = make_moons(n_samples=300, noise=0.1, random_state=0)
+    >>> KernelPA(gamma=2.0, C=3.0, random_state=0).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _params = {"variant": Options("PA", "PA-I", "PA-II"), "C": Real(0, math.inf, "neither"),
+               "beta": Real(0, math.inf, "left"), "multiclass": Options("native", "ovr")}
+
+    def __init__(self, *, variant: str = "PA-I", C: float = 1.0, beta: float = 1.0, multiclass: str = "native",
+                 kernel: str = "rbf", gamma: Any = "scale", degree: int = 3, coef0: float = 0.0,
+                 budget: Any = None, removal: str = "margin", epochs: int = 1, shuffle: bool = True,
+                 random_state: Any = None, conversion: str = "last") -> None:
+        self.variant = variant
+        self.C = C
+        self.beta = beta
+        self.multiclass = multiclass
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.budget = budget
+        self.removal = removal
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.conversion = conversion
+
+    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
+        native = self.multiclass == "native" and n_classes > 2
+        return "pa", {"variant": self.variant, "C": self.C, "native": native}, native

@@ -1,0 +1,304 @@
+"""Compiled rounds of the kernel online learners on a budget (one engine, rules by code).
+
+The hypothesis is a cache of support patterns in *slots*: slot ``i`` holds the
+row ``S[i]``, its self-kernel ``kd[i] = k(x_i, x_i)``, its squared norm
+``sq[i]``, its class ``lab[i]``, its coefficients ``A[i, :]`` (one per output
+column), and ``F[i, :]``, the current scores ``f(x_i)`` of the whole
+hypothesis on it -- kept incrementally: an insertion adds ``u * k(x_t, x_i)``
+(the kernel row the prediction of ``x_t`` computed anyway), a removal
+subtracts ``a_v * k(x_v, x_i)`` (one kernel row of the removed pattern).  So
+every removal test is O(1) per cached pattern and a budget round costs
+O(|C|) kernel evaluations per insertion or removal, never O(|C|^2).
+
+Slots are only appended within a call (``meta[0]`` is the high-water mark);
+removed slots stay, marked dead with their death round, until the Python driver
+compacts them between calls -- the averaged hypothesis needs their lifetimes.
+
+The removal margin of a cached pattern ``p`` is its margin under the
+hypothesis without its own term, ``g_k = F[p, k] - A[p, k] * kd[p]``:
+
+* binary: ``mu_p = s_p * g_0`` (``s_p = +1`` for class 1, ``-1`` for class 0);
+* native multiclass: ``mu_p = g_{c_p} - max_{r != c_p} g_r``;
+* one-vs-rest: ``mu_p = min_{k : A[p, k] != 0} s_{p,k} * g_k``.
+
+Budget codes: 0 none; 1 variable (DistillCache: after an insertion remove,
+one at a time, the pattern of largest ``mu >= beta`` -- ties to the earliest
+inserted -- until none is left); 2 fixed size ``n`` (before inserting into a
+full cache remove one pattern: removal 0 = largest ``mu`` (Fig. 3), 1 = the
+oldest, 2 = the one at position ``floor(u_t * n)`` in insertion order, ``u_t``
+the round's uniform draw).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._config import NUMBA_FLAGS
+from ._kernels import MC_MIRA, MC_PA, MC_PA1, MC_PA2, MIRA, PA, PA1, PA2, PERCEPTRON, _binary_step, _native_taus
+
+LINEAR_KERNEL = 0
+POLY_KERNEL = 1
+RBF_KERNEL = 2
+
+MODE_BINARY = 0
+MODE_OVR = 1
+MODE_NATIVE = 2
+
+BUDGET_NONE = 0
+BUDGET_VARIABLE = 1
+BUDGET_FIXED = 2
+
+REMOVE_MARGIN = 0
+REMOVE_OLDEST = 1
+REMOVE_RANDOM = 2
+
+__all__ = [
+    "LINEAR_KERNEL", "POLY_KERNEL", "RBF_KERNEL", "MODE_BINARY", "MODE_OVR", "MODE_NATIVE",
+    "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
+    "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
+]
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _kval(kernel, kp, a, b, sqa, sqb):
+    """k(a, b) for rows ``a``, ``b`` (``sqa``, ``sqb`` their squared norms; RBF uses
+    the direct sum of squared differences, which is exact where a ~ b)."""
+    if kernel == RBF_KERNEL:
+        acc = 0.0
+        for j in range(a.shape[0]):
+            t = a[j] - b[j]
+            acc += t * t
+        return math.exp(-kp[0] * acc)
+    acc = 0.0
+    for j in range(a.shape[0]):
+        acc += a[j] * b[j]
+    if kernel == POLY_KERNEL:
+        return (kp[0] * acc + kp[2]) ** kp[1]
+    return acc
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _mu(i, mode, K, A, F, kd, lab):
+    """Removal margin of slot ``i`` (module docstring)."""
+    if mode == MODE_BINARY:
+        s = 1.0 if lab[i] == 1 else -1.0
+        return s * (F[i, 0] - A[i, 0] * kd[i])
+    c = lab[i]
+    if mode == MODE_NATIVE:
+        other = -np.inf
+        for r in range(K):
+            if r != c:
+                g = F[i, r] - A[i, r] * kd[i]
+                if g > other:
+                    other = g
+        return (F[i, c] - A[i, c] * kd[i]) - other
+    best = np.inf
+    for k in range(K):
+        if A[i, k] != 0.0:
+            s = 1.0 if c == k else -1.0
+            g = s * (F[i, k] - A[i, k] * kd[i])
+            if g < best:
+                best = g
+    return best
+
+
+@njit(**NUMBA_FLAGS)
+def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
+    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots."""
+    n_slots = meta[0]
+    xv = S[v]
+    for i in range(n_slots):
+        if alive[i] and i != v:
+            kv = _kval(kernel, kp, xv, S[i], sq[v], sq[i])
+            for k in range(K):
+                F[i, k] -= A[v, k] * kv
+    alive[v] = False
+    died[v] = t
+    meta[1] -= 1
+
+
+@njit(**NUMBA_FLAGS)
+def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, n_budget, removal, uniforms,
+                       S, sq, kd, A, F, lab, born, died, alive, meta, krow,
+                       out_mistake, out_hinge, out_fired, out_size, out_removed):
+    """All rounds of one dense block, in ``order``.
+
+    ``meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
+    keys ``born``/``died``); ``uniforms[ii]`` the random removal draw of round
+    ``ii``; ``krow`` scratch of at least the slot capacity.  The caller
+    guarantees room for ``len(order)`` more slots.  Returns -1, or the position
+    in ``order`` of the first round whose scores are not finite (that round and
+    later ones are not applied).
+    """
+    n_order = order.shape[0]
+    m = np.zeros(K, dtype=np.float64)
+    tau = np.zeros(K, dtype=np.float64)
+    work = np.zeros(K, dtype=np.float64)
+    dummy = np.zeros(0, dtype=np.float64)
+    for ii in range(n_order):
+        r = order[ii]
+        x = X[r]
+        c = y[r]
+        t = meta[2]
+        sqx = 0.0
+        for j in range(x.shape[0]):
+            sqx += x[j] * x[j]
+        kxx = _kval(kernel, kp, x, x, sqx, sqx)
+        n_slots = meta[0]
+        for k in range(K):
+            m[k] = 0.0
+        for i in range(n_slots):
+            if alive[i]:
+                kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
+                krow[i] = kv
+                for k in range(K):
+                    m[k] += A[i, k] * kv
+        finite = math.isfinite(kxx)
+        for k in range(K):
+            finite = finite and math.isfinite(m[k])
+        if not finite:
+            return ii
+        # the prediction and the loss of the hypothesis before the update
+        if mode == MODE_BINARY:
+            s0 = 1.0 if c == 1 else -1.0
+            out_mistake[ii] = (m[0] >= 0.0) != (s0 > 0.0)
+            h = 1.0 - s0 * m[0]
+        else:
+            best = 0
+            for k in range(1, K):
+                if m[k] > m[best]:
+                    best = k
+            out_mistake[ii] = best != c
+            other = -np.inf
+            for k in range(K):
+                if k != c and m[k] > other:
+                    other = m[k]
+            h = 1.0 - (m[c] - other)
+        out_hinge[ii] = h if h > 0.0 else 0.0
+        # the rule: tau[k] is the new pattern's coefficient in column k
+        fire = False
+        for k in range(K):
+            tau[k] = 0.0
+        if mode == MODE_NATIVE:
+            if rule == PERCEPTRON:
+                rival = -1
+                other = -np.inf
+                for k in range(K):
+                    if k != c and (rival < 0 or m[k] > other):
+                        other = m[k]
+                        rival = k
+                if m[c] - other <= beta:
+                    tau[c] = p[1]
+                    tau[rival] = -p[1]
+            else:
+                _native_taus(rule, p, m, c, K, tau, work, kxx, dummy, 0, 0, False, 0.0)
+            for k in range(K):
+                if tau[k] != 0.0:
+                    fire = True
+        else:
+            for k in range(K):
+                if mode == MODE_BINARY:
+                    yk = 1.0 if c == 1 else -1.0
+                else:
+                    yk = 1.0 if c == k else -1.0
+                z = yk * m[k]
+                if rule == PERCEPTRON:
+                    if z <= beta:
+                        tau[k] = yk * p[1]
+                        fire = True
+                else:
+                    upd, cc, u, project = _binary_step(rule, p, z, yk, m[k], 0.0, 1.0, kxx)
+                    if upd and u != 0.0:
+                        tau[k] = u
+                        fire = True
+        n_rem = 0
+        if fire:
+            if budget == BUDGET_FIXED and meta[1] >= n_budget:
+                v = -1
+                if removal == REMOVE_MARGIN:
+                    best_mu = -np.inf
+                    for i in range(n_slots):
+                        if alive[i]:
+                            mu = _mu(i, mode, K, A, F, kd, lab)
+                            if v < 0 or mu > best_mu or (mu == best_mu and born[i] < born[v]):
+                                best_mu = mu
+                                v = i
+                elif removal == REMOVE_OLDEST:
+                    for i in range(n_slots):
+                        if alive[i] and (v < 0 or born[i] < born[v]):
+                            v = i
+                else:
+                    pos = int(math.floor(uniforms[ii] * meta[1]))
+                    if pos >= meta[1]:
+                        pos = meta[1] - 1
+                    # the pos-th live slot in insertion order (slots are appended in round order)
+                    seen = 0
+                    for i in range(n_slots):
+                        if alive[i]:
+                            if seen == pos:
+                                v = i
+                                break
+                            seen += 1
+                for k in range(K):
+                    m[k] -= A[v, k] * krow[v]
+                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta)
+                n_rem += 1
+            # insert x_t into slot s
+            s = meta[0]
+            for j in range(x.shape[0]):
+                S[s, j] = x[j]
+            sq[s] = sqx
+            kd[s] = kxx
+            lab[s] = c
+            born[s] = t
+            died[s] = -1
+            for k in range(K):
+                A[s, k] = tau[k]
+            for i in range(n_slots):
+                if alive[i]:
+                    kv = krow[i]
+                    for k in range(K):
+                        F[i, k] += tau[k] * kv
+            for k in range(K):
+                F[s, k] = m[k] + tau[k] * kxx
+            alive[s] = True
+            meta[0] = s + 1
+            meta[1] += 1
+            if budget == BUDGET_VARIABLE:
+                while True:
+                    v = -1
+                    best_mu = -np.inf
+                    for i in range(meta[0]):
+                        if alive[i]:
+                            mu = _mu(i, mode, K, A, F, kd, lab)
+                            if mu >= beta and (v < 0 or mu > best_mu or (mu == best_mu and born[i] < born[v])):
+                                best_mu = mu
+                                v = i
+                    if v < 0:
+                        break
+                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta)
+                    n_rem += 1
+        out_fired[ii] = fire
+        out_removed[ii] = n_rem
+        out_size[ii] = meta[1]
+        meta[2] = t + 1
+    return -1
+
+
+@njit(**NUMBA_FLAGS)
+def kernel_scores(X, S, sq, coef, kernel, kp, out):
+    """``out[r, k] = sum_i coef[i, k] k(S[i], X[r])`` (a compact support set)."""
+    for r in range(X.shape[0]):
+        x = X[r]
+        sqx = 0.0
+        for j in range(x.shape[0]):
+            sqx += x[j] * x[j]
+        for k in range(coef.shape[1]):
+            out[r, k] = 0.0
+        for i in range(S.shape[0]):
+            kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
+            for k in range(coef.shape[1]):
+                out[r, k] += coef[i, k] * kv

@@ -1,0 +1,324 @@
+"""Kernel online learners on a budget: kernels, the cache state, and the chunk driver.
+
+The rules are the linear registry's (:data:`distlearn.learners.RULES`) with
+inner products replaced by a kernel: the kernel perceptron and the aggressive
+perceptron with margin ``beta`` (Crammer, Kandola & Singer 2003, Fig. 1),
+kernel MIRA (binary, and Crammer & Singer's ultraconservative multiclass
+MIRA), and kernel PA / PA-I / PA-II (binary, and the single-prototype
+multiclass PA of Dekel & Singer 2005).  Every update inserts one support
+pattern -- the example with its coefficient per output column -- and a
+*budget* may remove patterns:
+
+``None``
+    nothing is removed;
+``"variable"``
+    DistillCache (Fig. 2): after each insertion, remove the cached pattern of
+    largest removal margin ``mu >= beta``, one at a time (the hypothesis
+    changes after each removal; ties go to the earliest inserted), until none
+    is left;
+an integer ``n``
+    a fixed-size cache: before inserting into a full cache remove one pattern,
+    by ``removal="margin"`` (Fig. 3: the largest ``mu``), ``"oldest"`` (the
+    Forgetron's choice, without its shrinking) or ``"random"`` (the randomized
+    budget perceptron; a seeded draw per round).
+
+The removal margin ``mu_p`` of a cached pattern is its margin under the
+hypothesis without its own term: ``s_p (f(x_p) - a_p k(x_p, x_p))`` in the
+binary case; for native multiclass rules, the score of its class minus the
+best other score, both without its own term; for one-vs-rest, the smallest
+such binary margin over the columns in which it has a coefficient.
+
+The compiled engine is :mod:`distlearn.learners._budget`; its pure-Python
+oracle is the test suite's ``tests/naive_kernel.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import rng
+from . import _budget as B
+from .linear import NonFiniteError, Rule, raise_non_finite
+
+__all__ = [
+    "KERNELS",
+    "KERNEL_RULES",
+    "Kernel",
+    "make_kernel",
+    "BudgetState",
+    "BudgetLog",
+    "init_budget_state",
+    "learn_budget_chunk",
+    "kernel_decision",
+    "removal_margins",
+]
+
+KERNELS = {"linear": B.LINEAR_KERNEL, "poly": B.POLY_KERNEL, "rbf": B.RBF_KERNEL}
+#: The linear rules that have a kernel form (all updates are ``w += u x``, no rescaling of ``w``).
+KERNEL_RULES = ("perceptron", "mira", "pa")
+REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM}
+RANDOM_REMOVAL_STREAM = rng.stream_id("budget-removal")
+#: Rows per compiled call: bounds the dense copy of a sparse block and the slots appended per call.
+_SUB_ROWS = 2048
+
+
+class Kernel(NamedTuple):
+    """A kernel as the engine sees it: ``code`` and ``params = [gamma, degree, coef0]``.
+
+    ``linear``: ``x.x'``; ``poly``: ``(gamma x.x' + coef0)^degree`` (homogeneous
+    with ``coef0 = 0``); ``rbf``: ``exp(-gamma ||x - x'||^2)``.
+    """
+
+    name: str
+    code: int
+    params: np.ndarray
+
+
+def make_kernel(kernel: str = "rbf", *, gamma: float = 1.0, degree: float = 3, coef0: float = 0.0) -> Kernel:
+    """Validate and build a :class:`Kernel`."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+    g = float(gamma)
+    if not (math.isfinite(g) and g > 0):
+        raise ValueError(f"gamma must be finite and > 0, got {gamma!r}")
+    deg = float(degree)
+    if not (math.isfinite(deg) and deg >= 1 and deg == int(deg)):
+        raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+    c0 = float(coef0)
+    if not math.isfinite(c0) or c0 < 0:
+        raise ValueError(f"coef0 must be finite and >= 0, got {coef0!r}")
+    return Kernel(kernel, KERNELS[kernel], np.array([g, deg, c0], dtype=np.float64))
+
+
+def _mode(n_outputs: int, native: bool) -> int:
+    if n_outputs == 1:
+        return B.MODE_BINARY
+    return B.MODE_NATIVE if native else B.MODE_OVR
+
+
+@dataclass
+class BudgetState:
+    """The cache: live and (within a chunk) dead slots, plus the retired patterns.
+
+    ``retired_*`` keep the patterns removed in earlier chunks with their
+    coefficients and lifetimes when ``keep_retired`` (the averaged hypothesis
+    is a kernel expansion over every pattern that was ever cached).
+    """
+
+    n_features: int
+    n_outputs: int
+    native: bool
+    keep_retired: bool = False
+    S: np.ndarray = field(default=None)        # type: ignore[assignment]
+    sq: np.ndarray = field(default=None)       # type: ignore[assignment]
+    kd: np.ndarray = field(default=None)       # type: ignore[assignment]
+    A: np.ndarray = field(default=None)        # type: ignore[assignment]
+    F: np.ndarray = field(default=None)        # type: ignore[assignment]
+    lab: np.ndarray = field(default=None)      # type: ignore[assignment]
+    born: np.ndarray = field(default=None)     # type: ignore[assignment]
+    died: np.ndarray = field(default=None)     # type: ignore[assignment]
+    alive: np.ndarray = field(default=None)    # type: ignore[assignment]
+    meta: np.ndarray = field(default=None)     # type: ignore[assignment]  [n_slots, n_alive, t]
+    retired_S: list = field(default_factory=list)
+    retired_A: list = field(default_factory=list)
+    retired_life: list = field(default_factory=list)  # (born, died) pairs
+    retired_lab: list = field(default_factory=list)
+    n_inserted: int = 0
+    n_removed: int = 0
+
+    @property
+    def mode(self) -> int:
+        return _mode(self.n_outputs, self.native)
+
+    @property
+    def t(self) -> int:
+        """Rounds seen so far."""
+        return int(self.meta[2])
+
+    @property
+    def n_support(self) -> int:
+        return int(self.meta[1])
+
+    def _grow(self, need: int) -> None:
+        cap = self.S.shape[0]
+        if need <= cap:
+            return
+        new = max(need, 2 * cap, 64)
+        K = self.n_outputs
+
+        def g(a: np.ndarray, shape: tuple[int, ...], fill: Any = 0) -> np.ndarray:
+            out = np.full(shape, fill, dtype=a.dtype)
+            out[: a.shape[0]] = a
+            return out
+
+        self.S = g(self.S, (new, self.n_features))
+        self.sq, self.kd = g(self.sq, (new,)), g(self.kd, (new,))
+        self.A, self.F = g(self.A, (new, K)), g(self.F, (new, K))
+        self.lab, self.born, self.died = g(self.lab, (new,)), g(self.born, (new,)), g(self.died, (new,), -1)
+        self.alive = g(self.alive, (new,), False)
+
+    def compact(self) -> None:
+        """Drop the dead slots (retiring them when ``keep_retired``); live slots keep insertion order."""
+        n = int(self.meta[0])
+        live = self.alive[:n]
+        dead = np.flatnonzero(~live)
+        if dead.size == 0:
+            return
+        if self.keep_retired:
+            self.retired_S.append(self.S[dead].copy())
+            self.retired_A.append(self.A[dead].copy())
+            self.retired_life.append(np.stack([self.born[dead], self.died[dead]], axis=1))
+            self.retired_lab.append(self.lab[dead].copy())
+        keep = np.flatnonzero(live)
+        k = keep.size
+        for a in (self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive):
+            a[:k] = a[keep]
+        self.alive[k:n] = False
+        self.meta[0] = k
+
+    def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The live support patterns, their coefficients and classes (insertion order)."""
+        n = int(self.meta[0])
+        idx = np.flatnonzero(self.alive[:n])
+        return self.S[idx].copy(), self.A[idx].copy(), self.lab[idx].copy()
+
+    def average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(1/(T+1)) sum_{t=0}^{T} h_t`` as one kernel expansion (needs ``keep_retired``).
+
+        A pattern inserted at round ``b`` is in the hypotheses ``h_{b+1} ..
+        h_d`` if removed at round ``d`` (after that round's prediction), else in
+        ``h_{b+1} .. h_T``; its averaged coefficient is ``a (d - b) / (T + 1)``.
+        ``h_0 = 0`` counts, as in the linear average.
+        """
+        if not self.keep_retired:
+            raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
+        T = self.t
+        n = int(self.meta[0])
+        died = self.died[:n].copy()
+        died[self.alive[:n]] = T
+        S = [self.S[:n], *self.retired_S]
+        A = [self.A[:n], *self.retired_A]
+        life = [np.stack([self.born[:n], died], axis=1), *self.retired_life]
+        lab = np.concatenate([self.lab[:n], *self.retired_lab])
+        S_all, A_all, L = np.concatenate(S), np.concatenate(A), np.concatenate(life)
+        w = (L[:, 1] - L[:, 0]).astype(np.float64) / (T + 1)
+        keep = w > 0
+        return S_all[keep], A_all[keep] * w[keep, None], lab[keep]
+
+
+class BudgetLog(NamedTuple):
+    """Per round of a chunk: the hypothesis' mistake and hinge loss before the update,
+    whether it updated (inserted a pattern), the cache size after the round, and the
+    number of patterns removed in the round."""
+
+    mistake: np.ndarray
+    hinge: np.ndarray
+    updated: np.ndarray
+    cache_size: np.ndarray
+    removed: np.ndarray
+
+
+def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, keep_retired: bool = False,
+                      capacity: int = 64) -> BudgetState:
+    """An empty cache for ``n_outputs`` columns (1 = binary)."""
+    st = BudgetState(int(n_features), int(n_outputs), bool(native) and n_outputs > 1, keep_retired)
+    cap, K = max(1, capacity), int(n_outputs)
+    st.S = np.zeros((cap, n_features))
+    st.sq, st.kd = np.zeros(cap), np.zeros(cap)
+    st.A, st.F = np.zeros((cap, K)), np.zeros((cap, K))
+    st.lab, st.born = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+    st.died = np.full(cap, -1, dtype=np.int64)
+    st.alive = np.zeros(cap, dtype=bool)
+    st.meta = np.zeros(3, dtype=np.int64)
+    return st
+
+
+def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
+                       order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
+                       removal: str = "margin", seed: int = 0) -> BudgetLog:
+    """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
+
+    ``beta`` is the removal threshold (and the perceptron's update margin);
+    ``seed`` keys the random removal draws by the learner's round counter, so
+    the result does not depend on how the stream was chunked.
+    """
+    if budget is None:
+        bcode, n_budget = B.BUDGET_NONE, 0
+    elif isinstance(budget, str):
+        if budget != "variable":
+            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
+        bcode, n_budget = B.BUDGET_VARIABLE, 0
+    else:
+        if isinstance(budget, bool) or int(budget) != budget or budget < 1:
+            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
+        bcode, n_budget = B.BUDGET_FIXED, int(budget)
+    if removal not in REMOVALS:
+        raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    n = X.shape[0]
+    order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
+    y = np.asarray(y, dtype=np.int64)
+    m = order.shape[0]
+    out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
+                    np.zeros(m, dtype=np.int64))
+    sub = max(1, min(_SUB_ROWS, (1 << 24) // max(1, state.n_features)))
+    for lo in range(0, m, sub):
+        hi = min(m, lo + sub)
+        rows = order[lo:hi]
+        if sp.issparse(X):
+            uniq, inv = np.unique(rows, return_inverse=True)
+            Xd = np.asarray(X[uniq].toarray(), dtype=np.float64)
+            yd, od = y[uniq], inv.astype(np.int64)
+        else:
+            Xd, yd, od = np.asarray(X, dtype=np.float64), y, rows
+        if not Xd.flags.c_contiguous:
+            Xd = np.ascontiguousarray(Xd)
+        state.compact()
+        state._grow(int(state.meta[0]) + (hi - lo))
+        t0 = state.t
+        uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
+                    if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))
+        krow = np.zeros(state.S.shape[0])
+        bad = B.learn_budget_block(
+            Xd, yd, od, rule.code, rule.params, float(beta), kernel.code, kernel.params, state.n_outputs,
+            state.mode, bcode, n_budget, REMOVALS[removal], uniforms,
+            state.S, state.sq, state.kd, state.A, state.F, state.lab, state.born, state.died, state.alive,
+            state.meta, krow, out.mistake[lo:hi], out.hinge[lo:hi], out.updated[lo:hi], out.cache_size[lo:hi],
+            out.removed[lo:hi])
+        done = (hi - lo) if bad < 0 else bad
+        state.n_inserted += int(out.updated[lo:lo + done].sum())
+        state.n_removed += int(out.removed[lo:lo + done].sum())
+        if bad >= 0:
+            r = int(rows[bad])
+            raise_non_finite(X, r, lo + bad)
+            raise NonFiniteError(f"row {r}: a kernel score is not finite (the kernel overflowed: scale the data "
+                                 "or lower gamma or degree)", r, lo + bad)
+    return out
+
+
+def removal_margins(state: BudgetState) -> np.ndarray:
+    """``mu_p`` of every live pattern (insertion order), recomputed from the cache for checks."""
+    n = int(state.meta[0])
+    idx = np.flatnonzero(state.alive[:n])
+    out = np.empty(idx.size)
+    for j, i in enumerate(idx):
+        out[j] = B._mu.py_func(i, state.mode, state.n_outputs, state.A, state.F, state.kd, state.lab)
+    return out
+
+
+def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any, block: int = 4096) -> np.ndarray:
+    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR), in row blocks."""
+    n = X.shape[0]
+    out = np.zeros((n, coef.shape[1]))
+    sq = np.einsum("ij,ij->i", S, S)
+    S = np.ascontiguousarray(S, dtype=np.float64)
+    coef = np.ascontiguousarray(coef, dtype=np.float64)
+    for lo in range(0, n, block):
+        Xb = X[lo:lo + block]
+        Xb = np.ascontiguousarray(Xb.toarray() if sp.issparse(Xb) else Xb, dtype=np.float64)
+        B.kernel_scores(Xb, S, sq, coef, kernel.code, kernel.params, out[lo:lo + block])
+    return out
