@@ -22,6 +22,7 @@ METRICS: dict[str, str] = {
     "train_error": "misclassified fraction of the training set, after training",
     "online_error": "progressive mistakes / rounds of the first pass (online_errors_ / t_)",
     "n_updates": "updates made during fit (n_updates_)",
+    "n_support": "kernel models: support patterns of the fitted hypothesis (n_support_.sum())",
     "train_margin": "binary linear models: min_i y_i (w.x_i + b) / ||(w, b)|| on the training set",
     "fit_seconds": "wall-clock seconds of fit (a measurement: the only column that is not reproducible)",
 }

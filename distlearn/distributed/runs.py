@@ -280,6 +280,8 @@ def _run_task(spec: dict[str, Any], train: Any, test: Any) -> tuple[dict[str, An
             v = int(est.online_errors_) / t if t and hasattr(est, "online_errors_") else None
         elif m == "n_updates":
             v = int(est.n_updates_) if hasattr(est, "n_updates_") else None
+        elif m == "n_support":
+            v = int(np.sum(est.n_support_)) if hasattr(est, "n_support_") else None
         elif m == "train_margin":
             v = _margin(est, train_pieces())
         elif m == "fit_seconds":

@@ -51,7 +51,8 @@ _KERNEL_DOC = """
         with ``coef0=0``, as the budget paper's degree-9 kernel) or ``x.x'``.
     gamma : float, "scale" or "auto", default="scale"
         "scale" is ``1 / (n_features * X.var())`` and "auto" ``1 / n_features``, as in
-        scikit-learn's SVC (measured on the first fit; a store is streamed once).
+        scikit-learn's SVC, measured on the data of the first fit or partial_fit call (a store is
+        streamed once).
     degree : int, default=3
     coef0 : float, default=0.0
     budget : None, "variable" or int, default=None

@@ -80,6 +80,48 @@ def _kval(kernel, kp, a, b, sqa, sqb):
     return acc
 
 
+#: Rows whose kernel rows against the cache are computed together (one pass over the cache per block).
+ROW_BLOCK = 16
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc):
+    """``G[b, i] = k(S[i], x_b)`` for the live slots ``i < n0`` and the ``nb`` rows held
+    transposed in ``Xt[:, :nb]``.
+
+    Every pair's sum runs over the features in order, exactly as :func:`_kval`
+    sums it, so a blocked value is bit for bit the per-row value; the block only
+    reorders *which* pairs are computed when -- each cached row is read once
+    per block instead of once per round, and the inner loop over the block's
+    rows vectorises.
+    """
+    d = S.shape[1]
+    for i in range(n0):
+        if not alive[i]:
+            continue
+        for b in range(ROW_BLOCK):
+            acc[b] = 0.0
+        if kernel == RBF_KERNEL:
+            for j in range(d):
+                s = S[i, j]
+                for b in range(ROW_BLOCK):
+                    t = s - Xt[j, b]
+                    acc[b] += t * t
+            for b in range(nb):
+                G[b, i] = math.exp(-kp[0] * acc[b])
+        else:
+            for j in range(d):
+                s = S[i, j]
+                for b in range(ROW_BLOCK):
+                    acc[b] += s * Xt[j, b]
+            if kernel == POLY_KERNEL:
+                for b in range(nb):
+                    G[b, i] = (kp[0] * acc[b] + kp[2]) ** kp[1]
+            else:
+                for b in range(nb):
+                    G[b, i] = acc[b]
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _mu(i, mode, K, A, F, kd, lab):
     """Removal margin of slot ``i`` (module docstring)."""
@@ -123,7 +165,7 @@ def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
 @njit(**NUMBA_FLAGS)
 def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, n_budget, removal, uniforms,
                        S, sq, kd, A, F, lab, born, died, alive, meta, krow,
-                       out_mistake, out_hinge, out_fired, out_size, out_removed):
+                       out_mistake, out_hinge, out_fired, out_size, out_removed, blocked):
     """All rounds of one dense block, in ``order``.
 
     ``meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
@@ -131,14 +173,32 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     ``ii``; ``krow`` scratch of at least the slot capacity.  The caller
     guarantees room for ``len(order)`` more slots.  Returns -1, or the position
     in ``order`` of the first round whose scores are not finite (that round and
-    later ones are not applied).
+    later ones are not applied).  ``blocked``: compute the kernel rows of
+    ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
+    (:func:`_block_rows`), patching the patterns inserted inside the block row
+    by row -- the same values as ``blocked=False``, bit for bit.
     """
+    d = X.shape[1]
+    Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
+    G = np.zeros((ROW_BLOCK, S.shape[0]), dtype=np.float64)
+    acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    n0 = 0
+    b0 = 0
     n_order = order.shape[0]
     m = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
     for ii in range(n_order):
+        if blocked and ii % ROW_BLOCK == 0:
+            b0 = ii
+            nb = min(ROW_BLOCK, n_order - ii)
+            for b in range(nb):
+                xr = X[order[ii + b]]
+                for j in range(d):
+                    Xt[j, b] = xr[j]
+            n0 = meta[0]
+            _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
         r = order[ii]
         x = X[r]
         c = y[r]
@@ -150,7 +210,17 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
         n_slots = meta[0]
         for k in range(K):
             m[k] = 0.0
-        for i in range(n_slots):
+        first = 0
+        if blocked:
+            gb = G[ii - b0]
+            for i in range(n0):
+                if alive[i]:
+                    kv = gb[i]
+                    krow[i] = kv
+                    for k in range(K):
+                        m[k] += A[i, k] * kv
+            first = n0
+        for i in range(first, n_slots):
             if alive[i]:
                 kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
                 krow[i] = kv

@@ -193,7 +193,7 @@ class BudgetState:
         A pattern inserted at round ``b`` is in the hypotheses ``h_{b+1} ..
         h_d`` if removed at round ``d`` (after that round's prediction), else in
         ``h_{b+1} .. h_T``; its averaged coefficient is ``a (d - b) / (T + 1)``.
-        ``h_0 = 0`` counts, as in the linear average.
+        ``h_0 = 0`` counts, as in the linear average.  Patterns come in insertion order.
         """
         if not self.keep_retired:
             raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
@@ -207,7 +207,8 @@ class BudgetState:
         lab = np.concatenate([self.lab[:n], *self.retired_lab])
         S_all, A_all, L = np.concatenate(S), np.concatenate(A), np.concatenate(life)
         w = (L[:, 1] - L[:, 0]).astype(np.float64) / (T + 1)
-        keep = w > 0
+        keep = np.flatnonzero(w > 0)
+        keep = keep[np.argsort(L[keep, 0], kind="stable")]  # insertion order, whatever the chunking
         return S_all[keep], A_all[keep] * w[keep, None], lab[keep]
 
 
@@ -240,12 +241,14 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
 
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
-                       removal: str = "margin", seed: int = 0) -> BudgetLog:
+                       removal: str = "margin", seed: int = 0, blocked: bool = True) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
     ``seed`` keys the random removal draws by the learner's round counter, so
-    the result does not depend on how the stream was chunked.
+    the result does not depend on how the stream was chunked.  ``blocked``
+    computes kernel rows ``ROW_BLOCK`` rounds at a time (same values, bit for
+    bit; ``False`` is one row per round, kept for the benchmark).
     """
     if budget is None:
         bcode, n_budget = B.BUDGET_NONE, 0
@@ -288,7 +291,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
             state.mode, bcode, n_budget, REMOVALS[removal], uniforms,
             state.S, state.sq, state.kd, state.A, state.F, state.lab, state.born, state.died, state.alive,
             state.meta, krow, out.mistake[lo:hi], out.hinge[lo:hi], out.updated[lo:hi], out.cache_size[lo:hi],
-            out.removed[lo:hi])
+            out.removed[lo:hi], bool(blocked))
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())

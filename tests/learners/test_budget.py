@@ -1,0 +1,245 @@
+"""The kernel budget engine: its invariants, Theorem 1 of the budget paper, and the estimators' contract."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import distlearn
+from distlearn.data import create_dataset
+from distlearn.learners import NonFiniteError, make_rule
+from distlearn.learners.kernel import (
+    init_budget_state,
+    kernel_decision,
+    learn_budget_chunk,
+    make_kernel,
+    removal_margins,
+)
+
+BUDGETS = [None, "variable", 7]
+
+
+def _data(n=120, d=4, k=2, seed=0, noise=0.3):
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(n, d))
+    if k == 2:
+        y = (X[:, 0] + X[:, 1] * X[:, 2] + noise * rs.normal(size=n) > 0).astype(np.int64)
+    else:
+        y = (np.floor((np.arctan2(X[:, 1], X[:, 0]) + math.pi) / (2 * math.pi) * k) % k).astype(np.int64)
+    return X, y
+
+
+def _run(rule, X, y, k, native, budget, kernel="rbf", beta=0.1, removal="margin", chunks=1, seed=3, **kp):
+    K = 1 if k == 2 else k
+    state = init_budget_state(X.shape[1], K, native=native, keep_retired=True)
+    kern = make_kernel(kernel, **kp)
+    logs = []
+    for part in np.array_split(np.arange(len(y)), chunks):
+        logs.append(learn_budget_chunk(rule, kern, state, X, y, order=part, beta=beta, budget=budget,
+                                       removal=removal, seed=seed))
+    return state, kern, logs
+
+
+def _rules(k):
+    native = k > 2
+    return [
+        (make_rule("perceptron"), native),
+        (make_rule("mira", beta=0.1, native=native), native),
+        (make_rule("pa", variant="PA-I", C=0.5, native=native), native),
+        (make_rule("pa", variant="PA-II", C=0.5), False),  # one-vs-rest when k > 2
+    ]
+
+
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_kept_scores_equal_recomputed_scores_and_distill_leaves_no_removable_pattern(k, budget, kernel):
+    X, y = _data(k=k)
+    for rule, native in _rules(k):
+        state, kern, logs = _run(rule, X, y, k, native, budget, kernel=kernel, gamma=0.5, degree=2, coef0=1.0)
+        S, A, _ = state.support()
+        n = int(state.meta[0])
+        live = np.flatnonzero(state.alive[:n])
+        # F is kept by increments on every insertion and removal; recompute it from scratch.
+        np.testing.assert_allclose(state.F[live], kernel_decision(kern, S, A, S), rtol=1e-10, atol=1e-10)
+        sizes = np.concatenate([lg.cache_size for lg in logs])
+        assert sizes[-1] == len(S) == state.n_support
+        assert state.n_inserted - state.n_removed == len(S)
+        if budget == "variable" and len(S):
+            assert removal_margins(state).max() < 0.1  # DistillCache stopped: nothing left with mu >= beta
+        if isinstance(budget, int):
+            assert sizes.max() <= budget
+
+
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000), removal=st.sampled_from(["margin", "oldest", "random"]))
+@settings(max_examples=25, deadline=None)
+def test_fixed_cache_never_exceeds_its_size(n, seed, removal):
+    X, y = _data(n=80, seed=seed)
+    state, _, logs = _run(make_rule("mira", beta=0.01), X, y, 2, False, n, removal=removal, seed=seed)
+    assert logs[0].cache_size.max() <= n
+    assert state.n_support <= n
+
+
+@given(gamma=st.floats(0.05, 0.3), beta=st.floats(0.0, 1.0), R=st.floats(0.5, 3.0), seed=st.integers(0, 10_000),
+       epochs=st.integers(1, 3))
+@settings(max_examples=30, deadline=None)
+def test_theorem_1_variable_cache_bound(gamma, beta, R, seed, epochs):
+    """Crammer, Kandola & Singer, Theorem 1: with ||x|| <= R and a unit u of margin gamma,
+    the aggressive perceptron's variable cache never holds more than (R^2 + 2 beta) / gamma^2 patterns."""
+    rs = np.random.default_rng(seed)
+    d = 5
+    u = rs.normal(size=d)
+    u /= np.linalg.norm(u)
+    X = rs.normal(size=(600, d))
+    X *= (R * rs.uniform(0.2, 1.0, size=600) / np.linalg.norm(X, axis=1))[:, None]
+    keep = np.abs(X @ u) >= gamma
+    X = X[keep]
+    y = (X @ u > 0).astype(np.int64)
+    if len(y) < 2 or beta <= 0:
+        return
+    state = init_budget_state(d, 1)
+    kern = make_kernel("linear")
+    sizes = []
+    for e in range(epochs):
+        log = learn_budget_chunk(make_rule("perceptron"), kern, state, X, y, order=rs.permutation(len(y)),
+                                 beta=beta, budget="variable")
+        sizes.append(log.cache_size.max())
+    assert max(sizes) <= (R * R + 2 * beta) / gamma**2
+
+
+def test_linear_kernel_without_budget_is_the_perceptron():
+    X, y = _data(n=300, d=6, seed=5, noise=1.0)
+    lin = distlearn.Perceptron(fit_intercept=False, shuffle=False, epochs=1).fit(X, y)
+    ker = distlearn.KernelPerceptron(kernel="linear", shuffle=False, epochs=1).fit(X, y)
+    assert ker.online_errors_ == lin.online_errors_
+    assert ker.n_updates_ == lin.n_updates_
+    Xt, _ = _data(n=200, d=6, seed=6)
+    np.testing.assert_allclose(ker.decision_function(Xt), lin.decision_function(Xt), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize("removal", ["margin", "random"])
+def test_chunking_does_not_change_the_model(budget, removal):
+    X, y = _data(n=200, k=3)
+    rule = make_rule("mira", beta=0.1, native=True)
+    a, _, la = _run(rule, X, y, 3, True, budget, removal=removal, chunks=1)
+    b, _, lb = _run(rule, X, y, 3, True, budget, removal=removal, chunks=7)
+    for x, z in zip(a.support(), b.support()):
+        assert np.array_equal(x, z)
+    assert np.array_equal(la[0].mistake, np.concatenate([lg.mistake for lg in lb]))
+    for x, z in zip(a.average(), b.average()):
+        assert np.array_equal(x, z)
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_average_is_the_mean_of_the_online_hypotheses(budget):
+    """(1/(T+1)) sum_{t=0}^{T} h_t, computed by brute force from a snapshot after every round."""
+    X, y = _data(n=60, k=3, seed=2)
+    Xt, _ = _data(n=40, k=3, seed=9)
+    kern = make_kernel("rbf", gamma=0.7)
+    state = init_budget_state(X.shape[1], 3, native=True, keep_retired=True)
+    rule = make_rule("pa", variant="PA-I", C=1.0, native=True)
+    total = np.zeros((len(Xt), 3))  # h_0 = 0
+    for t in range(len(y)):
+        learn_budget_chunk(rule, kern, state, X, y, order=np.array([t]), beta=0.5, budget=budget)
+        S, A, _ = state.support()
+        total += kernel_decision(kern, S, A, Xt) if len(S) else 0.0
+    S, A, _ = state.average()
+    np.testing.assert_allclose(kernel_decision(kern, S, A, Xt), total / (len(y) + 1), rtol=1e-9, atol=1e-12)
+
+
+def test_random_removal_is_seeded():
+    X, y = _data(n=150)
+    rule = make_rule("perceptron")
+    a = _run(rule, X, y, 2, False, 5, removal="random", seed=1)[0].support()[0]
+    b = _run(rule, X, y, 2, False, 5, removal="random", seed=1)[0].support()[0]
+    c = _run(rule, X, y, 2, False, 5, removal="random", seed=2)[0].support()[0]
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_sparse_rows_give_the_dense_model():
+    X, y = _data(n=100, k=3)
+    X[np.abs(X) < 0.5] = 0.0
+    rule = make_rule("mira", beta=0.1, native=True)
+    kern = make_kernel("poly", gamma=1.0, degree=3, coef0=1.0)
+    a = init_budget_state(X.shape[1], 3, native=True)
+    b = init_budget_state(X.shape[1], 3, native=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    learn_budget_chunk(rule, kern, a, X, y, order=order, beta=0.1, budget="variable")
+    learn_budget_chunk(rule, kern, b, sp.csr_matrix(X), y, order=order, beta=0.1, budget="variable")
+    for x, z in zip(a.support(), b.support()):
+        assert np.array_equal(x, z)
+
+
+def test_non_finite_row_is_named():
+    X, y = _data(n=50)
+    X[17, 2] = np.nan
+    with pytest.raises(NonFiniteError, match="row 17"):
+        learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(4, 1), X, y)
+
+
+# --------------------------------------------------------------------------- estimators
+
+@pytest.mark.parametrize("cls", [distlearn.KernelPerceptron, distlearn.KernelMIRA, distlearn.KernelPA])
+def test_partial_fit_in_pieces_is_one_pass_of_fit(cls):
+    X, y = _data(n=240, k=3)
+    params = dict(budget="variable", beta=0.2, gamma=0.5, random_state=0, conversion="average")  # "scale": first batch
+    full = cls(shuffle=False, **params).fit(X, y)
+    inc = cls(**params)
+    for part in np.array_split(np.arange(len(y)), 5):
+        inc.partial_fit(X[part], y[part], classes=np.unique(y))
+    assert np.array_equal(full.support_vectors_, inc.support_vectors_)
+    assert np.array_equal(full.dual_coef_, inc.dual_coef_)
+    assert full.online_errors_ == inc.online_errors_
+    assert np.array_equal(full.cache_size_, inc.cache_size_)
+
+
+def test_store_fit_equals_array_fit(tmp_path):
+    X, y = _data(n=300, k=3, seed=4)
+    path = tmp_path / "s.zarr"
+    create_dataset(path, X, y, block_rows=64, dtype="float64")
+    kw = dict(budget=25, epochs=2, random_state=0, gamma=0.5)
+    a = distlearn.KernelMIRA(shuffle=False, **kw).fit(X, y)
+    b = distlearn.KernelMIRA(shuffle=False, **kw).fit(str(path))
+    assert np.array_equal(a.support_vectors_, b.support_vectors_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(str(path)))
+
+
+def test_fitted_attributes_describe_the_cache():
+    X, y = _data(n=200, k=3)
+    clf = distlearn.KernelMIRA(budget=30, random_state=0, epochs=2).fit(X, y)
+    assert clf.support_vectors_.shape == (clf.n_support_.sum(), X.shape[1])
+    assert clf.dual_coef_.shape == (3, clf.n_support_.sum())
+    assert clf.n_support_.sum() <= 30 and len(clf.cache_size_) == 2 * len(y)
+    assert clf.n_updates_ - clf.n_removed_ == clf.n_support_.sum() == clf.cache_size_[-1]
+
+
+def test_variable_budget_with_zero_beta_is_refused():
+    with pytest.raises(ValueError, match="needs beta > 0"):
+        distlearn.KernelPerceptron(budget="variable").fit(*_data(n=20))
+    with pytest.raises(ValueError, match="budget must be None"):
+        distlearn.KernelMIRA(budget=0).fit(*_data(n=20))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_blocked_kernel_rows_give_the_per_row_model_bit_for_bit(kernel, budget):
+    X, y = _data(n=150, k=3, seed=8)
+    rule = make_rule("mira", beta=0.1, native=True)
+    kern = make_kernel(kernel, gamma=0.5, degree=3, coef0=1.0)
+    out = []
+    for blocked in (True, False):
+        state = init_budget_state(X.shape[1], 3, native=True)
+        log = learn_budget_chunk(rule, kern, state, X, y, beta=0.1, budget=budget, blocked=blocked)
+        out.append((state.support(), log))
+    (sa, la), (sb, lb) = out
+    for x, z in zip(sa, sb):
+        assert np.array_equal(x, z)
+    for x, z in zip(la, lb):
+        assert np.array_equal(x, z)
