@@ -21,6 +21,8 @@ from .. import rng
 from .._validation import Boolean, Budget, Integral, Options, RandomState, Real
 from ..data.store import open_dataset
 from ..learners import make_rule
+from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
+from ..conversions.kernel import VotedKernelHypothesis, history, kernel_conversion
 from ..learners.kernel import (
     init_budget_state,
     kernel_decision,
@@ -42,8 +44,23 @@ KERNEL_PARAMS = {
     "epochs": Integral(1, None),
     "shuffle": Boolean(),
     "random_state": RandomState(),
-    "conversion": Options("last", "average"),
+    "conversion": None,  # replaced below
 }
+
+
+class KernelConversionParam:
+    """A conversion with a kernel form: last, average, suffix, interval, tree or vote."""
+
+    KINDS = (Last, Average, Suffix, Interval, Tree, Vote)
+
+    def check(self, name: str, value: Any) -> None:
+        conv = make_conversion(value)
+        if not isinstance(conv, self.KINDS):
+            raise ValueError(f"{name}={value!r} has no kernel form; kernel learners take 'last', 'average', "
+                             "'suffix', 'interval', 'tree' or 'vote' (or such a conversion object)")
+
+
+KERNEL_PARAMS["conversion"] = KernelConversionParam()
 
 _KERNEL_DOC = """
     kernel : {"rbf", "poly", "linear"}, default="rbf"
@@ -74,10 +91,15 @@ _KERNEL_DOC = """
     shuffle : bool, default=True
         A seeded permutation per epoch.
     random_state : int, Generator or None, default=None
-    conversion : {"last", "average"}, default="last"
-        "average" is the average of the online hypotheses ``h_0 .. h_T``: one kernel
-        expansion over every pattern that was ever cached, each weighted by the
-        share of rounds it was cached for.
+    conversion : str or conversion object, default="last"
+        "last", "average", "suffix", "interval", "tree" or "vote" (or their objects
+        from :mod:`distlearn.conversions`, with their parameters).  Computed after
+        the fact from the cache's history -- every pattern's coefficients and
+        lifetime -- and the first pass's losses, without replaying the data: an
+        average of ``h_a .. h_b`` is one kernel expansion over the patterns cached
+        in the span, each weighted by the share of the span it was cached for;
+        "vote" lets every ``h_t`` vote.  ``Interval(max_updates=B // 2)`` on a
+        learner with ``budget=B // 2`` has at most ``B`` support patterns.
 
     Attributes
     ----------
@@ -129,7 +151,8 @@ class KernelClassifier(OnlineLinearClassifier):
 
     _common = KERNEL_PARAMS
     _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
-                                                "cache_size_", "gamma_", "_kernel_obj", "_sizes")
+                                                "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs",
+                                                "conversion_info_")
     #: the removal threshold's default and meaning differ per rule
     fit_intercept = False
     dtype = "float64"
@@ -151,13 +174,14 @@ class KernelClassifier(OnlineLinearClassifier):
         self._rule_obj = make_rule(name, **params)
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
         self._state = init_budget_state(n_features, n_out, native=native,
-                                        keep_retired=self.conversion == "average")
+                                        keep_retired=not isinstance(make_conversion(self.conversion), Last))
         self.n_updates_ = 0
         self.online_errors_ = 0
         self.n_removed_ = 0
         self.n_iter_ = 0
         self.t_ = 0
         self._sizes: list[np.ndarray] = []
+        self._logs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._seed = rng.normalize_seed(self.random_state)
 
     def _prepare(self, X: Any, n_rows: int) -> None:
@@ -187,11 +211,11 @@ class KernelClassifier(OnlineLinearClassifier):
 
     def _snapshot(self) -> tuple[Any, ...]:
         return (copy.deepcopy(self._state), self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_,
-                self.t_, list(self._sizes))
+                self.t_, list(self._sizes), list(self._logs))
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
         (self._state, self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_, self.t_,
-         self._sizes) = snap
+         self._sizes, self._logs) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
                count: bool) -> None:
@@ -202,10 +226,26 @@ class KernelClassifier(OnlineLinearClassifier):
         self.n_removed_ += int(log.removed.sum())
         self.t_ += len(log.mistake)
         self._sizes.append(log.cache_size.astype(np.int32))
+        if self._state.keep_retired:
+            self._logs.append((log.mistake.copy(), log.hinge.copy(), log.updated.copy()))
 
     def _finish(self) -> None:
         st = self._state
-        S, A, lab = st.average() if self.conversion == "average" else st.support()
+        conv = make_conversion(self.conversion)
+        self.__dict__.pop("hypothesis_", None)
+        if isinstance(conv, Last):
+            S, A, lab = st.support()
+            self.conversion_info_ = {"spans": [(st.t, st.t)]}
+        else:
+            mistake, hinge, updated = (np.concatenate(a) for a in zip(*self._logs)) if self._logs else \
+                (np.zeros(0, bool), np.zeros(0), np.zeros(0, bool))
+            hyp, self.conversion_info_ = kernel_conversion(conv, self._kernel_obj, history(st), mistake, hinge,
+                                                           updated)
+            if isinstance(hyp, VotedKernelHypothesis):
+                self.hypothesis_ = hyp
+                S, A, lab = hyp.S, hyp.coef, hyp.lab
+            else:
+                S, A, lab = hyp
         self.support_vectors_ = S
         self.dual_coef_ = np.ascontiguousarray(A.T)
         self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
@@ -223,6 +263,8 @@ class KernelClassifier(OnlineLinearClassifier):
             k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate(parts) if parts else np.zeros((0,) if k == 1 else (0, k))
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        if "hypothesis_" in self.__dict__:
+            return self.hypothesis_.decision_function(X)
         scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 

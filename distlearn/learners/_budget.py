@@ -372,3 +372,55 @@ def kernel_scores(X, S, sq, coef, kernel, kp, out):
             kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
             for k in range(coef.shape[1]):
                 out[r, k] += coef[i, k] * kv
+
+
+@njit(**NUMBA_FLAGS)
+def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
+    """Votes of the hypotheses ``h_a .. h_b`` of a kernel learner's history on every row.
+
+    ``S``/``coef``: every pattern ever cached; the events, sorted by time, say
+    that from hypothesis ``ev_t[e]`` on, pattern ``ev_p[e]`` is in (``ev_s = +1``)
+    or out (``-1``).  Between events the hypothesis is constant, so each run
+    of equal hypotheses votes once with its length.  ``out[r, 0]`` counts the
+    binary votes for the positive class; ``out[r, k]`` the multiclass votes for
+    class ``k`` (argmax, first on ties).  O(P d + E K) per row.
+    """
+    P = S.shape[0]
+    K = coef.shape[1]
+    E = ev_t.shape[0]
+    kx = np.zeros(P, dtype=np.float64)
+    f = np.zeros(K, dtype=np.float64)
+    for r in range(X.shape[0]):
+        x = X[r]
+        sqx = 0.0
+        for j in range(x.shape[0]):
+            sqx += x[j] * x[j]
+        for p in range(P):
+            kx[p] = _kval(kernel, kp, S[p], x, sq[p], sqx)
+        for k in range(K):
+            f[k] = 0.0
+        e = 0
+        t = 0
+        while t <= b:
+            while e < E and ev_t[e] <= t:
+                p = ev_p[e]
+                for k in range(K):
+                    f[k] += ev_s[e] * coef[p, k] * kx[p]
+                e += 1
+            nxt = ev_t[e] if e < E else b + 1
+            if nxt > b + 1:
+                nxt = b + 1
+            lo = t if t > a else a
+            n = nxt - lo
+            if n > 0:
+                if K == 1:
+                    if f[0] >= 0.0:
+                        out[r, 0] += n
+                else:
+                    best = 0
+                    for k in range(1, K):
+                        if f[k] > f[best]:
+                            best = k
+                    out[r, best] += n
+            t = nxt
+    return out

@@ -1,0 +1,195 @@
+"""Online-to-batch conversions of kernel learners: every hypothesis from the cache's history.
+
+A kernel learner's hypothesis after ``t`` rounds, ``h_t``, is the cache at that
+time.  The engine records for every pattern ever cached its coefficients and
+its lifetime: inserted in round ``b`` and removed in round ``d`` (after that
+round's prediction), it belongs to ``h_{b+1} .. h_d`` (to ``h_{b+1} .. h_T`` if
+still cached).  So every conversion is computed after the fact from that
+history and the per-round losses, without replaying the learner:
+
+* an average of ``h_a .. h_b`` is one kernel expansion over the patterns that
+  live in the span, each weighted by the share of the span it lives in (the
+  average of kernel hypotheses is a kernel hypothesis over the union of their
+  supports, with summed coefficients);
+* ``last``, ``average``, ``suffix``, ``interval`` and ``tree`` choose their
+  span(s) with the linear conversions' own rules (:func:`~distlearn.conversions.core.beta`,
+  :func:`~distlearn.conversions.interval.best_interval`, the tree's
+  :class:`~distlearn.conversions.core.TreeSummary` with eq. 3), so the choices
+  and their merge laws are the linear ones;
+* ``vote`` is :class:`VotedKernelHypothesis`: each ``h_t`` of the span votes,
+  computed per row from the pattern events (O(P d + E K) per row).
+
+An interval with at most ``B/2`` updates of a learner with a cache of ``B/2``
+has at most ``B`` support patterns: at most ``B/2`` cached at its start and at
+most ``B/2`` inserted inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..learners import _budget as B
+from ..learners.kernel import BudgetState, Kernel
+from .core import TreeNode, TreeSummary
+from .interval import best_interval
+
+__all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion"]
+
+
+class KernelHistory(NamedTuple):
+    """Every pattern ever cached, in insertion order: rows, coefficients, classes, and
+    the lifetime ``born`` (round of insertion) .. ``died`` (round of removal, ``T`` if cached)."""
+
+    S: np.ndarray
+    A: np.ndarray
+    lab: np.ndarray
+    born: np.ndarray
+    died: np.ndarray
+    T: int
+
+
+def history(state: BudgetState) -> KernelHistory:
+    """The history of a state built with ``keep_retired=True``."""
+    if not state.keep_retired:
+        raise ValueError("conversions of kernel learners need the retired patterns (keep_retired=True)")
+    n = int(state.meta[0])
+    T = state.t
+    died = state.died[:n].copy()
+    died[state.alive[:n]] = T
+    live = np.ones(n, dtype=bool)  # dead slots of the current call are history too
+    S = np.concatenate([state.S[:n][live], *state.retired_S])
+    A = np.concatenate([state.A[:n][live], *state.retired_A])
+    lab = np.concatenate([state.lab[:n][live], *state.retired_lab])
+    life = np.concatenate([np.stack([state.born[:n], died], axis=1), *state.retired_life])
+    order = np.argsort(life[:, 0], kind="stable")
+    return KernelHistory(S[order], A[order], lab[order], life[order, 0], life[order, 1], T)
+
+
+@dataclass
+class Spans:
+    """A set of hypothesis spans ``[(a, b), ...]`` (inclusive), added by concatenation:
+    the ``total`` of a tree node (eq. 3 sums the chosen sets)."""
+
+    spans: tuple[tuple[int, int], ...]
+
+    def __add__(self, other: Spans) -> Spans:
+        return Spans(self.spans + other.spans)
+
+
+def span_expansion(h: KernelHistory, spans: list[tuple[int, int]] | tuple[tuple[int, int], ...]) \
+        -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The average of the hypotheses in ``spans`` (each ``h_a .. h_b`` inclusive, disjoint):
+    ``(S, A, lab)`` over the patterns that live in them, in insertion order."""
+    total = sum(b - a + 1 for a, b in spans)
+    if total <= 0:
+        raise ValueError("empty span: no hypotheses to average")
+    w = np.zeros(len(h.born))
+    first = h.born + 1
+    for a, b in spans:
+        w += np.maximum(0, np.minimum(h.died, b) - np.maximum(first, a) + 1)
+    keep = np.flatnonzero(w > 0)
+    return h.S[keep], h.A[keep] * (w[keep] / total)[:, None], h.lab[keep]
+
+
+@dataclass
+class VotedKernelHypothesis:
+    """The voting conversion of a kernel learner: each ``h_t``, ``a <= t <= b``, casts
+    one vote for the class it predicts (binary: positive when its score is >= 0;
+    multiclass: argmax, first on ties).  ``decision_function`` gives the vote
+    shares as :class:`~distlearn.conversions.ensemble.VotedHypothesis` does."""
+
+    kernel: Kernel
+    S: np.ndarray
+    coef: np.ndarray
+    lab: np.ndarray
+    ev_t: np.ndarray
+    ev_p: np.ndarray
+    ev_s: np.ndarray
+    a: int
+    b: int
+
+    @classmethod
+    def from_history(cls, kernel: Kernel, h: KernelHistory, a: int, b: int) -> VotedKernelHypothesis:
+        first = h.born + 1
+        keep = np.flatnonzero((first <= b) & (h.died >= a) & (h.died >= first))
+        S, A = h.S[keep], h.A[keep]
+        P = len(keep)
+        ev_t = np.concatenate([first[keep], h.died[keep] + 1]).astype(np.int64)
+        ev_p = np.concatenate([np.arange(P), np.arange(P)]).astype(np.int64)
+        ev_s = np.concatenate([np.ones(P), -np.ones(P)])
+        o = np.argsort(ev_t, kind="stable")
+        return cls(kernel, np.ascontiguousarray(S), np.ascontiguousarray(A), h.lab[keep], ev_t[o], ev_p[o], ev_s[o],
+                   int(a), int(b))
+
+    @property
+    def n_support(self) -> int:
+        return len(self.S)
+
+    def decision_function(self, X: Any, block: int = 1024) -> np.ndarray:
+        n, K = X.shape[0], self.coef.shape[1]
+        out = np.zeros((n, K))
+        sq = np.einsum("ij,ij->i", self.S, self.S)
+        for lo in range(0, n, block):
+            Xb = X[lo:lo + block]
+            Xb = np.ascontiguousarray(Xb.toarray() if sp.issparse(Xb) else Xb, dtype=np.float64)
+            B.kernel_vote_counts(Xb, self.S, sq, self.coef, self.kernel.code, self.kernel.params, self.ev_t,
+                                 self.ev_p, self.ev_s, self.a, self.b, out[lo:lo + block])
+        total = float(self.b - self.a + 1)
+        if K == 1:
+            return 2.0 * out[:, 0] / total - 1.0
+        return out / total
+
+
+def _suffix_start(loss: np.ndarray, C: float) -> int:
+    m = len(loss)
+    tail = np.cumsum(loss[::-1])[::-1]
+    size = m - np.arange(m)
+    return int(np.argmin(tail / size + C / np.sqrt(size)))  # the same rule as SuffixTracker.plan
+
+
+def kernel_conversion(conv: Any, kernel: Kernel, h: KernelHistory, mistake: np.ndarray, hinge: np.ndarray,
+                      updated: np.ndarray) -> tuple[Any, dict[str, Any]]:
+    """The batch hypothesis of conversion ``conv`` (a :mod:`distlearn.conversions` object)
+    from a kernel learner's history and its first pass's per-round logs.
+
+    Returns ``(hyp, info)``: ``hyp`` is ``(S, A, lab)`` for an expansion or a
+    :class:`VotedKernelHypothesis`; ``info`` records the chosen span(s).
+    """
+    from . import Average, Interval, Last, Suffix, Tree, Vote
+
+    loss_name = getattr(conv, "loss", "zero_one")
+    loss = (hinge if loss_name == "hinge" else mistake).astype(np.float64)
+    m = len(loss)
+    if m == 0:
+        raise ValueError("empty summary: no rounds were observed")
+    T = h.T
+    if isinstance(conv, Last):
+        return span_expansion(h, [(T, T)]), {"spans": [(T, T)]}
+    if isinstance(conv, Average):
+        return span_expansion(h, [(0, T)]), {"spans": [(0, T)]}
+    if isinstance(conv, Suffix):
+        a = _suffix_start(loss, conv.C)
+        return span_expansion(h, [(a, m - 1)]), {"spans": [(a, m - 1)]}
+    if isinstance(conv, Interval):
+        a, b, v = best_interval(loss, updated.astype(np.uint8), conv.max_updates, conv.C)
+        return span_expansion(h, [(a, b)]), {"spans": [(a, b)], "beta": v,
+                                             "n_updates_in": int(updated[a:b].sum())}
+    if isinstance(conv, Tree):
+        leaf = 1 if conv.leaf_size == "auto" else int(conv.leaf_size)
+        tree = TreeSummary(conv.C)
+        for lo in range(0, m, leaf):
+            hi = min(m, lo + leaf)
+            tree.push(TreeNode(0, Spans(((lo, hi - 1),)), float(loss[lo:hi].sum()), hi - lo))
+        node = tree.chosen()
+        spans = list(node.total.spans)
+        return span_expansion(h, spans), {"spans": spans, "peak_nodes": tree.peak_nodes}
+    if isinstance(conv, Vote):
+        a = _suffix_start(loss, conv.C) if conv.suffix else 0
+        b = m - 1 if conv.suffix else T
+        return VotedKernelHypothesis.from_history(kernel, h, a, b), {"spans": [(a, b)]}
+    raise ValueError(f"conversion {type(conv).__name__} has no kernel form; kernel learners take 'last', "
+                     "'average', 'suffix', 'interval', 'tree' or 'vote'")
