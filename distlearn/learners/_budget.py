@@ -22,11 +22,11 @@ hypothesis without its own term, ``g_k = F[p, k] - A[p, k] * kd[p]``:
 * one-vs-rest: ``mu_p = min_{k : A[p, k] != 0} s_{p,k} * g_k``.
 
 Budget codes: 0 none; 1 variable (DistillCache: after an insertion remove,
-one at a time, the pattern of largest ``mu >= beta`` -- ties to the earliest
-inserted -- until none is left); 2 fixed size ``n`` (before inserting into a
-full cache remove one pattern: removal 0 = largest ``mu`` (Fig. 3), 1 = the
-oldest, 2 = the one at position ``floor(u_t * n)`` in insertion order, ``u_t``
-the round's uniform draw).
+one at a time, the pattern of largest ``mu >= beta`` -- ties, within a relative
+``TIE_RTOL``, to the earliest inserted -- until none is left); 2 fixed size
+``n`` (before inserting into a full cache remove one pattern: removal 0 =
+largest ``mu`` (Fig. 3), 1 = the oldest, 2 = the one at position
+``floor(u_t * n)`` in insertion order, ``u_t`` the round's uniform draw).
 """
 
 from __future__ import annotations
@@ -147,6 +147,33 @@ def _mu(i, mode, K, A, F, kd, lab):
     return best
 
 
+#: Removal margins within this relative distance of the largest count as tied (ties go to the
+#: earliest inserted pattern): the engine keeps scores by increments, so an exact tie of the
+#: paper's arithmetic can differ in the last bits here.
+TIE_RTOL = 1e-9
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _pick(n_slots, mode, K, A, F, kd, lab, born, alive, floor, mus):
+    """The slot of largest removal margin ``mu >= floor`` (-1 if none); margins within
+    ``TIE_RTOL`` of the largest tie, and the earliest inserted of them wins."""
+    best = -np.inf
+    for i in range(n_slots):
+        if alive[i]:
+            mu = _mu(i, mode, K, A, F, kd, lab)
+            mus[i] = mu
+            if mu >= floor and mu > best:
+                best = mu
+    if best == -np.inf:
+        return -1
+    cut = best - TIE_RTOL * max(1.0, abs(best))
+    v = -1
+    for i in range(n_slots):
+        if alive[i] and mus[i] >= floor and mus[i] >= cut and (v < 0 or born[i] < born[v]):
+            v = i
+    return v
+
+
 @njit(**NUMBA_FLAGS)
 def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
     """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots."""
@@ -182,6 +209,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     G = np.zeros((ROW_BLOCK, S.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    mus = np.zeros(S.shape[0], dtype=np.float64)
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
@@ -289,13 +317,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             if budget == BUDGET_FIXED and meta[1] >= n_budget:
                 v = -1
                 if removal == REMOVE_MARGIN:
-                    best_mu = -np.inf
-                    for i in range(n_slots):
-                        if alive[i]:
-                            mu = _mu(i, mode, K, A, F, kd, lab)
-                            if v < 0 or mu > best_mu or (mu == best_mu and born[i] < born[v]):
-                                best_mu = mu
-                                v = i
+                    v = _pick(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, mus)
                 elif removal == REMOVE_OLDEST:
                     for i in range(n_slots):
                         if alive[i] and (v < 0 or born[i] < born[v]):
@@ -339,14 +361,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             meta[1] += 1
             if budget == BUDGET_VARIABLE:
                 while True:
-                    v = -1
-                    best_mu = -np.inf
-                    for i in range(meta[0]):
-                        if alive[i]:
-                            mu = _mu(i, mode, K, A, F, kd, lab)
-                            if mu >= beta and (v < 0 or mu > best_mu or (mu == best_mu and born[i] < born[v])):
-                                best_mu = mu
-                                v = i
+                    v = _pick(meta[0], mode, K, A, F, kd, lab, born, alive, beta, mus)
                     if v < 0:
                         break
                     _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta)

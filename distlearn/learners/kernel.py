@@ -14,7 +14,8 @@ pattern -- the example with its coefficient per output column -- and a
 ``"variable"``
     DistillCache (Fig. 2): after each insertion, remove the cached pattern of
     largest removal margin ``mu >= beta``, one at a time (the hypothesis
-    changes after each removal; ties go to the earliest inserted), until none
+    changes after each removal; ties, within a relative 1e-9, go to the earliest
+    inserted), until none
     is left;
 an integer ``n``
     a fixed-size cache: before inserting into a full cache remove one pattern,

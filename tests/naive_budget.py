@@ -1,0 +1,176 @@
+"""Pure-Python oracle of the kernel learners on a budget (tests only).
+
+A transcription of Crammer, Kandola & Singer (2003), Fig. 1 (the aggressive
+perceptron with a variable cache), Fig. 2 (DistillCache) and Fig. 3 (the
+fixed-size cache), generalised to kernel MIRA and kernel PA and to multiclass
+rules, one example at a time with plain Python floats.  No incremental state:
+every score is recomputed from the cache whenever it is needed, so this is the
+slow, obviously-correct half of the engine/oracle pair.
+
+Conventions (as documented in :mod:`distlearn.learners.kernel`):
+
+* the cache is a list of patterns in insertion order; ``f_k(x) = sum_p a_p[k] k(x_p, x)``;
+* binary labels: class 1 is +1, class 0 is -1; multiclass native: one score
+  per class, the rival ``r*`` is the first other class of largest score;
+  one-vs-rest: column ``k`` is +1 for class ``k``;
+* removal margin ``mu_p``: ``g_k = f_k(x_p) - a_p[k] k(x_p, x_p)``; binary ``s_p g_0``;
+  native ``g_c - max_{r != c} g_r``; one-vs-rest ``min_{k: a_p[k] != 0} s_{p,k} g_k``;
+* "variable": after the insertion, remove the largest ``mu >= beta`` (ties, within
+  a relative 1e-9, go to the earliest inserted) until none is left; a fixed size ``n``: before inserting
+  into a full cache remove the largest ``mu`` ("margin"), the oldest, or the
+  one at ``floor(u n)`` in insertion order with ``u = uniform(seed,
+  stream_id("budget-removal"), t)`` ("random").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tests.naive import mira_qp
+
+from distlearn.rng import stream_id, uniform
+
+__all__ = ["naive_budget_run"]
+
+#: Removal margins this close (relative) to the largest are tied; the earliest inserted wins.
+TIE_RTOL = 1e-9
+
+
+def _kernel(name: str, gamma: float, degree: float, coef0: float):
+    def k(a: list[float], b: list[float]) -> float:
+        if name == "rbf":
+            s = 0.0
+            for u, v in zip(a, b):
+                s += (u - v) * (u - v)
+            return math.exp(-gamma * s)
+        s = 0.0
+        for u, v in zip(a, b):
+            s += u * v
+        return (gamma * s + coef0) ** degree if name == "poly" else s
+
+    return k
+
+
+def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool, kernel: str = "rbf",
+                     gamma: float = 1.0, degree: float = 3, coef0: float = 0.0, beta: float | None = None,
+                     C: float = 1.0, variant: str = "PA", budget: Any = None, removal: str = "margin",
+                     seed: int = 0, eta: float = 1.0) -> list[dict[str, Any]]:
+    """Run the rows of X in order; one dict per round (see the module docstring)."""
+    kfun = _kernel(kernel, float(gamma), float(degree), float(coef0))
+    rows = [[float(v) for v in r] for r in X]
+    ys = [int(v) for v in y]
+    K = 1 if n_classes == 2 else n_classes
+    mode = "binary" if K == 1 else ("native" if native else "ovr")
+    if beta is None:
+        beta = {"perceptron": 0.0, "mira": 0.01, "pa": 1.0}[rule]
+    cache: list[dict[str, Any]] = []  # {"id", "x", "c", "a"}
+
+    def scores(x: list[float], without: dict | None = None) -> list[float]:
+        f = [0.0] * K
+        for p in cache:
+            if p is without:
+                continue
+            kv = kfun(p["x"], x)
+            for j in range(K):
+                f[j] += p["a"][j] * kv
+        return f
+
+    def label(c: int, j: int) -> float:
+        return (1.0 if c == 1 else -1.0) if mode == "binary" else (1.0 if c == j else -1.0)
+
+    def mu(p: dict[str, Any]) -> float:
+        g = scores(p["x"], without=p)
+        c = p["c"]
+        if mode == "binary":
+            return label(c, 0) * g[0]
+        if mode == "native":
+            return g[c] - max(g[r] for r in range(K) if r != c)
+        return min(label(c, j) * g[j] for j in range(K) if p["a"][j] != 0.0)
+
+    def binary_u(s: float, m: float, kxx: float) -> float:
+        z = s * m
+        if rule == "perceptron":
+            return s * eta if z <= beta else 0.0
+        if rule == "mira":
+            if z <= beta and kxx > 0.0:
+                tau = min(1.0, (beta - z) / kxx)
+                return s * tau if tau > 0.0 else 0.0
+            return 0.0
+        loss = 1.0 - z
+        if not (z <= 1.0 and loss > 0.0):
+            return 0.0
+        if variant == "PA-II":
+            return s * (loss / (kxx + 0.5 / C))
+        if kxx == 0.0:
+            return 0.0
+        return s * (min(C, loss / kxx) if variant == "PA-I" else loss / kxx)
+
+    out = []
+    for t, (x, c) in enumerate(zip(rows, ys)):
+        f = scores(x)
+        kxx = kfun(x, x)
+        if mode == "binary":
+            mistake = (f[0] >= 0.0) != (c == 1)
+        else:
+            mistake = max(range(K), key=lambda j: (f[j], -j)) != c
+        u = [0.0] * K
+        if mode == "native":
+            rival = None
+            for r in range(K):
+                if r != c and (rival is None or f[r] > f[rival]):
+                    rival = r
+            if rule == "perceptron":
+                if f[c] - f[rival] <= beta:
+                    u[c], u[rival] = eta, -eta
+            elif rule == "mira":
+                if f[c] - beta <= f[rival] and kxx > 0.0:
+                    u = list(mira_qp(f, c, kxx, beta))
+            else:
+                h = 1.0 - (f[c] - f[rival])
+                if h > 0.0:
+                    if variant == "PA-II":
+                        step = h / (2.0 * kxx + 0.5 / C)
+                    elif kxx > 0.0:
+                        step = h / (2.0 * kxx)
+                        if variant == "PA-I":
+                            step = min(step, C)
+                    else:
+                        step = 0.0
+                    u[c], u[rival] = step, -step
+        else:
+            for j in range(K):
+                u[j] = binary_u(label(c, j), f[j], kxx)
+        fired = any(v != 0.0 for v in u)
+        removed: list[int] = []
+        if fired:
+            if isinstance(budget, int) and not isinstance(budget, bool) and len(cache) >= budget:
+                if removal == "margin":
+                    mus = [mu(p) for p in cache]
+                    best = max(mus)
+                    cut = best - TIE_RTOL * max(1.0, abs(best))
+                    victim = cache[min(i for i, m in enumerate(mus) if m >= cut)]  # earliest of the (near-)largest
+                elif removal == "oldest":
+                    victim = cache[0]
+                else:
+                    pos = min(len(cache) - 1, int(math.floor(float(uniform(seed, stream_id("budget-removal"), t))
+                                                             * len(cache))))
+                    victim = cache[pos]
+                cache.remove(victim)
+                removed.append(victim["id"])
+            cache.append({"id": t, "x": x, "c": c, "a": u})
+            if budget == "variable":
+                while True:
+                    cand = [(mu(p), i) for i, p in enumerate(cache)]
+                    cand = [(m, i) for m, i in cand if m >= beta]
+                    if not cand:
+                        break
+                    best = max(m for m, _ in cand)
+                    cut = best - TIE_RTOL * max(1.0, abs(best))
+                    i = min(i for m, i in cand if m >= cut)
+                    removed.append(cache[i]["id"])
+                    del cache[i]
+        out.append({"score": f, "mistake": bool(mistake), "fired": fired, "removed": removed,
+                    "cache": [p["id"] for p in cache], "coef": [list(p["a"]) for p in cache],
+                    "mu": [mu(p) for p in cache]})
+    return out
