@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,18 @@ def test_fashion_mnist_stores(tmp_path):
 def test_grid_obpm(tmp_path):
     out = _run("grid_obpm.py", "--quick", "--json", str(tmp_path / "grid.json"))
     assert "lowest test error" in out and (tmp_path / "grid.json").stat().st_size > 0
+
+
+def test_budget_cache_sizes_quick(tmp_path):
+    """The budget paper's Fig. 4 on the bundled digits (3 permutations, 5 fixed sizes): the
+    variable cache lands within 1 point of the tuned SVC with no more support patterns."""
+    out = _run("budget_cache_sizes.py", "--quick", "--json", str(tmp_path / "b.json"), "--plot",
+               str(tmp_path / "b.png"))
+    assert "variable cache:" in out
+    (res,) = json.loads((tmp_path / "b.json").read_text())
+    by = {r["cache"]: r for r in res["rows"]}
+    svc = res["svc"]
+    assert by["variable"]["test_error"] <= svc["test_error"] + 0.01, (by["variable"], svc)
+    assert by["variable"]["n_support"] <= svc["n_support"], (by["variable"], svc)
+    assert all(int(r["cache"]) >= r["n_support"] for r in res["rows"] if r["cache"] not in ("none", "variable"))
+    assert (tmp_path / "b.png").stat().st_size > 1000

@@ -43,8 +43,8 @@ from ..learners._kernels import (
     _native_taus,
     _needs_xsq,
     _prefetch,
+    _rescale,
     _sqnorm,
-    _zero_column,
 )
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -249,13 +249,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                     if not fire:
                         continue
                     # the rescale w <- cc * w (O(1) through the scale)
-                    if cc == 0.0:
-                        _zero_column(W, scale, sqnorm, c, accP, accq)
-                        mk = 0.0
-                    elif cc != 1.0:
-                        scale[c] *= cc
-                        sqnorm[c] *= cc * cc
-                        mk = mk * cc
+                    mk = _rescale(W, scale, sqnorm, c, cc, mk, accP, accq)
                     ucol[nu] = c
                     umk[nu] = mk
                     uu[nu] = u

@@ -341,16 +341,24 @@ def _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, b
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _rescale(W, scale, sqnorm, k, c, mk, accP, accq):
+    """The rescale ``w_k <- c * w_k`` of a step (ROMMA's ``c``), O(1) through the scale;
+    ``c = 0`` zeroes the column.  Returns the margin ``mk`` of the rescaled weights."""
+    if c == 0.0:
+        _zero_column(W, scale, sqnorm, k, accP, accq)
+        return 0.0
+    if c != 1.0:
+        scale[k] *= c
+        sqnorm[k] *= c * c
+        return mk * c
+    return mk
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
            fit_intercept, bias, accP, accq):
     """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
-    if c == 0.0:
-        _zero_column(W, scale, sqnorm, k, accP, accq)
-        mk = 0.0
-    elif c != 1.0:
-        scale[k] *= c
-        sqnorm[k] *= c * c
-        mk = mk * c
+    mk = _rescale(W, scale, sqnorm, k, c, mk, accP, accq)
     if u != 0.0:
         inv = u / scale[k]
         if accq.shape[0] and accq[k] != 0.0:
@@ -587,13 +595,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                 xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
             if upd:
-                if c == 0.0:
-                    _zero_column(W, scale, sqnorm, 0, accP, accq)
-                    m0 = 0.0
-                elif c != 1.0:
-                    scale[0] *= c
-                    sqnorm[0] *= c * c
-                    m0 = m0 * c
+                m0 = _rescale(W, scale, sqnorm, 0, c, m0, accP, accq)
                 if u != 0.0:
                     inv = u / scale[0]
                     if acc_on and accq[0] != 0.0:
