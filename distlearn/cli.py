@@ -350,6 +350,9 @@ def _cmd_train(a: argparse.Namespace) -> int:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
+    if a.save and a.model.startswith("kernel-"):
+        raise ValueError(f"--save writes linear models (coef_ and intercept_); {a.model} is a kernel model, "
+                         "which has no model file format yet")
     is_obpm = a.model == "obpm"
     on_dask = is_obpm or bool(a.shards)
     if (a.checkpoint or a.resume) and not is_obpm:
@@ -381,7 +384,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
         "params": {k: v for k, v in est.get_params(deep=False).items()
                    if k in params or k in ("random_state", "epochs")},
     }
-    for k in ("epoch_online_errors", "job"):
+    for k in ("epoch_online_errors", "job", "n_support", "n_removed"):
         if k in summary:
             result[k] = summary[k]
     if a.shards:
@@ -409,6 +412,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
                                   f"{job['resumed_from'][1] + 1}" if job["resumed_from"] else "")))
     if a.test:
         rows.append(("test error", f"{result['test_error']:.4f} on {a.test}"))
+    if "n_support" in summary:
+        rows.append(("support", f"{summary['n_support']} patterns ({summary['n_removed']} removed)"))
     if a.save:
         rows.append(("saved", str(a.save)))
     w = max(len(k) for k, _ in rows)

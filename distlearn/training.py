@@ -22,15 +22,21 @@ from typing import Any
 import numpy as np
 
 from .data.store import open_dataset
-from .estimators import ESTIMATORS, OBPM, ParameterMixing
+from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
 from .learners import RULES
 from .stream import is_store
 
 __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator"]
 
-#: Model name -> one line: ``"obpm"`` and every rule of the registry.
+#: Model name -> one line: ``"obpm"``, every rule of the registry, and the kernel learners.
 MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME)",
-                          **{name: spec.summary for name, spec in RULES.items()}}
+                          **{name: spec.summary for name, spec in RULES.items()},
+                          "kernel-perceptron": "kernel (aggressive) perceptron on a budget: --param kernel=rbf "
+                                               "gamma=scale beta=0.1 budget=variable|N removal=margin|oldest|random",
+                          "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
+                                         "kernel-perceptron; beta=0.01)",
+                          "kernel-pa": "kernel passive-aggressive PA/PA-I/PA-II, single-prototype multiclass "
+                                       "(--param variant=PA C=1 kernel=rbf budget=...)"}
 
 
 def _check_names(est: Any, params: dict[str, Any]) -> None:
@@ -54,12 +60,16 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
     params = dict(params or {})
-    est: Any = OBPM() if model == "obpm" else ESTIMATORS[model]()
+    est: Any = OBPM() if model == "obpm" else (KERNEL_ESTIMATORS[model]() if model in KERNEL_ESTIMATORS
+                                               else ESTIMATORS[model]())
     _check_names(est, params)
     if shards:
         if model == "obpm":
             raise ValueError("shards apply to single learners; OBPM parallelises over its learners "
                              "(--workers/--scheduler)")
+        if model in KERNEL_ESTIMATORS:
+            raise ValueError("shards (parameter mixing) apply to linear learners; a kernel model trains in one "
+                             "pass over its cache")
         shared = {k: params.pop(k) for k in ("epochs", "fit_intercept", "dtype", "conversion") if k in params}
         est = ParameterMixing(base=model, base_params=params or None, n_shards=shards, mixing=mixing)
         params = shared
@@ -112,6 +122,9 @@ def fit_summary(est: Any) -> dict[str, Any]:
         out["online_rows"] = t
         out["online_scope"] = "all epochs"
     out["online_error"] = out["online_errors"] / max(1, out["online_rows"])
+    if hasattr(est, "n_support_"):
+        out["n_support"] = int(np.sum(est.n_support_))
+        out["n_removed"] = int(getattr(est, "n_removed_", 0))
     if hasattr(est, "job_"):
         out["job"] = est.job_
     return out

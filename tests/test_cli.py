@@ -174,6 +174,26 @@ def test_train_errors_exit_2(art_stores, capsys):
     assert "apply to --model obpm" in capsys.readouterr().err
 
 
+def test_train_kernel_models(art_stores, capsys):
+    from distlearn import KernelMIRA
+
+    train, test = art_stores
+    argv = ["train", str(train), "--test", str(test), "--model", "kernel-mira", "--param", "budget=40",
+            "--param", "gamma=2.0", "--seed", "1", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    est = KernelMIRA(budget=40, gamma=2.0, random_state=1).fit(str(train))
+    assert out["model"] == "KernelMIRA" and out["n_support"] == est.n_support_.sum() <= 40
+    assert out["online_errors"] == est.online_errors_ and out["n_removed"] == est.n_removed_
+    from distlearn.data.store import open_dataset
+    Xt, yt = open_dataset(str(test)).to_scipy()
+    assert abs(out["test_error"] - (1 - est.score(Xt, yt))) < 1e-12
+    assert main(["train", str(train), "--model", "kernel-pa", "--save", "k.npz"]) == 2
+    assert "kernel model" in capsys.readouterr().err
+    assert main(["train", str(train), "--model", "kernel-perceptron", "--param", "budget=variable"]) == 2
+    assert "needs beta > 0" in capsys.readouterr().err
+
+
 def test_model_files_are_not_pickles(tmp_path):
     from distlearn.model import load_model
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .base import LinearClassifier, OnlineLinearClassifier
 from .bayes_point import OBPM, PermutationBPM
-from .kernel import KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
+from .kernel import KERNEL_ESTIMATORS, KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
 from .linear import (
     ALMA,
     ESTIMATORS,
@@ -31,6 +31,7 @@ from .mixing import ParameterMixing
 __all__ = [
     "ALMA",
     "ESTIMATORS",
+    "KERNEL_ESTIMATORS",
     "LMS",
     "MIRA",
     "OBPM",

@@ -32,7 +32,7 @@ from ..learners.kernel import (
 from ..stream import is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["KernelClassifier", "KernelPerceptron", "KernelMIRA", "KernelPA"]
+__all__ = ["KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA", "KernelPA"]
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
@@ -435,3 +435,11 @@ class KernelPA(KernelClassifier):
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         native = self.multiclass == "native" and n_classes > 2
         return "pa", {"variant": self.variant, "C": self.C, "native": native}, native
+
+
+#: Model name -> kernel estimator class (``distlearn train --model kernel-mira``).
+KERNEL_ESTIMATORS: dict[str, type[KernelClassifier]] = {
+    "kernel-perceptron": KernelPerceptron,
+    "kernel-mira": KernelMIRA,
+    "kernel-pa": KernelPA,
+}
