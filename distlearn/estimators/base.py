@@ -282,11 +282,12 @@ class OnlineLinearClassifier(LinearClassifier):
 
     @property
     def _passes(self) -> int:
-        return self._conv.passes
+        """Passes over the data: the conversion's, or one where no tracker replays (``_tracker`` None)."""
+        return 1 if self._tracker is None else self._conv.passes
 
     @property
     def _halted(self) -> bool:
-        return self._tracker.halted
+        return self._tracker is not None and self._tracker.halted
 
     def _next_pass(self) -> None:
         """Replay: the tracker chooses from pass 1's losses; the learner starts over."""

@@ -365,14 +365,6 @@ class OBPM(OnlineLinearClassifier):
         self._tracker = None
         self._pass = 1
 
-    @property
-    def _passes(self) -> int:
-        return 1
-
-    @property
-    def _halted(self) -> bool:
-        return False
-
     def _snapshot(self) -> tuple[Any, ...]:
         return (self._state.copy(), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
                 self.online_mistakes_)

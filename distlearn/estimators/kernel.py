@@ -196,15 +196,8 @@ class KernelClassifier(OnlineLinearClassifier):
         self._kernel_obj = make_kernel(self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0)
 
     def _make_tracker(self, X: Any) -> None:
+        self._tracker = None  # conversions come from the cache's history after the pass, not a tracker
         self._pass = 1
-
-    @property
-    def _passes(self) -> int:
-        return 1
-
-    @property
-    def _halted(self) -> bool:
-        return False
 
     def _check_partial(self) -> None:
         """Every kernel conversion is one pass: partial_fit is always allowed."""
