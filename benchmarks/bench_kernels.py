@@ -23,9 +23,14 @@ Rows per data set (medians of ``--repeat`` timed runs, one untimed warm-up compi
   mira                KernelMIRA(beta=0.01), no budget, one epoch
   mira-variable       the same with DistillCache (budget="variable")
   mira-fixed-N        fixed caches of N patterns (``--sizes``; removal by margin)
+  obpm-N, obpm-N-variable
+                      the kernel OBPM over KernelMIRA (N = ``--obpm-estimators``, tau = 0.3),
+                      no budget and DistillCache: N members sharing one pool and one kernel row
+                      per example (``--obpm-estimators 0`` skips them)
 
 and, on the engine level, the variable cache's epoch with blocked kernel rows
-against one kernel row per round (``blocked=False``; the same model bit for bit).
+against one kernel row per round (``blocked=False``; the same model bit for bit),
+and its time per round against the cache size (the epoch cut into 10 segments).
 
 Columns: fit seconds, seconds per 1,000 rounds, mean cache size over the rounds,
 final support patterns, test error, predict seconds for the test rows.  The
@@ -44,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distlearn import KernelMIRA
+from distlearn import OBPM, KernelMIRA
 from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, letter_file
 from distlearn.learners import make_rule
 from distlearn.learners._budget import ROW_BLOCK
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fashion-rows", type=int, default=60000)
     p.add_argument("--sizes", default="", help="fixed cache sizes (default: 1/4, 1/2, 1x, 2x the variable cache)")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--obpm-estimators", type=int, default=100, help="N of the kernel OBPM rows (0: skip them)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     from sklearn.svm import SVC
@@ -159,8 +165,25 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             fit_s, fit_all, clf = timed(lambda: mira(n), args.repeat)
             rows.append(_row(f"mira-fixed-{n}", fit_s, fit_all, clf, Xte, yte, args.repeat))
+        N = args.obpm_estimators
+        for label, budget in ([(f"obpm-{N}", None), (f"obpm-{N}-variable", "variable")] if N else []):
+            def obpm(budget=budget):
+                base = KernelMIRA(beta=0.01, budget=budget, **kp)
+                return OBPM(n_estimators=N, tau=0.3, base=base, random_state=0).fit(Xtr, ytr)
+
+            fit_s, fit_all, clf = timed(obpm, args.repeat)
+            rows.append(_row(label, fit_s, fit_all, clf, Xte, yte, args.repeat))
         blk_s, blk_all, _ = timed(lambda: engine(True), args.repeat)
         row_s, row_all, _ = timed(lambda: engine(False), args.repeat)
+        # time per round against cache size: the variable-cache epoch in 10 segments
+        st = init_budget_state(Xtr.shape[1], len(classes) if native else 1, native=native)
+        segments = []
+        for part in np.array_split(order, 10):
+            t0 = time.perf_counter()
+            log = learn_budget_chunk(rule, kern, st, Xtr, yi, order=part, beta=0.01, budget="variable")
+            segments.append((float(np.mean(log.cache_size)), (time.perf_counter() - t0) / len(part) * 1e6))
+        print("per-round time vs cache size (variable cache, 10 segments of the epoch): "
+              + ", ".join(f"{c:.0f} -> {us:.0f} us" for c, us in segments))
         n_train = len(ytr)
         print(f"{'method':<22}{'fit s':>8}{'s/1k rounds':>13}{'mean cache':>12}{'support':>9}{'test err %':>12}"
               f"{'predict s':>11}")
@@ -174,12 +197,19 @@ def main(argv: list[str] | None = None) -> int:
               f"({'PASS' if v['fit_s'] <= s['fit_s'] else 'FALL SHORT'})")
         print(f"goal: predict faster than SVC.predict: {v['predict_s']:.3f} s vs {s['predict_s']:.3f} s "
               f"({'PASS' if v['predict_s'] < s['predict_s'] else 'FALL SHORT'})")
+        for label in (f"obpm-{N}", f"obpm-{N}-variable"):
+            if label in by:
+                single = by["mira" if label == f"obpm-{N}" else "mira-variable"]
+                ratio = by[label]["fit_s"] / single["fit_s"]
+                print(f"goal: kernel OBPM N={N} <= 5x one kernel-MIRA epoch: {label} {by[label]['fit_s']:.2f} s = "
+                      f"{ratio:.1f}x {single['method']} ({'PASS' if ratio <= 5 else 'FALL SHORT'}); pool "
+                      f"{by[label]['support']} patterns, test error {100 * by[label]['test_error']:.2f} %")
         print(f"engine, variable cache: blocked kernel rows {blk_s:.2f} s, one row per round {row_s:.2f} s: "
               f"{row_s / blk_s:.2f}x (blocks of {ROW_BLOCK} rounds; same model bit for bit)")
         gap = 100 * (v["test_error"] - s["test_error"])
         print(f"variable cache vs SVC: {gap:+.2f} points of test error, {v['support']} vs {s['support']} patterns")
-        results.append({"dataset": name, "n_train": n_train, "rows": rows,
-                        "engine_blocked_s": blk_all, "engine_per_row_s": row_all})
+        results.append({"dataset": name, "n_train": n_train, "rows": rows, "engine_blocked_s": blk_all,
+                        "engine_per_row_s": row_all, "per_round_us_by_cache": segments})
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
@@ -187,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _row(label, fit_s, fit_all, clf, Xte, yte, repeat):
     pred_s, _, pred = timed(lambda: clf.predict(Xte), repeat)
+    sizes = getattr(clf, "cache_size_", np.zeros(1))
     return {"method": label, "fit_s": fit_s, "fit_runs": fit_all, "support": int(clf.n_support_.sum()),
-            "mean_cache": float(np.mean(clf.cache_size_)), "max_cache": int(np.max(clf.cache_size_)),
+            "mean_cache": float(np.mean(sizes)), "max_cache": int(np.max(sizes)),
             "test_error": float(np.mean(pred != yte)), "predict_s": pred_s, "online_errors": int(clf.online_errors_)}
 
 

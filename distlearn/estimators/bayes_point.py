@@ -16,12 +16,14 @@ run-parallel tasks (:mod:`distlearn.distributed.runs`).
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from .. import rng
 from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
@@ -34,23 +36,28 @@ from ..ensembles import _kernels as EK
 from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
 from ..learners import RULES
 from ..stream import is_store, store_token
+from ..ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
 from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
+from .kernel import KERNEL_ESTIMATORS, KernelClassifier
 from .linear import ESTIMATORS
 
 __all__ = ["OBPM", "PermutationBPM", "resolve_base"]
 
 
 def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearClassifier:
-    """An unfitted linear estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`
-    or an estimator, cloned) with ``base_params`` set."""
-    if isinstance(base, str):
-        if base not in RULES:
-            raise ValueError(f"base must be one of {sorted(RULES)} or a distlearn linear estimator; got {base!r}")
+    """An unfitted base estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`, a
+    kernel learner's name ``"kernel-perceptron"``, ``"kernel-mira"``, ``"kernel-pa"``, or a distlearn
+    linear or kernel estimator, cloned) with ``base_params`` set."""
+    names = sorted(RULES) + sorted(KERNEL_ESTIMATORS)
+    if isinstance(base, str) and base in RULES:
         est = ESTIMATORS[base]()
+    elif isinstance(base, str) and base in KERNEL_ESTIMATORS:
+        est = KERNEL_ESTIMATORS[base]()
     elif isinstance(base, OnlineLinearClassifier) and not isinstance(base, OBPM):
         est = clone(base)
     else:
-        raise ValueError(f"base must be one of {sorted(RULES)} or a distlearn linear estimator; got {base!r}")
+        raise ValueError(f"base must be one of {names}, or a distlearn linear or kernel estimator "
+                         f"(e.g. KernelMIRA(budget='variable')); got {base!r}")
     if base_params:
         if not isinstance(base_params, dict):
             raise ValueError(f"base_params must be a dict of the base estimator's parameters, got {base_params!r}")
@@ -143,7 +150,10 @@ class OBPM(OnlineLinearClassifier):
         ``"generalized"``, ``"margin"``, ``"alma"``, ``"romma"``, ``"pa"``,
         ``"mira"``, ``"lms"``, or an unfitted estimator such as
         ``ALMA(B=1.11, C=0.71)`` whose rule parameters are used (its
-        ``epochs``, ``shuffle``, ``conversion`` ... are ignored).
+        ``epochs``, ``shuffle``, ``conversion`` ... are ignored).  Or a kernel
+        learner -- ``KernelPerceptron``, ``KernelMIRA``, ``KernelPA`` -- whose
+        kernel, rule, ``beta``, ``budget`` and ``removal`` are used: the
+        *kernel OBPM* (Notes).
     base_params : dict, default=None
         Parameters of the base estimator (``{"B": 1.11, "C": 0.71}``).
     epochs : int, default=1
@@ -244,8 +254,31 @@ class OBPM(OnlineLinearClassifier):
         Examples each member was shown (about ``tau * t_``).
     t_, n_iter_, n_features_in_ : int
 
+    support_vectors_, dual_coef_, n_support_ : kernel base only
+        The Bayes point as one kernel expansion, as on the kernel learners.
+    pool_size_ : int
+        Kernel base: the patterns of the shared pool (the union of the members' caches).
+    member_n_support_ : ndarray of shape (n_estimators,)
+        Kernel base: each member's cache size.
+    n_removed_ : int
+        Kernel base: removals from the members' caches, summed.
+
     Notes
     -----
+    **Kernel OBPM.**  With a kernel base the N members share one pool of
+    cached patterns -- the union of their caches; a pattern enters it once
+    when members insert it and leaves when no member holds it -- and one kernel
+    row per example, as the paper suggests ("the kernel values K(x, x_t) are
+    the same for all N perceptrons"); each member keeps its own coefficients
+    and incremental scores.  The base's budget applies to every member's own
+    cache, so each member is bit for bit the base learner run on the examples
+    it was shown (its random removals seeded by
+    :func:`distlearn.ensembles.kernel.member_seed`).  The Bayes point is one
+    kernel expansion over the pool, the mean of the members' coefficients
+    (``"average"``: over the ensemble's rounds).  It runs in this process
+    (arrays or a streamed store), float64, uniform weights; ``normalize``
+    does not rescale a kernel expansion (it would change no prediction).
+
     ``online_errors_`` sums the members' margins group by group; a split into
     a different number of learner groups can round that sum differently, so a
     margin within rounding of 0 may flip one online mistake.  The weights are
@@ -284,7 +317,9 @@ class OBPM(OnlineLinearClassifier):
     }
     _FITTED = OnlineLinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_",
                                                 "online_mistakes_", "member_rounds_", "_base_est", "job_",
-                                                "_epoch_errors")
+                                                "_epoch_errors", "support_vectors_", "dual_coef_", "n_support_",
+                                                "n_removed_", "member_n_support_", "pool_size_", "gamma_",
+                                                "_kernel_obj")
 
     def __init__(self, *, n_estimators: int = 100, tau: float = 0.3, base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 1, shuffle: bool = True,
@@ -322,7 +357,30 @@ class OBPM(OnlineLinearClassifier):
             Integral(1, None).check("learner_groups", self.learner_groups)
         if float(self.tau) <= 0.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
-        resolve_base(self.base, self.base_params)
+        base = resolve_base(self.base, self.base_params)
+        if isinstance(base, KernelClassifier):
+            self._check_kernel_params(base)
+
+    def _check_kernel_params(self, base: KernelClassifier) -> None:
+        """What a kernel base cannot do (the kernel OBPM runs in this process, float64, uniform weights)."""
+        base._check_params()
+        bad = []
+        if self.weights != "uniform":
+            bad.append("weights='margin_bound' (a kernel Bayes point has no weight vectors to bound; use 'uniform')")
+        if _conversion_name(self.conversion) != "last" and self.conversion_scope != "ensemble":
+            bad.append("conversion_scope='members' (use 'ensemble')")
+        if self.learner_groups not in (None, 1) or self.n_jobs != 1:
+            bad.append("learner_groups/n_jobs > 1 (the members share one kernel row per example, in one pass)")
+        if self.scheduler not in (None, "in-process"):
+            bad.append(f"scheduler={self.scheduler!r} (a kernel OBPM fits in this process; run many fits on "
+                       "a cluster with distlearn.run_grid)")
+        if self.checkpoint is not None or self.resume:
+            bad.append("checkpoint/resume")
+        if str(np.dtype(self.dtype)) != "float64":
+            bad.append(f"dtype={self.dtype!r} (kernel learners compute in float64)")
+        if bad:
+            raise ValueError(f"OBPM with a kernel base ({type(base).__name__}) does not support "
+                             + "; ".join(bad))
 
     def _check_partial(self) -> None:
         if self.weights != "uniform":
@@ -345,8 +403,15 @@ class OBPM(OnlineLinearClassifier):
     def _prepare(self, X: Any, n_rows: int) -> None:
         # A member sees about tau * n_rows examples (the margin perceptron's horizon).
         self._base_est._prepare(X, max(1, int(round(float(self.tau) * n_rows))))
-        if hasattr(self._base_est, "_rule_obj"):
+        if self._kernel_base:
+            self.gamma_ = self._base_est.gamma_
+            self._kernel_obj = self._base_est._kernel_obj
+        elif hasattr(self._base_est, "_rule_obj"):
             self._rule_obj = self._base_est._rule_obj
+
+    @property
+    def _kernel_base(self) -> bool:
+        return isinstance(self.__dict__.get("_base_est"), KernelClassifier)
 
     # -- state ------------------------------------------------------------------------
     def _start(self, classes: np.ndarray, n_features: int) -> None:
@@ -355,8 +420,14 @@ class OBPM(OnlineLinearClassifier):
         self._base_est.__dict__.pop("_rule_obj", None)
         super()._start(classes, n_features)  # classes_, _rule_obj, counters, _seed
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
-        self._state = init_ensemble(n_features, self.n_estimators, n_out, dtype=self._np_dtype,
-                                    running_sum=self._acc_mode != EK.ACC_NONE)
+        if self._kernel_base:
+            native = self._base_est._rule(len(self.classes_))[2]
+            self._state = init_kernel_ensemble(n_features, self.n_estimators, n_out, native=native,
+                                               keep_retired=self._acc_mode != EK.ACC_NONE)
+            self.n_removed_ = 0
+        else:
+            self._state = init_ensemble(n_features, self.n_estimators, n_out, dtype=self._np_dtype,
+                                        running_sum=self._acc_mode != EK.ACC_NONE)
         self.online_mistakes_ = np.zeros(0, np.uint8)
         self._epoch_errors = np.zeros(self.epochs, np.int64)
 
@@ -366,20 +437,31 @@ class OBPM(OnlineLinearClassifier):
         self._pass = 1
 
     def _snapshot(self) -> tuple[Any, ...]:
-        return (self._state.copy(), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
-                self.online_mistakes_)
+        state = copy.deepcopy(self._state) if self._kernel_base else self._state.copy()
+        return (state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_, self.online_mistakes_,
+                getattr(self, "n_removed_", 0))
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
         (self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
-         self.online_mistakes_) = snap
+         self.online_mistakes_, n_removed) = snap
+        if self._kernel_base:
+            self.n_removed_ = n_removed
 
     # -- running ------------------------------------------------------------------------
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
                count: bool) -> None:
-        margin, upd = learn_ensemble_chunk(
-            self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=float(self.tau), epoch=epoch,
-            order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
-            n_jobs=self.n_jobs)
+        if self._kernel_base:
+            b = self._base_est
+            log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
+                                              seed=self._seed, tau=float(self.tau), epoch=epoch, order=order,
+                                              beta=b._beta(), budget=b.budget, removal=b.removal)
+            margin, upd = log.margin, log.updates
+            self.n_removed_ += int(log.removed.sum())
+        else:
+            margin, upd = learn_ensemble_chunk(
+                self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=float(self.tau), epoch=epoch,
+                order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
+                n_jobs=self.n_jobs)
         yo = yi if order is None else yi[order]
         if margin.shape[1] == 1:
             mistakes = (margin[:, 0] >= 0.0) != (yo == 1)
@@ -396,6 +478,8 @@ class OBPM(OnlineLinearClassifier):
             self.online_mistakes_ = np.concatenate([self.online_mistakes_, mistakes.astype(np.uint8)])
 
     def _finish(self) -> None:
+        if self._kernel_base:
+            return self._finish_kernel()
         st = self._state
         N, K = st.n_learners, st.n_outputs
         members = st.members()  # (N, K, d + 1)
@@ -410,6 +494,27 @@ class OBPM(OnlineLinearClassifier):
         self.summary_ = self._conv
         self._set_hypothesis(_average_members(self, members))
 
+    def _finish_kernel(self) -> None:
+        """The kernel Bayes point: one expansion, the mean of the members' coefficients per pattern."""
+        st = self._state
+        S, coef, lab = st.bayes_point(average=self._acc_mode != EK.ACC_NONE)
+        self.support_vectors_ = S
+        self.dual_coef_ = np.ascontiguousarray(coef.T)
+        self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
+        self.member_rounds_ = st.member_rounds
+        self.member_n_support_ = st.mmeta[:, 1].copy()
+        self.pool_size_ = st.pool_size
+        self.weights_ = np.full((st.n_outputs, st.n_members), 1.0 / st.n_members)
+        self.summary_ = self._conv
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores of the Bayes point: shape (n_samples,) for two classes (positive means
+        ``classes_[1]``), (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "summary_")
+        if self._kernel_base:
+            return KernelClassifier.decision_function(self, X)
+        return super().decision_function(X)
+
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
         self.epoch_online_errors_ = self._epoch_errors.copy()
         if self.weights == "margin_bound":
@@ -418,8 +523,9 @@ class OBPM(OnlineLinearClassifier):
 
     # -- fit on a store: the learner-parallel job ----------------------------------------
     def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
-        if partial:
-            return super()._fit_store(X, y, partial=True, classes=classes)
+        if partial or isinstance(resolve_base(self.base, self.base_params), KernelClassifier):
+            # partial_fit, and every kernel OBPM: streamed through this process
+            return super()._fit_store(X, y, partial=partial, classes=classes)
         ds = self._open_store(X, y)
         if self.resume and self.checkpoint is None:
             raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
@@ -528,7 +634,8 @@ class PermutationBPM(LinearClassifier):
         "normalize": Boolean(), "n_jobs": Integral(1, None), "scheduler": Scheduler(),
     }
     _FITTED = LinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_", "estimators_",
-                                          "permutation_")
+                                          "permutation_", "support_vectors_", "dual_coef_", "n_support_", "gamma_",
+                                          "_kernel_obj")
 
     def __init__(self, *, n_estimators: int = 10, base: Any = "perceptron", base_params: dict[str, Any] | None = None,
                  epochs: int = 1, conversion: Any = "last", permutation: str = "auto", weights: str = "uniform",
@@ -555,11 +662,18 @@ class PermutationBPM(LinearClassifier):
         if name in ("vote", "sample"):
             raise ValueError(f"conversion={self.conversion!r} is not a linear hypothesis, so the members cannot be "
                              "averaged into a Bayes point; use a linear conversion ('last', 'average', 'tree', ...)")
-        resolve_base(self.base, self.base_params)
+        base = resolve_base(self.base, self.base_params)
+        if isinstance(base, KernelClassifier):
+            base.set_params(conversion=self.conversion)._check_params()
+            if self.weights != "uniform":
+                raise ValueError("weights='margin_bound' needs weight vectors; with a kernel base "
+                                 f"({type(base).__name__}) use weights='uniform'")
 
     def _member(self, j: int) -> OnlineLinearClassifier:
         est = resolve_base(self.base, self.base_params)
         seed = int(rng.hash64(self._seed, rng.stream_id("permutation-bpm"), j)) & 0x7FFFFFFFFFFFFFFF
+        if isinstance(est, KernelClassifier):
+            return est.set_params(epochs=self.epochs, shuffle=True, random_state=seed, conversion=self.conversion)
         return est.set_params(epochs=self.epochs, shuffle=True, random_state=seed, conversion=self.conversion,
                               fit_intercept=self.fit_intercept, dtype=self.dtype)
 
@@ -590,6 +704,9 @@ class PermutationBPM(LinearClassifier):
         # and, for exact permutations, loaded whole once per process.
         self.estimators_ = fit_members(members, train, load=mode == "exact", scheduler=self.scheduler,
                                        n_jobs=self.n_jobs)
+        if isinstance(self.estimators_[0], KernelClassifier):
+            self._finish()
+            return self
         self.members_ = np.stack([np.concatenate([e.coef_.astype(np.float64), e.intercept_.astype(np.float64)[:, None]],
                                                  axis=1) for e in self.estimators_])
         K = self.members_.shape[1]
@@ -601,4 +718,22 @@ class PermutationBPM(LinearClassifier):
 
     def _finish(self) -> None:
         self.summary_ = self.estimators_
-        self._set_hypothesis(_average_members(self, self.members_))
+        first = self.estimators_[0]
+        if not isinstance(first, KernelClassifier):
+            self._set_hypothesis(_average_members(self, self.members_))
+            return
+        # The kernel Bayes point: every member's expansion with its coefficients over N, one expansion.
+        N = len(self.estimators_)
+        self.gamma_, self._kernel_obj = first.gamma_, first._kernel_obj
+        self.support_vectors_ = np.concatenate([e.support_vectors_ for e in self.estimators_])
+        self.dual_coef_ = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1) / N
+        self.n_support_ = np.sum([e.n_support_ for e in self.estimators_], axis=0)
+        self.weights_ = np.full((self.dual_coef_.shape[0], N), 1.0 / N)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores of the Bayes point: shape (n_samples,) for two classes (positive means
+        ``classes_[1]``), (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "summary_")
+        if "support_vectors_" in self.__dict__:
+            return KernelClassifier.decision_function(self, X)
+        return super().decision_function(X)

@@ -33,6 +33,7 @@ from ..learners import LinearState
 from ..stream import is_store, store_token
 from .base import LinearClassifier, OnlineLinearClassifier, data_radius
 from .bayes_point import resolve_base
+from .kernel import KernelClassifier
 
 __all__ = ["ParameterMixing"]
 
@@ -192,7 +193,9 @@ class ParameterMixing(LinearClassifier):
     def _check_params(self) -> None:
         Scheduler().check("scheduler", self.scheduler)
         super()._check_params()
-        resolve_base(self.base, self.base_params)
+        if isinstance(resolve_base(self.base, self.base_params), KernelClassifier):
+            raise ValueError("ParameterMixing mixes the weight vectors of linear learners; a kernel learner has "
+                             "none (use PermutationBPM or OBPM with the kernel base)")
 
     def _base_estimator(self, seed: int) -> OnlineLinearClassifier:
         est = resolve_base(self.base, self.base_params)

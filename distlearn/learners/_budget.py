@@ -123,6 +123,19 @@ def _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc):
+    """Load the rows ``order[ii:ii + ROW_BLOCK]`` transposed into ``Xt`` and compute their kernel
+    rows ``G`` against the live slots ``< n0`` (:func:`_block_rows`)."""
+    nb = min(ROW_BLOCK, order.shape[0] - ii)
+    d = X.shape[1]
+    for b in range(nb):
+        xr = X[order[ii + b]]
+        for j in range(d):
+            Xt[j, b] = xr[j]
+    _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _mu(i, mode, K, A, F, kd, lab):
     """Removal margin of slot ``i`` (module docstring)."""
     if mode == MODE_BINARY:
@@ -174,6 +187,48 @@ def _pick(n_slots, mode, K, A, F, kd, lab, born, alive, floor, mus):
     return v
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
+    """The rule's step on scores ``m`` of an example of class ``c``: ``tau[k]`` becomes the
+    new pattern's coefficient in column ``k``; returns whether it updates."""
+    fire = False
+    for k in range(K):
+        tau[k] = 0.0
+    if mode == MODE_NATIVE:
+        if rule == PERCEPTRON:
+            rival = -1
+            other = -np.inf
+            for k in range(K):
+                if k != c and (rival < 0 or m[k] > other):
+                    other = m[k]
+                    rival = k
+            if m[c] - other <= beta:
+                tau[c] = p[1]
+                tau[rival] = -p[1]
+        else:
+            _native_taus(rule, p, m, c, K, tau, work, kxx, dummy, 0, 0, False, 0.0)
+        for k in range(K):
+            if tau[k] != 0.0:
+                fire = True
+        return fire
+    for k in range(K):
+        if mode == MODE_BINARY:
+            yk = 1.0 if c == 1 else -1.0
+        else:
+            yk = 1.0 if c == k else -1.0
+        z = yk * m[k]
+        if rule == PERCEPTRON:
+            if z <= beta:
+                tau[k] = yk * p[1]
+                fire = True
+        else:
+            upd, cc, u, project = _binary_step(rule, p, z, yk, m[k], 0.0, 1.0, kxx)
+            if upd and u != 0.0:
+                tau[k] = u
+                fire = True
+    return fire
+
+
 @njit(**NUMBA_FLAGS)
 def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
     """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots."""
@@ -220,13 +275,8 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
-            nb = min(ROW_BLOCK, n_order - ii)
-            for b in range(nb):
-                xr = X[order[ii + b]]
-                for j in range(d):
-                    Xt[j, b] = xr[j]
             n0 = meta[0]
-            _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
+            _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc)
         r = order[ii]
         x = X[r]
         c = y[r]
@@ -276,42 +326,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                     other = m[k]
             h = 1.0 - (m[c] - other)
         out_hinge[ii] = h if h > 0.0 else 0.0
-        # the rule: tau[k] is the new pattern's coefficient in column k
-        fire = False
-        for k in range(K):
-            tau[k] = 0.0
-        if mode == MODE_NATIVE:
-            if rule == PERCEPTRON:
-                rival = -1
-                other = -np.inf
-                for k in range(K):
-                    if k != c and (rival < 0 or m[k] > other):
-                        other = m[k]
-                        rival = k
-                if m[c] - other <= beta:
-                    tau[c] = p[1]
-                    tau[rival] = -p[1]
-            else:
-                _native_taus(rule, p, m, c, K, tau, work, kxx, dummy, 0, 0, False, 0.0)
-            for k in range(K):
-                if tau[k] != 0.0:
-                    fire = True
-        else:
-            for k in range(K):
-                if mode == MODE_BINARY:
-                    yk = 1.0 if c == 1 else -1.0
-                else:
-                    yk = 1.0 if c == k else -1.0
-                z = yk * m[k]
-                if rule == PERCEPTRON:
-                    if z <= beta:
-                        tau[k] = yk * p[1]
-                        fire = True
-                else:
-                    upd, cc, u, project = _binary_step(rule, p, z, yk, m[k], 0.0, 1.0, kxx)
-                    if upd and u != 0.0:
-                        tau[k] = u
-                        fire = True
+        fire = _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy)
         n_rem = 0
         if fire:
             if budget == BUDGET_FIXED and meta[1] >= n_budget:

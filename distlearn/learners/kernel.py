@@ -30,7 +30,7 @@ best other score, both without its own term; for one-vs-rest, the smallest
 such binary margin over the columns in which it has a coefficient.
 
 The compiled engine is :mod:`distlearn.learners._budget`; its pure-Python
-oracle is the test suite's ``tests/naive_kernel.py``.
+oracle is the test suite's ``tests/naive_budget.py``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ __all__ = [
     "BudgetState",
     "BudgetLog",
     "init_budget_state",
+    "budget_code",
+    "dense_pieces",
+    "raise_kernel_non_finite",
     "learn_budget_chunk",
     "kernel_decision",
     "removal_margins",
@@ -240,6 +243,19 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
     return st
 
 
+def budget_code(budget: None | str | int) -> tuple[int, int]:
+    """The engine's (budget code, cache size) for ``budget=None``, ``"variable"`` or a positive int."""
+    if budget is None:
+        return B.BUDGET_NONE, 0
+    if isinstance(budget, str):
+        if budget != "variable":
+            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
+        return B.BUDGET_VARIABLE, 0
+    if isinstance(budget, bool) or int(budget) != budget or budget < 1:
+        raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
+    return B.BUDGET_FIXED, int(budget)
+
+
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
                        removal: str = "margin", seed: int = 0, blocked: bool = True) -> BudgetLog:
@@ -251,16 +267,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     computes kernel rows ``ROW_BLOCK`` rounds at a time (same values, bit for
     bit; ``False`` is one row per round, kept for the benchmark).
     """
-    if budget is None:
-        bcode, n_budget = B.BUDGET_NONE, 0
-    elif isinstance(budget, str):
-        if budget != "variable":
-            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
-        bcode, n_budget = B.BUDGET_VARIABLE, 0
-    else:
-        if isinstance(budget, bool) or int(budget) != budget or budget < 1:
-            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
-        bcode, n_budget = B.BUDGET_FIXED, int(budget)
+    bcode, n_budget = budget_code(budget)
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
     n = X.shape[0]
@@ -269,18 +276,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     m = order.shape[0]
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
-    sub = max(1, min(_SUB_ROWS, (1 << 24) // max(1, state.n_features)))
-    for lo in range(0, m, sub):
-        hi = min(m, lo + sub)
-        rows = order[lo:hi]
-        if sp.issparse(X):
-            uniq, inv = np.unique(rows, return_inverse=True)
-            Xd = np.asarray(X[uniq].toarray(), dtype=np.float64)
-            yd, od = y[uniq], inv.astype(np.int64)
-        else:
-            Xd, yd, od = np.asarray(X, dtype=np.float64), y, rows
-        if not Xd.flags.c_contiguous:
-            Xd = np.ascontiguousarray(Xd)
+    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
         state.compact()
         state._grow(int(state.meta[0]) + (hi - lo))
         t0 = state.t
@@ -297,11 +293,35 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())
         if bad >= 0:
-            r = int(rows[bad])
-            raise_non_finite(X, r, lo + bad)
-            raise NonFiniteError(f"row {r}: a kernel score is not finite (the kernel overflowed: scale the data "
-                                 "or lower gamma or degree)", r, lo + bad)
+            raise_kernel_non_finite(X, int(rows[bad]), lo + bad)
     return out
+
+
+def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
+    """The rows ``order`` of X (dense or CSR) in pieces for the compiled engines: ``(lo, hi, rows,
+    Xd, yd, od)`` with ``Xd[od[i]]`` the row ``order[lo + i]``, float64 C-contiguous (a sparse piece
+    is densified: at most ``_SUB_ROWS`` rows and 16 Mi values)."""
+    m = order.shape[0]
+    sub = max(1, min(_SUB_ROWS, (1 << 24) // max(1, X.shape[1])))
+    for lo in range(0, m, sub):
+        hi = min(m, lo + sub)
+        rows = order[lo:hi]
+        if sp.issparse(X):
+            uniq, inv = np.unique(rows, return_inverse=True)
+            Xd = np.asarray(X[uniq].toarray(), dtype=np.float64)
+            yd, od = y[uniq], inv.astype(np.int64)
+        else:
+            Xd, yd, od = np.asarray(X, dtype=np.float64), y, rows
+        if not Xd.flags.c_contiguous:
+            Xd = np.ascontiguousarray(Xd)
+        yield lo, hi, rows, Xd, yd, od
+
+
+def raise_kernel_non_finite(X: Any, r: int, position: int) -> None:
+    """Row ``r`` (at ``position`` in the order) gave a non-finite score: name the bad value, or the overflow."""
+    raise_non_finite(X, r, position)
+    raise NonFiniteError(f"row {r}: a kernel score is not finite (the kernel overflowed: scale the data "
+                         "or lower gamma or degree)", r, position)
 
 
 def removal_margins(state: BudgetState) -> np.ndarray:

@@ -1,0 +1,272 @@
+"""The kernel Online Bayes Point Machine: N kernel learners on one shared pool of patterns.
+
+The state (:class:`KernelEnsembleState`) and the chunk driver
+(:func:`learn_kernel_ensemble_chunk`) over the compiled engine of
+:mod:`distlearn.ensembles._budget`.  Member ``j`` is shown example ``t`` when
+its Bernoulli(tau) draw ``b_{j,t}`` (:func:`distlearn.rng.obpm_mask`, the linear
+OBPM's draws) is 1; it learns exactly as the single kernel learner
+(:func:`distlearn.learners.kernel.learn_budget_chunk`) run on those examples,
+with its own budget; the members share the patterns and the kernel rows.  The
+Bayes point is one kernel expansion over the pool: the mean of the members'
+coefficients (:meth:`KernelEnsembleState.bayes_point`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import rng
+from ..learners import _budget as B
+from ..learners.kernel import (
+    RANDOM_REMOVAL_STREAM,
+    REMOVALS,
+    Kernel,
+    budget_code,
+    dense_pieces,
+    raise_kernel_non_finite,
+)
+from ..learners.linear import Rule
+from ._budget import learn_kernel_ensemble_block
+
+__all__ = ["KernelEnsembleState", "KernelEnsembleLog", "init_kernel_ensemble", "learn_kernel_ensemble_chunk",
+           "member_seed"]
+
+MEMBER_SEED_STREAM = rng.stream_id("kernel-obpm-member")
+
+
+def member_seed(seed: int, j: int) -> int:
+    """The seed of member ``j``'s random removals: a single kernel learner with
+    ``random_state=member_seed(seed, j)`` draws the same removals."""
+    return int(rng.hash64(seed, MEMBER_SEED_STREAM, j)) & 0x7FFFFFFFFFFFFFFF
+
+
+@dataclass
+class KernelEnsembleState:
+    """The pool (``P*``), the members' slots (``(N, slots)`` arrays) and the retired patterns."""
+
+    n_features: int
+    n_members: int
+    n_outputs: int
+    native: bool
+    keep_retired: bool = False
+    PS: np.ndarray = field(default=None)     # type: ignore[assignment]  (pool, n_features)
+    psq: np.ndarray = field(default=None)    # type: ignore[assignment]
+    pkd: np.ndarray = field(default=None)    # type: ignore[assignment]
+    plab: np.ndarray = field(default=None)   # type: ignore[assignment]
+    pkey: np.ndarray = field(default=None)   # type: ignore[assignment]  ensemble round of insertion
+    pref: np.ndarray = field(default=None)   # type: ignore[assignment]  members holding the pattern
+    palive: np.ndarray = field(default=None)  # type: ignore[assignment]
+    pmeta: np.ndarray = field(default=None)  # type: ignore[assignment]  [n_pool_slots, n_pool_alive, T]
+    Abar: np.ndarray = field(default=None)   # type: ignore[assignment]  (pool, K) summed coefficients
+    pidx: np.ndarray = field(default=None)   # type: ignore[assignment]  (N, slots) pool index
+    A: np.ndarray = field(default=None)      # type: ignore[assignment]  (N, slots, K)
+    F: np.ndarray = field(default=None)      # type: ignore[assignment]  (N, slots, K)
+    kdm: np.ndarray = field(default=None)    # type: ignore[assignment]
+    labm: np.ndarray = field(default=None)   # type: ignore[assignment]
+    born: np.ndarray = field(default=None)   # type: ignore[assignment]  member round counter
+    died: np.ndarray = field(default=None)   # type: ignore[assignment]
+    gborn: np.ndarray = field(default=None)  # type: ignore[assignment]  ensemble round counter
+    gdied: np.ndarray = field(default=None)  # type: ignore[assignment]
+    alive: np.ndarray = field(default=None)  # type: ignore[assignment]
+    mmeta: np.ndarray = field(default=None)  # type: ignore[assignment]  (N, 3) [n_slots, n_alive, t_j]
+    retired: list = field(default_factory=list)  # (S, A, key, life, lab, member) of removed member slots
+    n_inserted: int = 0
+    n_removed: int = 0
+
+    @property
+    def mode(self) -> int:
+        if self.n_outputs == 1:
+            return B.MODE_BINARY
+        return B.MODE_NATIVE if self.native else B.MODE_OVR
+
+    @property
+    def t(self) -> int:
+        """Rounds the ensemble has seen."""
+        return int(self.pmeta[2])
+
+    @property
+    def pool_size(self) -> int:
+        return int(self.pmeta[1])
+
+    @property
+    def member_rounds(self) -> np.ndarray:
+        return self.mmeta[:, 2].copy()
+
+    def _grow(self, pool_need: int, member_need: int) -> None:
+        def g(a: np.ndarray, n: int, axis: int, fill: Any = 0) -> np.ndarray:
+            if a.shape[axis] >= n:
+                return a
+            n = max(n, 2 * a.shape[axis], 64)
+            shape = list(a.shape)
+            shape[axis] = n
+            out = np.full(shape, fill, dtype=a.dtype)
+            out[tuple(slice(0, s) for s in a.shape)] = a
+            return out
+
+        self.PS = g(self.PS, pool_need, 0)
+        self.psq, self.pkd, self.plab, self.pkey, self.pref = (g(a, pool_need, 0) for a in
+                                                               (self.psq, self.pkd, self.plab, self.pkey, self.pref))
+        self.palive = g(self.palive, pool_need, 0, False)
+        self.Abar = g(self.Abar, pool_need, 0)
+        self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.gborn = (
+            g(a, member_need, 1) for a in (self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.gborn))
+        self.died, self.gdied = g(self.died, member_need, 1, -1), g(self.gdied, member_need, 1, -1)
+        self.alive = g(self.alive, member_need, 1, False)
+
+    def compact(self) -> None:
+        """Drop dead member slots (retired when ``keep_retired``) and dead pool patterns; orders are kept."""
+        N = self.n_members
+        for j in range(N):
+            n = int(self.mmeta[j, 0])
+            live = self.alive[j, :n]
+            if live.all():
+                continue
+            dead = np.flatnonzero(~live)
+            if self.keep_retired:
+                p = self.pidx[j, dead]
+                self.retired.append((self.PS[p].copy(), self.A[j, dead].copy(), self.pkey[p].copy(),
+                                     np.stack([self.gborn[j, dead], self.gdied[j, dead]], axis=1),
+                                     self.plab[p].copy(), np.full(dead.size, j)))
+            keep = np.flatnonzero(live)
+            k = keep.size
+            for a in (self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.died, self.gborn, self.gdied,
+                      self.alive):
+                a[j, :k] = a[j, keep]
+            self.alive[j, k:n] = False
+            self.mmeta[j, 0] = k
+        n = int(self.pmeta[0])
+        live = self.palive[:n]
+        if live.all():
+            return
+        keep = np.flatnonzero(live)
+        remap = np.full(n, -1, dtype=np.int64)
+        remap[keep] = np.arange(keep.size)
+        for a in (self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.Abar):
+            a[: keep.size] = a[keep]
+        self.palive[keep.size:n] = False
+        self.pmeta[0] = keep.size
+        for j in range(N):
+            k = int(self.mmeta[j, 0])
+            self.pidx[j, :k] = remap[self.pidx[j, :k]]
+
+    def member_support(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Member ``j``'s live patterns, coefficients and classes, in its insertion order."""
+        n = int(self.mmeta[j, 0])
+        s = np.flatnonzero(self.alive[j, :n])
+        p = self.pidx[j, s]
+        return self.PS[p].copy(), self.A[j, s].copy(), self.plab[p].copy()
+
+    def bayes_point(self, average: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Bayes point ``(1/N) sum_j f_j`` as one kernel expansion: patterns, coefficients, classes.
+
+        ``average``: each member's hypotheses averaged over the ensemble's
+        rounds ``0 .. T`` (``h_0 = 0`` counts), i.e. a member slot's
+        coefficient weighted by the rounds it was live over ``T + 1``; needs
+        ``keep_retired``.  Patterns come in the order they entered the pool.
+        """
+        if average and not self.keep_retired:
+            raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
+        N, K, T = self.n_members, self.n_outputs, self.t
+        parts = []  # (S, A, key, life, lab, member) of member slots
+        for j in range(N):
+            n = int(self.mmeta[j, 0])
+            s = np.arange(n) if average else np.flatnonzero(self.alive[j, :n])  # dead, uncompacted slots count
+            p = self.pidx[j, s]
+            died = np.where(self.alive[j, s], T, self.gdied[j, s])
+            parts.append((self.PS[p], self.A[j, s], self.pkey[p], np.stack([self.gborn[j, s], died], axis=1),
+                          self.plab[p], np.full(s.size, j)))
+        if average:
+            parts.extend(self.retired)
+        if not parts:
+            return np.zeros((0, self.n_features)), np.zeros((0, K)), np.zeros(0, dtype=np.int64)
+        S, A, key, life, lab, member = (np.concatenate([q[i] for q in parts]) for i in range(6))
+        if average:
+            A = A * ((life[:, 1] - life[:, 0]).astype(np.float64) / (T + 1))[:, None]
+        # each (pattern, member) once; summed in (pattern, member) order, so the same bits whatever the chunking
+        o = np.lexsort((member, key))
+        S, A, key, lab = S[o], A[o], key[o], lab[o]
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        coef = np.zeros((uniq.size, K))
+        np.add.at(coef, inv, A)
+        coef /= N
+        keep = np.flatnonzero(np.any(coef != 0.0, axis=1))
+        return S[first[keep]], coef[keep], lab[first[keep]]
+
+
+class KernelEnsembleLog(NamedTuple):
+    """Per round of a chunk: the ensemble's summed member scores before the round (``(rounds, K)``),
+    member insertions, member removals and the live pool size after the round."""
+
+    margin: np.ndarray
+    updates: np.ndarray
+    removed: np.ndarray
+    pool_size: np.ndarray
+
+
+def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, native: bool = False,
+                         keep_retired: bool = False, capacity: int = 64) -> KernelEnsembleState:
+    """An empty pool and ``n_members`` empty caches with ``n_outputs`` columns (1 = binary)."""
+    N, K, cap, d = int(n_members), int(n_outputs), max(1, capacity), int(n_features)
+    st = KernelEnsembleState(d, N, K, bool(native) and K > 1, keep_retired)
+    st.PS = np.zeros((cap, d))
+    st.psq, st.pkd = np.zeros(cap), np.zeros(cap)
+    st.plab, st.pkey, st.pref = (np.zeros(cap, dtype=np.int64) for _ in range(3))
+    st.palive = np.zeros(cap, dtype=bool)
+    st.pmeta = np.zeros(3, dtype=np.int64)
+    st.Abar = np.zeros((cap, K))
+    st.pidx = np.zeros((N, cap), dtype=np.int64)
+    st.A, st.F = np.zeros((N, cap, K)), np.zeros((N, cap, K))
+    st.kdm = np.zeros((N, cap))
+    st.labm, st.born, st.gborn = (np.zeros((N, cap), dtype=np.int64) for _ in range(3))
+    st.died, st.gdied = np.full((N, cap), -1, dtype=np.int64), np.full((N, cap), -1, dtype=np.int64)
+    st.alive = np.zeros((N, cap), dtype=bool)
+    st.mmeta = np.zeros((N, 3), dtype=np.int64)
+    return st
+
+
+def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembleState, X: Any, y: np.ndarray,
+                                tids: np.ndarray, *, seed: int, tau: float, epoch: int = 0,
+                                order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
+                                removal: str = "margin") -> KernelEnsembleLog:
+    """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``; ``tids[i]`` the
+    global index of row ``i``, which keys the draws) in ``order``."""
+    bcode, n_budget = budget_code(budget)
+    if removal not in REMOVALS:
+        raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    N, K = state.n_members, state.n_outputs
+    n = X.shape[0]
+    order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
+    y = np.asarray(y, dtype=np.int64)
+    tids = np.asarray(tids, dtype=np.int64)
+    m = order.shape[0]
+    out = KernelEnsembleLog(np.zeros((m, K)), np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64),
+                            np.zeros(m, dtype=np.int64))
+    random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
+    seeds = [member_seed(seed, j) for j in range(N)] if random else []
+    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
+        mask = rng.obpm_mask(seed, epoch, tids[rows], N, tau)
+        if random:
+            # member j's draw for its own round counter t_j, as the single learner keys them
+            tj = state.mmeta[:, 2][None, :] + np.cumsum(mask, axis=0) - 1
+            uniforms = np.stack([rng.uniform(seeds[j], RANDOM_REMOVAL_STREAM, np.maximum(tj[:, j], 0))
+                                 for j in range(N)], axis=1)
+        else:
+            uniforms = np.zeros((0, 0))
+        state.compact()
+        state._grow(int(state.pmeta[0]) + (hi - lo), int(state.mmeta[:, 0].max(initial=0)) + (hi - lo))
+        kpool = np.zeros(state.PS.shape[0])
+        bad = learn_kernel_ensemble_block(
+            Xd, yd, od, mask, uniforms, rule.code, rule.params, float(beta), kernel.code, kernel.params, K,
+            state.mode, bcode, n_budget, REMOVALS[removal], state.PS, state.psq, state.pkd, state.plab, state.pkey,
+            state.pref, state.palive, state.pmeta, state.Abar, state.pidx, state.A, state.F, state.kdm, state.labm,
+            state.born, state.died, state.gborn, state.gdied, state.alive, state.mmeta, kpool, out.margin[lo:hi],
+            out.updates[lo:hi], out.removed[lo:hi], out.pool_size[lo:hi])
+        done = (hi - lo) if bad < 0 else bad
+        state.n_inserted += int(out.updates[lo:lo + done].sum())
+        state.n_removed += int(out.removed[lo:lo + done].sum())
+        if bad >= 0:
+            raise_kernel_non_finite(X, int(rows[bad]), lo + bad)
+    return out

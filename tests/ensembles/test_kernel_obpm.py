@@ -1,0 +1,217 @@
+"""Kernel OBPM: N kernel learners on one shared pool, each member bit for bit the single kernel learner."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from distlearn import rng
+from distlearn.ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk, member_seed
+from distlearn.learners import make_rule
+from distlearn.learners.kernel import init_budget_state, kernel_decision, learn_budget_chunk, make_kernel
+
+
+def _data(n=150, d=4, k=2, seed=0):
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(n, d))
+    if k == 2:
+        y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.3 * rs.normal(size=n) > 0).astype(np.int64)
+    else:
+        y = (np.floor((np.arctan2(X[:, 1], X[:, 0]) + math.pi) / (2 * math.pi) * k) % k).astype(np.int64)
+    return X, y
+
+
+def _ensemble(rule, kern, X, y, k, native, N, tau, seed, budget, removal, beta, chunks=1, epochs=1,
+              keep_retired=False):
+    K = 1 if k == 2 else k
+    st = init_kernel_ensemble(X.shape[1], N, K, native=native, keep_retired=keep_retired)
+    logs = []
+    for e in range(epochs):
+        for part in np.array_split(np.arange(len(y)), chunks):
+            logs.append(learn_kernel_ensemble_chunk(rule, kern, st, X[part], y[part], part, seed=seed, tau=tau,
+                                                    epoch=e, beta=beta, budget=budget, removal=removal))
+    return st, logs
+
+
+CASES = [  # (rule, its parameters, classes, budget); native multiclass unless the rule says ovr
+    ("perceptron", {}, 2, None), ("perceptron", {}, 2, "variable"), ("perceptron", {}, 3, 6),
+    ("mira", {"beta": 0.1, "native": True}, 4, "variable"), ("mira", {"beta": 0.1, "native": True}, 4, 5),
+    ("pa", {"variant": "PA-I", "C": 0.5, "native": True}, 3, 5), ("pa", {"variant": "PA-II", "C": 0.5}, 3, 5),
+    ("pa", {"variant": "PA-II", "C": 0.5}, 2, "variable"),
+]
+
+
+@pytest.mark.parametrize("name,params,k,budget,removal", [
+    (*case, removal) for case in CASES for removal in (["margin", "oldest", "random"] if isinstance(case[3], int)
+                                                       else ["margin"])])
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_each_member_is_the_single_learner_on_its_examples(name, params, k, budget, removal, kernel):
+    native = k > 2 and (name == "perceptron" or params.get("native", False))
+    rule = make_rule(name, **params)
+    kern = make_kernel(kernel, gamma=0.5, degree=2, coef0=1.0)
+    X, y = _data(k=k)
+    N, tau, seed, beta = 7, 0.4, 11, 0.1
+    st, _ = _ensemble(rule, kern, X, y, k, native, N, tau, seed, budget, removal, beta, chunks=3)
+    mask = rng.obpm_mask(seed, 0, np.arange(len(y)), N, tau)
+    K = 1 if k == 2 else k
+    for j in range(N):
+        rows = np.flatnonzero(mask[:, j])
+        single = init_budget_state(X.shape[1], K, native=native)
+        learn_budget_chunk(rule, kern, single, X, y, order=rows, beta=beta, budget=budget, removal=removal,
+                           seed=member_seed(seed, j))
+        S1, A1, lab1 = single.support()
+        S2, A2, lab2 = st.member_support(j)
+        assert S1.shape == S2.shape and np.array_equal(S1, S2), (j, S1.shape, S2.shape)
+        assert np.array_equal(A1, A2) and np.array_equal(lab1, lab2)
+        assert st.mmeta[j, 2] == len(rows)
+        if isinstance(budget, int):
+            assert len(A2) <= budget
+    # the pool is the union of the members' caches, each pattern once
+    live = st.pkey[: st.pmeta[0]][st.palive[: st.pmeta[0]]]
+    held = np.unique(np.concatenate([st.pkey[st.pidx[j, : st.mmeta[j, 0]][st.alive[j, : st.mmeta[j, 0]]]]
+                                     for j in range(N)]))
+    assert np.array_equal(np.sort(live), held)
+
+
+@pytest.mark.parametrize("budget", [None, "variable", 6])
+def test_bayes_point_is_the_mean_of_the_members(budget):
+    X, y = _data(k=3, seed=2)
+    rule, kern = make_rule("mira", beta=0.1, native=True), make_kernel("rbf", gamma=0.5)
+    N = 5
+    st, logs = _ensemble(rule, kern, X, y, 3, True, N, 0.5, 4, budget, "margin", 0.1, chunks=2)
+    S, coef, lab = st.bayes_point()
+    f = kernel_decision(kern, S, coef, X)
+    parts = [kernel_decision(kern, *st.member_support(j)[:2], X) for j in range(N)]
+    np.testing.assert_allclose(f, sum(parts) / N, rtol=1e-10, atol=1e-12)
+    # the logged ensemble margins score the running Bayes point on every example before it learns
+    st2, _ = _ensemble(rule, kern, X[:40], y[:40], 3, True, N, 0.5, 4, budget, "margin", 0.1)
+    S2, c2, _ = st2.bayes_point()
+    m = logs[0].margin[40] / N
+    np.testing.assert_allclose(m, kernel_decision(kern, S2, c2, X[40:41])[0], rtol=1e-9, atol=1e-12)
+
+
+def test_chunking_and_epochs_do_not_change_the_model():
+    X, y = _data(k=2, seed=5)
+    rule, kern = make_rule("perceptron"), make_kernel("rbf", gamma=0.5)
+    a, la = _ensemble(rule, kern, X, y, 2, False, 9, 0.3, 1, "variable", "margin", 0.1, chunks=1, epochs=2,
+                      keep_retired=True)
+    b, lb = _ensemble(rule, kern, X, y, 2, False, 9, 0.3, 1, "variable", "margin", 0.1, chunks=5, epochs=2,
+                      keep_retired=True)
+    for avg in (False, True):
+        for u, v in zip(a.bayes_point(average=avg), b.bayes_point(average=avg)):
+            assert np.array_equal(u, v)
+    assert np.array_equal(np.concatenate([q.margin for q in la]), np.concatenate([q.margin for q in lb]))
+
+
+def test_average_equals_the_mean_of_the_running_bayes_points():
+    X, y = _data(n=60, k=2, seed=6)
+    rule, kern = make_rule("perceptron"), make_kernel("rbf", gamma=0.5)
+    N = 4
+    st = init_kernel_ensemble(X.shape[1], N, 1, keep_retired=True)
+    fs = [np.zeros(len(y))]  # h_0 = 0
+    for t in range(len(y)):
+        learn_kernel_ensemble_chunk(rule, kern, st, X[t:t + 1], y[t:t + 1], np.array([t]), seed=3, tau=0.5,
+                                    beta=0.1, budget=5)
+        S, c, _ = st.bayes_point()
+        fs.append(kernel_decision(kern, S, c, X)[:, 0] if len(S) else np.zeros(len(y)))
+    S, c, _ = st.bayes_point(average=True)
+    np.testing.assert_allclose(kernel_decision(kern, S, c, X)[:, 0], np.mean(fs, axis=0), rtol=1e-9, atol=1e-12)
+
+
+def test_shared_pool_is_smaller_than_the_members_caches_together():
+    X, y = _data(n=300, k=2, seed=7)
+    st, logs = _ensemble(make_rule("perceptron"), make_kernel("rbf", gamma=0.5), X, y, 2, False, 20, 0.3, 0,
+                         None, "margin", 0.0)
+    held = int(st.mmeta[:, 1].sum())
+    assert st.pool_size < held / 2, (st.pool_size, held)  # each pattern held by about 2.6 members here
+    assert logs[0].pool_size[-1] == st.pool_size
+
+
+# -- the estimators: OBPM(base=Kernel...) and PermutationBPM(base=Kernel...) ------------------------------
+
+
+def test_obpm_with_a_kernel_base_is_the_engines_bayes_point():
+    from sklearn.datasets import load_digits
+
+    from distlearn import OBPM, KernelMIRA
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    base = KernelMIRA(kernel="rbf", gamma=0.5, budget="variable")
+    est = OBPM(n_estimators=12, tau=0.4, base=base, random_state=3).fit(X[:1000], y[:1000])
+    st = est._state
+    assert est.pool_size_ == st.pool_size <= st.mmeta[:, 1].sum()
+    assert est.support_vectors_.shape[0] == est.dual_coef_.shape[1] == est.n_support_.sum() == est.pool_size_
+    members = sum(kernel_decision(est._kernel_obj, *st.member_support(j)[:2], X[1000:]) for j in range(12)) / 12
+    np.testing.assert_allclose(est.decision_function(X[1000:]), members, rtol=1e-10, atol=1e-12)
+    single = KernelMIRA(kernel="rbf", gamma=0.5, budget="variable", random_state=3).fit(X[:1000], y[:1000])
+    # the Bayes point of 12 members that each saw 40 % of the data is about as good as one learner on all of it
+    assert est.score(X[1000:], y[1000:]) >= single.score(X[1000:], y[1000:]) - 0.03
+    assert 0 < est.online_errors_ < 1000 and est.t_ == 1000 and est.n_removed_ > 0
+
+
+@pytest.mark.parametrize("conversion", ["last", "average"])
+def test_kernel_obpm_partial_fit_and_store_equal_fit(tmp_path, conversion):
+    from distlearn import OBPM, KernelPerceptron
+    from distlearn.data import create_dataset
+
+    X, y = _data(n=200, k=3, seed=9)
+    kw = dict(n_estimators=6, tau=0.5, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=8), shuffle=False,
+              random_state=2, conversion=conversion)
+    a = OBPM(**kw).fit(X, y)
+    b = OBPM(**kw)
+    for part in np.array_split(np.arange(200), 4):
+        b.partial_fit(X[part], y[part], classes=[0, 1, 2])
+    create_dataset(tmp_path / "k.zarr", X, y, block_rows=64, dtype="float64")
+    c = OBPM(**kw).fit(str(tmp_path / "k.zarr"))
+    for other in (b, c):
+        assert np.array_equal(a.support_vectors_, other.support_vectors_)
+        assert np.array_equal(a.dual_coef_, other.dual_coef_)
+        assert a.online_errors_ == other.online_errors_
+    assert a.dual_coef_.shape == (3, a.support_vectors_.shape[0])
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"weights": "margin_bound"}, "weights='margin_bound'"),
+    ({"scheduler": "local"}, "run_grid"),
+    ({"n_jobs": 2}, "learner_groups/n_jobs"),
+    ({"dtype": "float32"}, "float64"),
+])
+def test_kernel_obpm_refuses_what_it_cannot_do(params, message):
+    from distlearn import OBPM, KernelPA
+
+    X, y = _data(n=40)
+    est = OBPM(base=KernelPA(), **params)
+    with pytest.raises(ValueError, match=message):
+        est.fit(X, y)
+    assert not hasattr(est, "classes_")
+
+
+def test_permutation_bpm_with_a_kernel_base():
+    from distlearn import KernelPerceptron, PermutationBPM
+
+    X, y = _data(n=200, k=2, seed=4)
+    est = PermutationBPM(n_estimators=4, base=KernelPerceptron(beta=0.1, gamma=0.5, budget="variable"),
+                         conversion="average", random_state=1).fit(X[:150], y[:150])
+    assert len(est.estimators_) == 4 and est.support_vectors_.shape[0] == sum(
+        e.support_vectors_.shape[0] for e in est.estimators_)
+    mean = np.mean([e.decision_function(X[150:]) for e in est.estimators_], axis=0)
+    np.testing.assert_allclose(est.decision_function(X[150:]), mean, rtol=1e-10, atol=1e-12)
+    assert est.score(X[150:], y[150:]) > 0.7
+    with pytest.raises(ValueError, match="weights='uniform'"):
+        PermutationBPM(base=KernelPerceptron(), weights="margin_bound").fit(X, y)
+    with pytest.raises(ValueError, match="no kernel form"):
+        PermutationBPM(base=KernelPerceptron(), conversion="cutoff").fit(X, y)
+
+
+def test_kernel_bases_by_name_and_where_they_do_not_apply():
+    from distlearn import OBPM, ParameterMixing
+
+    X, y = _data(n=80, k=2, seed=8)
+    est = OBPM(n_estimators=3, base="kernel-perceptron", base_params={"gamma": 0.5, "budget": 10},
+               random_state=0).fit(X, y)
+    assert est.pool_size_ <= 30 and est.dual_coef_.shape == (1, est.pool_size_)
+    with pytest.raises(ValueError, match="a kernel learner has none"):
+        ParameterMixing(base="kernel-mira").fit(X, y)
