@@ -389,22 +389,6 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
 
 
 @njit(**NUMBA_FLAGS)
-def kernel_scores(X, S, sq, coef, kernel, kp, out):
-    """``out[r, k] = sum_i coef[i, k] k(S[i], X[r])`` (a compact support set)."""
-    for r in range(X.shape[0]):
-        x = X[r]
-        sqx = 0.0
-        for j in range(x.shape[0]):
-            sqx += x[j] * x[j]
-        for k in range(coef.shape[1]):
-            out[r, k] = 0.0
-        for i in range(S.shape[0]):
-            kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
-            for k in range(coef.shape[1]):
-                out[r, k] += coef[i, k] * kv
-
-
-@njit(**NUMBA_FLAGS)
 def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
     """Votes of the hypotheses ``h_a .. h_b`` of a kernel learner's history on every row.
 
