@@ -43,8 +43,8 @@ from ..learners._kernels import (
     _native_taus,
     _needs_xsq,
     _prefetch,
-    _rescale,
     _sqnorm,
+    _zero_column,
 )
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -248,8 +248,15 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                     fire, cc, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[c], n_updates[c] + 1.0, xsq)
                     if not fire:
                         continue
-                    # the rescale w <- cc * w (O(1) through the scale)
-                    mk = _rescale(W, scale, sqnorm, c, cc, mk, accP, accq)
+                    # the rescale w <- cc * w (O(1) through the scale), written out as in the binary loop of
+                    # learners/_kernels.py: through the inline _rescale that loop measured 7-10 % slower
+                    if cc == 0.0:
+                        _zero_column(W, scale, sqnorm, c, accP, accq)
+                        mk = 0.0
+                    elif cc != 1.0:
+                        scale[c] *= cc
+                        sqnorm[c] *= cc * cc
+                        mk = mk * cc
                     ucol[nu] = c
                     umk[nu] = mk
                     uu[nu] = u
