@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from distlearn import OBPM, KernelMIRA
-from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, letter_file
+from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, letter_file, load_fashion_mnist
 from distlearn.learners import make_rule
 from distlearn.learners._budget import ROW_BLOCK
 from distlearn.learners.kernel import init_budget_state, learn_budget_chunk, make_kernel
@@ -83,16 +83,8 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
         if d is None or not Path(d).exists():
             print("# fashion: no data (see --fashion-dir); skipped", file=sys.stderr)
             return None
-        from distlearn.data.readers import open_reader
-
-        def read(prefix: str) -> tuple[np.ndarray, np.ndarray]:
-            rd = open_reader(Path(d) / f"{prefix}-images-idx3-ubyte.gz")
-            parts = list(rd.chunks())
-            X = np.concatenate([np.asarray(p.X.todense() if hasattr(p.X, "todense") else p.X) for p in parts])
-            return normalize(X.astype(np.float64)), np.concatenate([p.y for p in parts])
-
-        Xtr, ytr = read("train")
-        Xte, yte = read("t10k")
+        Xtr, ytr, Xte, yte = load_fashion_mnist(d)
+        Xtr, Xte = normalize(Xtr), normalize(Xte)  # unit-norm rows, as the budget paper scales its digits
         n = args.fashion_rows
         return Xtr[:n], ytr[:n], Xte, yte, {"kernel": "poly", "degree": 9, "gamma": 1.0}
     raise ValueError(name)

@@ -30,6 +30,7 @@ __all__ = [
     "LETTER_ENV",
     "fashion_mnist_dir",
     "letter_file",
+    "load_fashion_mnist",
     "no_fashion_message",
 ]
 
@@ -72,3 +73,26 @@ def letter_file(path: str | os.PathLike | None = None) -> Path | None:
     if path is not None:
         return Path(path)
     return Path(os.environ[LETTER_ENV]) if os.environ.get(LETTER_ENV) else None
+
+
+def load_fashion_mnist(path: str | os.PathLike | None = None, *, dtype: str = "float64"):
+    """Fashion-MNIST as arrays ``(X_train, y_train, X_test, y_test)``: 60,000 and 10,000 rows of
+    784 raw pixel values (0..255) read with distlearn's IDX reader, labels 0..9.
+
+    ``path`` as :func:`fashion_mnist_dir`; a missing directory is a ``FileNotFoundError``
+    that says where the files are found.
+    """
+    import numpy as np
+
+    from ._idx import IdxReader
+
+    d = fashion_mnist_dir(path)
+    if d is None or not d.is_dir():
+        raise FileNotFoundError(no_fashion_message("path"))
+
+    def read(prefix: str):
+        parts = list(IdxReader(d / f"{prefix}-images-idx3-ubyte.gz", d / f"{prefix}-labels-idx1-ubyte.gz",
+                               dtype=dtype))
+        return np.concatenate([X for X, _ in parts]), np.concatenate([y for _, y in parts]).astype(np.int64)
+
+    return (*read("train"), *read("t10k"))

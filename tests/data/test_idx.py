@@ -315,3 +315,17 @@ def test_fashion_mnist_t10k():
     assert lo == 0 and hi == 255
     assert counts.tolist() == [1000] * 10  # Fashion-MNIST's test set is balanced
     assert r.bytes_read == r.size_bytes
+
+
+def test_load_fashion_mnist_reads_the_four_files(tmp_path, monkeypatch):
+    from distlearn.data.public import FASHION_ENV, load_fashion_mnist
+
+    _, _, img, lab = make_pair(tmp_path, n=9, rows=4, cols=3, gz=True, seed=1)
+    _, _, timg, tlab = make_pair(tmp_path, n=5, rows=4, cols=3, gz=True, seed=2, prefix="t10k")
+    monkeypatch.setenv(FASHION_ENV, str(tmp_path))
+    Xtr, ytr, Xte, yte = load_fashion_mnist()
+    assert Xtr.dtype == np.float64 and Xtr.shape == (9, 12) and Xte.shape == (5, 12)
+    assert np.array_equal(Xtr, img.reshape(9, -1)) and np.array_equal(Xte, timg.reshape(5, -1))
+    assert np.array_equal(ytr, lab) and np.array_equal(yte, tlab) and ytr.dtype == np.int64
+    with pytest.raises(FileNotFoundError, match="no Fashion-MNIST data"):
+        load_fashion_mnist(tmp_path / "absent")
