@@ -51,3 +51,16 @@ def test_budget_cache_sizes_quick(tmp_path):
     assert by["variable"]["n_support"] <= svc["n_support"], (by["variable"], svc)
     assert all(int(r["cache"]) >= r["n_support"] for r in res["rows"] if r["cache"] not in ("none", "variable"))
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_budget_cache_sizes_fashion_path(tmp_path):
+    """The Fashion-MNIST path of Fig. 4 on generated files in Zalando's format (28x28 gzip IDX)."""
+    from tests.data.test_idx import make_pair
+
+    make_pair(tmp_path, n=120, rows=28, cols=28, gz=True, seed=3)
+    make_pair(tmp_path, n=40, rows=28, cols=28, gz=True, seed=4, prefix="t10k")
+    out = _run("budget_cache_sizes.py", "--datasets", "fashion", "--fashion-dir", str(tmp_path), "--permutations",
+               "1", "--sizes", "2", "--svc-C", "10", "--json", str(tmp_path / "f.json"))
+    (res,) = json.loads((tmp_path / "f.json").read_text())
+    assert res["dataset"] == "fashion" and res["n_train"] == 120 and "variable cache:" in out
+    assert {r["cache"] for r in res["rows"]} >= {"none", "variable"}
