@@ -722,12 +722,19 @@ class PermutationBPM(LinearClassifier):
         if not isinstance(first, KernelClassifier):
             self._set_hypothesis(_average_members(self, self.members_))
             return
-        # The kernel Bayes point: every member's expansion with its coefficients over N, one expansion.
+        # The kernel Bayes point: the members' expansions with their coefficients over N, as one
+        # expansion in which a pattern several members keep (the same training row) appears once.
         N = len(self.estimators_)
         self.gamma_, self._kernel_obj = first.gamma_, first._kernel_obj
-        self.support_vectors_ = np.concatenate([e.support_vectors_ for e in self.estimators_])
-        self.dual_coef_ = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1) / N
-        self.n_support_ = np.sum([e.n_support_ for e in self.estimators_], axis=0)
+        S = np.concatenate([e.support_vectors_ for e in self.estimators_])
+        A = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1).T / N
+        lab = np.concatenate([e._support_lab for e in self.estimators_])
+        uniq, first_at, inv = np.unique(S, axis=0, return_index=True, return_inverse=True)
+        coef = np.zeros((uniq.shape[0], A.shape[1]))
+        np.add.at(coef, inv.ravel(), A)
+        self.support_vectors_ = uniq
+        self.dual_coef_ = np.ascontiguousarray(coef.T)
+        self.n_support_ = np.bincount(lab[first_at], minlength=len(self.classes_)).astype(np.int64)
         self.weights_ = np.full((self.dual_coef_.shape[0], N), 1.0 / N)
 
     def decision_function(self, X: Any) -> np.ndarray:

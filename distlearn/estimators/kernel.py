@@ -151,7 +151,7 @@ class KernelClassifier(OnlineLinearClassifier):
 
     _common = KERNEL_PARAMS
     _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
-                                                "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs",
+                                                "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs", "_support_lab",
                                                 "conversion_info_")
     #: the removal threshold's default and meaning differ per rule
     fit_intercept = False
@@ -242,6 +242,7 @@ class KernelClassifier(OnlineLinearClassifier):
         self.support_vectors_ = S
         self.dual_coef_ = np.ascontiguousarray(A.T)
         self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
+        self._support_lab = lab
         self.cache_size_ = np.concatenate(self._sizes) if self._sizes else np.zeros(0, dtype=np.int32)
         self.summary_ = self.conversion
 
