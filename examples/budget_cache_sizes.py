@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distlearn import KernelMIRA
+from distlearn import OBPM, KernelMIRA, PermutationBPM
 from distlearn.data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist
 from distlearn.distributed import run_grid
 
@@ -152,11 +152,19 @@ def run(name, args):
     t = time.perf_counter()
     table = run_grid(base, {"budget": [None, "variable", *sizes]}, (Xtr, ytr), (Xte, yte), repeats=perms,
                      scheduler=args.scheduler, metrics=METRICS, progress=args.progress)
+    summaries = [("none" if s["budget"] is None else str(s["budget"]), s) for s in table.summary()]
+    if args.bayes:
+        # Bayes points of variable-cache MIRA: the kernel OBPM (shared pool) and 10 permutations
+        var = KernelMIRA(beta=0.01, epochs=1, budget="variable", **kp)
+        for label, est in ((f"obpm-{args.bayes}", OBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var)),
+                           ("pbpm-10", PermutationBPM(n_estimators=10, base=var))):
+            t2 = run_grid(est, None, (Xtr, ytr), (Xte, yte), repeats=perms, scheduler=args.scheduler,
+                          metrics=METRICS, progress=args.progress)
+            summaries += [(label, s) for s in t2.summary()]
     wall = time.perf_counter() - t
     rows = []
-    for s in table.summary():
-        b = s["budget"]
-        rows.append({"cache": "none" if b is None else str(b), "test_error": s["test_error_mean"],
+    for cache, s in summaries:
+        rows.append({"cache": cache, "test_error": s["test_error_mean"],
                      "test_error_std": s["test_error_std"], "online_error": s["online_error_mean"],
                      "n_support": s["n_support_mean"], "insertions": s["n_updates_mean"],
                      "fit_seconds": s["fit_seconds_mean"]})
@@ -170,14 +178,16 @@ def report(res):
           f"one pass, mean over {res['permutations']} permutations ({res['wall_seconds']:.1f} s of runs)")
     print(f"{'cache':<10}{'test err %':>11}{'+-':>7}{'online err %':>14}{'support':>9}{'insertions':>12}{'fit s':>8}")
     for r in res["rows"]:
+        online = "-" if r["online_error"] is None else f"{100 * r['online_error']:.2f}"
+        ins = "-" if r["insertions"] is None else f"{r['insertions']:.0f}"
         print(f"{r['cache']:<10}{100 * r['test_error']:>11.2f}{100 * r['test_error_std']:>7.2f}"
-              f"{100 * r['online_error']:>14.2f}{r['n_support']:>9.0f}{r['insertions']:>12.0f}{r['fit_seconds']:>8.2f}")
+              f"{online:>14}{r['n_support']:>9.0f}{ins:>12}{r['fit_seconds']:>8.2f}")
     s = res["svc"]
     print(f"{'SVC':<10}{100 * s['test_error']:>11.2f}{'':>7}{'-':>14}{s['n_support']:>9d}{'-':>12}{s['fit_seconds']:>8.2f}"
           f"   (C={s['C']:g}, kernel {s['kernel']}, tuned on a held-out fifth)")
     by = {r["cache"]: r for r in res["rows"]}
     v = by["variable"]
-    fixed = [r for r in res["rows"] if r["cache"] not in ("none", "variable")]
+    fixed = [r for r in res["rows"] if r["cache"].isdigit()]
     best = min(fixed, key=lambda r: r["test_error"])
     gap = 100 * (v["test_error"] - s["test_error"])
     print(f"variable cache: {100 * v['test_error']:.2f} % with {v['n_support']:.0f} patterns; best fixed size "
@@ -195,11 +205,14 @@ def plot(results, path):
 
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
     for ax, res in zip(axes[0], results):
-        fixed = sorted((r for r in res["rows"] if r["cache"] not in ("none", "variable")), key=lambda r: r["n_support"])
+        fixed = sorted((r for r in res["rows"] if r["cache"].isdigit()), key=lambda r: r["n_support"])
         ax.plot([r["n_support"] for r in fixed], [100 * r["test_error"] for r in fixed], "o-", label="fixed cache")
         by = {r["cache"]: r for r in res["rows"]}
         ax.plot(by["variable"]["n_support"], 100 * by["variable"]["test_error"], "s", ms=9, label="variable cache")
         ax.plot(by["none"]["n_support"], 100 * by["none"]["test_error"], "^", ms=9, label="MIRA (no budget)")
+        for r in res["rows"]:
+            if r["cache"].startswith(("obpm", "pbpm")):
+                ax.plot(r["n_support"], 100 * r["test_error"], "D", ms=8, label=f"{r['cache']} (variable cache)")
         ax.plot(res["svc"]["n_support"], 100 * res["svc"]["test_error"], "*", ms=13, label="SVC")
         ax.set_xlabel("support patterns")
         ax.set_ylabel("test error (%)")
@@ -221,6 +234,10 @@ def main(argv=None):
     ap.add_argument("--svc-C", default="1,10,100", help="SVC's C grid (default 1,10,100)")
     ap.add_argument("--scheduler", default=None, help="where the runs go: none (this process), local, an address")
     ap.add_argument("--quick", action="store_true", help="digits only unless --datasets, 3 permutations, 5 sizes")
+    ap.add_argument("--bayes", type=int, default=0, metavar="N",
+                    help="also the Bayes points of variable-cache MIRA: the kernel OBPM with N members and "
+                         "PermutationBPM with 10 (default 0: skip)")
+    ap.add_argument("--bayes-tau", type=float, default=0.8, help="the kernel OBPM's tau (default 0.8)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--plot", type=Path, default=None)

@@ -41,7 +41,7 @@ def test_grid_obpm(tmp_path):
 def test_budget_cache_sizes_quick(tmp_path):
     """The budget paper's Fig. 4 on the bundled digits (3 permutations, 5 fixed sizes): the
     variable cache lands within 1 point of the tuned SVC with no more support patterns."""
-    out = _run("budget_cache_sizes.py", "--quick", "--json", str(tmp_path / "b.json"), "--plot",
+    out = _run("budget_cache_sizes.py", "--quick", "--bayes", "10", "--json", str(tmp_path / "b.json"), "--plot",
                str(tmp_path / "b.png"))
     assert "variable cache:" in out
     (res,) = json.loads((tmp_path / "b.json").read_text())
@@ -49,7 +49,10 @@ def test_budget_cache_sizes_quick(tmp_path):
     svc = res["svc"]
     assert by["variable"]["test_error"] <= svc["test_error"] + 0.01, (by["variable"], svc)
     assert by["variable"]["n_support"] <= svc["n_support"], (by["variable"], svc)
-    assert all(int(r["cache"]) >= r["n_support"] for r in res["rows"] if r["cache"] not in ("none", "variable"))
+    assert all(int(r["cache"]) >= r["n_support"] for r in res["rows"] if r["cache"].isdigit())
+    # the Bayes points of the variable cache: the kernel OBPM (10 members) and 10 permutations
+    assert by["obpm-10"]["test_error"] <= by["none"]["test_error"] + 0.02, by["obpm-10"]
+    assert by["pbpm-10"]["test_error"] <= by["variable"]["test_error"] + 0.01, by["pbpm-10"]
     assert (tmp_path / "b.png").stat().st_size > 1000
 
 
