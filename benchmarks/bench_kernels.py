@@ -178,11 +178,12 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{c:.0f} -> {us:.0f} us" for c, us in segments))
         n_train = len(ytr)
         print(f"{'method':<22}{'fit s':>8}{'s/1k rounds':>13}{'mean cache':>12}{'support':>9}{'test err %':>12}"
-              f"{'predict s':>11}")
+              f"{'predict s':>11}{'state MiB':>11}{'patterns MiB':>14}")
         for r in rows:
             per = r["fit_s"] / n_train * 1000
             print(f"{r['method']:<22}{r['fit_s']:>8.2f}{per:>13.4f}{r.get('mean_cache', float('nan')):>12.0f}"
-                  f"{r['support']:>9d}{100 * r['test_error']:>12.2f}{r['predict_s']:>11.3f}")
+                  f"{r['support']:>9d}{100 * r['test_error']:>12.2f}{r['predict_s']:>11.3f}"
+                  f"{r.get('state_mib', float('nan')):>11.1f}{r.get('pattern_mib', float('nan')):>14.1f}")
         by = {r["method"]: r for r in rows}
         v, s = by["mira-variable"], by["svc"]
         print(f"goal: variable-cache epoch <= SVC fit: {v['fit_s']:.2f} s vs {s['fit_s']:.2f} s "
@@ -210,7 +211,10 @@ def main(argv: list[str] | None = None) -> int:
 def _row(label, fit_s, fit_all, clf, Xte, yte, repeat):
     pred_s, _, pred = timed(lambda: clf.predict(Xte), repeat)
     sizes = getattr(clf, "cache_size_", np.zeros(1))
+    st = clf._state  # the cache's arrays as the fit left them (capacity included)
+    state_mib = sum(a.nbytes for a in vars(st).values() if isinstance(a, np.ndarray)) / 2**20
     return {"method": label, "fit_s": fit_s, "fit_runs": fit_all, "support": int(clf.n_support_.sum()),
+            "state_mib": state_mib, "pattern_mib": int(clf.n_support_.sum()) * clf.support_vectors_.shape[1] * 8 / 2**20,
             "mean_cache": float(np.mean(sizes)), "max_cache": int(np.max(sizes)),
             "test_error": float(np.mean(pred != yte)), "predict_s": pred_s, "online_errors": int(clf.online_errors_)}
 
