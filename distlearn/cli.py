@@ -350,9 +350,6 @@ def _cmd_train(a: argparse.Namespace) -> int:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
-    if a.save and a.model.startswith("kernel-"):
-        raise ValueError(f"--save writes linear models (coef_ and intercept_); {a.model} is a kernel model, "
-                         "which has no model file format yet")
     is_obpm = a.model == "obpm"
     on_dask = is_obpm or bool(a.shards)
     if (a.checkpoint or a.resume) and not is_obpm:

@@ -1,8 +1,11 @@
-"""Trained linear models on disk, without pickle.
+"""Trained models on disk, without pickle.
 
-A model file is an ``.npz`` archive of plain arrays (``coef``, ``intercept``,
-``classes``) plus one JSON document (``meta``: the estimator's class and
-parameters, the training store, the distlearn version, training counters).
+A model file is an ``.npz`` archive of plain arrays plus one JSON document
+(``meta``: the estimator's class and parameters, the training store, the
+distlearn version, training counters).  A linear model holds ``coef``,
+``intercept`` and ``classes``; a kernel model (``meta["kind"] == "kernel"``:
+the kernel learners and their Bayes points) holds ``support_vectors``,
+``dual_coef`` and ``classes``, with the kernel and its parameters in ``meta``.
 :func:`load_model` reads it with ``allow_pickle=False``, so a model file can
 never run code.  The file is written under a temporary name and renamed, so
 a failed save leaves no file that looks valid.
@@ -20,6 +23,7 @@ import numpy as np
 
 from ._version import __version__
 from .data.store import open_dataset
+from .learners.kernel import KERNELS, kernel_decision, make_kernel
 from .stream import is_store
 
 FORMAT = 1
@@ -40,24 +44,35 @@ def _jsonable(v: Any) -> Any:
 
 
 def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] | None = None) -> Path:
-    """Save a fitted linear distlearn estimator (anything with ``coef_``/``intercept_``/``classes_``)."""
-    if not hasattr(est, "coef_"):
-        raise ValueError(f"{type(est).__name__} has no coef_ (not fitted, or not a linear hypothesis: "
-                         "vote/sample conversions cannot be saved as a linear model)")
+    """Save a fitted distlearn estimator: a linear hypothesis (``coef_``/``intercept_``) or a
+    kernel expansion (``support_vectors_``/``dual_coef_`` and its kernel)."""
+    kernel = "support_vectors_" in est.__dict__ and "hypothesis_" not in est.__dict__
+    if not kernel and not hasattr(est, "coef_"):
+        raise ValueError(f"{type(est).__name__} has neither coef_ nor support_vectors_ (not fitted, or not one "
+                         "hypothesis: vote/sample conversions cannot be saved)")
     p = Path(path)
     if p.suffix != ".npz":
         raise ValueError(f"model files end in .npz, got {p.name!r}")
     params = {k: v for k, v in est.get_params(deep=False).items() if k != "scheduler"}
-    meta = {"format": FORMAT, "estimator": type(est).__name__, "params": _jsonable(params),
-            "n_features": int(est.coef_.shape[1]), "extra": _jsonable(extra or {})}
-    meta["distlearn_version"] = __version__
+    meta = {"format": FORMAT, "kind": "kernel" if kernel else "linear", "estimator": type(est).__name__,
+            "params": _jsonable(params), "extra": _jsonable(extra or {})}
     classes = np.asarray(est.classes_)
     if classes.dtype.kind not in "iufb":
         classes = classes.astype(str)
+    if kernel:
+        k = est._kernel_obj
+        meta.update(n_features=int(est.support_vectors_.shape[1]), kernel=k.name,
+                    kernel_params={"gamma": float(k.params[0]), "degree": float(k.params[1]),
+                                   "coef0": float(k.params[2])})
+        arrays = {"support_vectors": np.asarray(est.support_vectors_, dtype=np.float64),
+                  "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64)}
+    else:
+        meta["n_features"] = int(est.coef_.shape[1])
+        arrays = {"coef": np.asarray(est.coef_), "intercept": np.asarray(est.intercept_)}
+    meta["distlearn_version"] = __version__
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
     try:
-        np.savez(tmp, coef=np.asarray(est.coef_), intercept=np.asarray(est.intercept_), classes=classes,
-                 meta=np.array(json.dumps(meta)))
+        np.savez(tmp, **arrays, classes=classes, meta=np.array(json.dumps(meta)))
         os.replace(tmp, p)
     finally:
         if tmp.exists():
@@ -66,7 +81,7 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
 
 
 class LinearModel:
-    """A saved model: ``decision_function``, ``predict`` and ``score`` on arrays or stores."""
+    """A saved linear model: ``decision_function``, ``predict`` and ``score`` on arrays or stores."""
 
     def __init__(self, coef: np.ndarray, intercept: np.ndarray, classes: np.ndarray, meta: dict[str, Any]) -> None:
         self.coef_ = coef
@@ -74,9 +89,11 @@ class LinearModel:
         self.classes_ = classes
         self.meta = meta
 
+    def _scores(self, X: Any) -> np.ndarray:
+        return np.asarray(X @ self.coef_.T + self.intercept_[None, :])
+
     def decision_function(self, X: Any) -> np.ndarray:
-        s = X @ self.coef_.T + self.intercept_[None, :]
-        s = np.asarray(s)
+        s = self._scores(X)
         return s[:, 0] if s.shape[1] == 1 else s
 
     def predict(self, X: Any) -> np.ndarray:
@@ -96,22 +113,52 @@ class LinearModel:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
+class KernelModel(LinearModel):
+    """A saved kernel model: scores ``dual_coef @ k(support_vectors, x)``."""
+
+    def __init__(self, support_vectors: np.ndarray, dual_coef: np.ndarray, classes: np.ndarray,
+                 meta: dict[str, Any]) -> None:
+        self.support_vectors_ = support_vectors
+        self.dual_coef_ = dual_coef
+        self.classes_ = classes
+        self.meta = meta
+        self.kernel_ = make_kernel(meta["kernel"], **meta["kernel_params"])
+
+    def _scores(self, X: Any) -> np.ndarray:
+        return kernel_decision(self.kernel_, self.support_vectors_, self.dual_coef_.T, X)
+
+
 def load_model(path: str | os.PathLike[str]) -> LinearModel:
-    """Read a model saved by :func:`save_model` (no pickle: plain arrays and JSON only)."""
+    """Read a model saved by :func:`save_model` (no pickle: plain arrays and JSON only): a
+    :class:`LinearModel` or a :class:`KernelModel`."""
     p = Path(path)
     try:
         with np.load(p, allow_pickle=False) as z:
-            missing = {"coef", "intercept", "classes", "meta"} - set(z.files)
+            if "meta" not in z.files:
+                raise ValueError(f"{p}: not a distlearn model (no meta)")
+            meta = json.loads(str(z["meta"]))
+            kind = meta.get("kind", "linear") if isinstance(meta, dict) else None
+            names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef")}.get(kind)
+            if names is None:
+                raise ValueError(f"{p}: unknown model kind {kind!r}")
+            missing = {*names, "classes"} - set(z.files)
             if missing:
                 raise ValueError(f"{p}: not a distlearn model (missing {sorted(missing)})")
-            meta = json.loads(str(z["meta"]))
-            coef, intercept, classes = z["coef"], z["intercept"], z["classes"]
+            a, b, classes = z[names[0]], z[names[1]], z["classes"]
     except (OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise ValueError(f"{p}: not a readable model file ({exc})") from exc
     if meta.get("format") != FORMAT:
         raise ValueError(f"{p}: model format {meta.get('format')!r}, this distlearn reads {FORMAT}")
-    if coef.ndim != 2 or intercept.shape != (coef.shape[0],):
-        raise ValueError(f"{p}: inconsistent shapes coef {coef.shape}, intercept {intercept.shape}")
-    return LinearModel(coef, intercept, classes, meta)
+    if kind == "linear":
+        if a.ndim != 2 or b.shape != (a.shape[0],):
+            raise ValueError(f"{p}: inconsistent shapes coef {a.shape}, intercept {b.shape}")
+        return LinearModel(a, b, classes, meta)
+    if a.ndim != 2 or b.ndim != 2 or b.shape[1] != a.shape[0] or meta.get("kernel") not in KERNELS:
+        raise ValueError(f"{p}: inconsistent kernel model (support {a.shape}, dual_coef {b.shape}, "
+                         f"kernel {meta.get('kernel')!r})")
+    try:
+        return KernelModel(a, b, classes, meta)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{p}: bad kernel parameters in the model file ({exc})") from None

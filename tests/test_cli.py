@@ -188,10 +188,53 @@ def test_train_kernel_models(art_stores, capsys):
     from distlearn.data.store import open_dataset
     Xt, yt = open_dataset(str(test)).to_scipy()
     assert abs(out["test_error"] - (1 - est.score(Xt, yt))) < 1e-12
-    assert main(["train", str(train), "--model", "kernel-pa", "--save", "k.npz"]) == 2
-    assert "kernel model" in capsys.readouterr().err
+    from distlearn.model import KernelModel, load_model
+
+    saved = train.parent / "k.npz"
+    argv = ["train", str(train), "--model", "kernel-mira", "--param", "budget=40", "--param", "gamma=2.0", "--seed",
+            "1", "--save", str(saved)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    m = load_model(saved)
+    assert isinstance(m, KernelModel) and m.meta["kernel"] == "rbf" and m.meta["estimator"] == "KernelMIRA"
+    assert np.array_equal(m.predict(Xt), est.predict(Xt))
+    np.testing.assert_array_equal(m.decision_function(Xt), est.decision_function(Xt))
     assert main(["train", str(train), "--model", "kernel-perceptron", "--param", "budget=variable"]) == 2
     assert "needs beta > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make", ["mira-average", "obpm", "pbpm", "vote"])
+def test_kernel_model_files(tmp_path, make):
+    from distlearn import OBPM, KernelMIRA, KernelPerceptron, PermutationBPM
+    from distlearn.model import load_model, save_model
+
+    rs = np.random.default_rng(0)
+    X = rs.normal(size=(150, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, "pos", "neg")
+    est = {"mira-average": KernelMIRA(gamma=0.5, budget="variable", conversion="average", random_state=0),
+           "obpm": OBPM(n_estimators=5, base=KernelMIRA(gamma=0.5, budget=20), random_state=0),
+           "pbpm": PermutationBPM(n_estimators=3, base=KernelPerceptron(kernel="poly", degree=2, coef0=1.0),
+                                  random_state=0),
+           "vote": KernelPerceptron(conversion="vote", random_state=0)}[make].fit(X, y)
+    path = tmp_path / "k.npz"
+    if make == "vote":
+        with pytest.raises(ValueError, match="vote/sample"):
+            save_model(est, path)
+        assert not path.exists()
+        return
+    m = load_model(save_model(est, path))
+    np.testing.assert_array_equal(m.decision_function(X), est.decision_function(X))
+    assert np.array_equal(m.predict(X), est.predict(X)) and m.classes_.tolist() == ["neg", "pos"]
+    # a tampered file: the kernel name, or the shapes, no longer fit
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    np.savez(tmp_path / "t.npz", **{**arrays, "meta": np.array(json.dumps({**meta, "kernel": "sigmoid"}))})
+    with pytest.raises(ValueError, match="t.npz: inconsistent kernel model"):
+        load_model(tmp_path / "t.npz")
+    np.savez(tmp_path / "s.npz", **{**arrays, "dual_coef": arrays["dual_coef"][:, :-1]})
+    with pytest.raises(ValueError, match="s.npz: inconsistent kernel model"):
+        load_model(tmp_path / "s.npz")
 
 
 def test_model_files_are_not_pickles(tmp_path):
