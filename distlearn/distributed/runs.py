@@ -296,6 +296,9 @@ def _run_task(spec: dict[str, Any], train: Any, test: Any) -> tuple[dict[str, An
         if getattr(est, "coef_", None) is not None:
             model["coef"] = np.asarray(est.coef_)
             model["intercept"] = np.asarray(est.intercept_)
+        if getattr(est, "support_vectors_", None) is not None:  # kernel learners and their Bayes points
+            model["support_vectors"] = np.asarray(est.support_vectors_)
+            model["dual_coef"] = np.asarray(est.dual_coef_)
     return row, model
 
 
@@ -397,8 +400,9 @@ def run_grid(
     progress : bool, default=False
         A tqdm bar over completed runs, on stderr.
     return_models : bool, default=False
-        Keep each run's ``classes``, ``coef`` and ``intercept`` arrays in
-        ``RunTable.models`` (never the estimator objects).
+        Keep each run's ``classes``, ``coef`` and ``intercept`` arrays (kernel
+        models: ``support_vectors`` and ``dual_coef``) in ``RunTable.models``
+        (never the estimator objects).
 
     Returns
     -------

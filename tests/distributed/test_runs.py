@@ -70,6 +70,26 @@ def test_cluster_rows_equal_in_process(client, stores, data):
 
 
 @pytest.mark.cluster
+def test_cluster_budget_grid_equals_in_process(client, data):
+    """The budget paper's protocol -- cache sizes x permutations -- and a kernel OBPM, as seeded tasks: the same
+    rows and the same support vectors and coefficients here and on 2 worker processes."""
+    from distlearn import KernelMIRA
+
+    tr, te = (data.X_train, data.y_train), (data.X_test, data.y_test)
+    cases = [(KernelMIRA(gamma=0.05), {"budget": [None, "variable", 30, 60]}),
+             (OBPM(n_estimators=4, base=KernelMIRA(gamma=0.05, budget="variable")), {"tau": [0.5, 0.9]})]
+    metrics = ("test_error", "online_error", "n_support", "n_updates")
+    for est, grid in cases:
+        here = run_grid(est, grid, tr, te, repeats=3, metrics=metrics, return_models=True)
+        there = run_grid(est, grid, tr, te, repeats=3, metrics=metrics, return_models=True, scheduler=client)
+        assert _strip(here) == _strip(there) and len(here) == 3 * len(next(iter(grid.values())))
+        for a, b in zip(here.models, there.models):
+            assert np.array_equal(a["support_vectors"], b["support_vectors"])
+            assert np.array_equal(a["dual_coef"], b["dual_coef"])
+        assert len({r["n_support"] for r in here}) > 1  # the repeats are different permutations
+
+
+@pytest.mark.cluster
 def test_cluster_failure_names_the_run(client, tmp_path):
     X = np.vstack([np.eye(4), -np.eye(4)]).repeat(25, axis=0)
     y = np.array([1] * 50 + [-1] * 150)  # fold 0 of 4 (block 0) holds every +1: its training set has one class
