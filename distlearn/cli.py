@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("input", help="input file (gzip/bz2/xz detected from content)")
     c.add_argument("output", help="store to create, e.g. data.zarr")
-    c.add_argument("--format", choices=["svmlight", "idx", "csv"], help="input format (default: detected)")
+    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"],
+                   help="input format (default: detected; dna: FASTA or label<TAB>sequence lines)")
     c.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block (default: ~16 MiB dense, 16384 CSR)")
     c.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="value type")
     c.add_argument("--n-features", type=_positive_int, metavar="D", help="column count; rows with more features are errors")
@@ -94,7 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--dense", dest="layout", action="store_const", const="dense", help="store X dense (default for IDX, CSV)")
     lay.add_argument("--sparse", dest="layout", action="store_const", const="csr", help="store X as CSR (default for svmlight)")
     c.add_argument("--zero-based", action="store_true", help="svmlight: feature indices count from 0")
-    c.add_argument("--labels", metavar="FILE", help="IDX: the labels file (default: inferred from the images file name)")
+    c.add_argument("--labels", metavar="FILE", help="IDX: the labels file (default: inferred from the images file "
+                   "name); DNA FASTA: one label per record (default: the header's last token)")
+    c.add_argument("--features", choices=["wd", "onehot", "spectrum"],
+                   help="DNA: weighted-degree k-mers (default), positional one-hot, or k-mer counts")
+    c.add_argument("--degree", type=_positive_int, metavar="D", help="DNA wd: longest k-mer (default 8)")
+    c.add_argument("--k", type=_positive_int, metavar="K", help="DNA spectrum: k-mer length (default 3)")
+    c.add_argument("--iupac", choices=["spread", "error"],
+                   help="DNA: ambiguity codes (N, R, Y, ...) spread over their bases (default) or refused")
     c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX", help="CSV: label column (default: 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
@@ -229,7 +237,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     opts: dict[str, Any] = {}
     if a.zero_based:
         opts["zero_based"] = True
-    for name in ("labels", "label_column", "delimiter"):
+    for name in ("labels", "label_column", "delimiter", "features", "degree", "k", "iupac"):
         if getattr(a, name) is not None:
             opts[name] = getattr(a, name)
     if a.header is not None:

@@ -32,7 +32,7 @@ from .store import Dataset, DatasetWriter
 
 __all__ = ["FORMATS", "InputFormatError", "SvmlightReader", "convert", "detect_format", "open_reader"]
 
-FORMATS = ("svmlight", "idx", "csv")
+FORMATS = ("svmlight", "idx", "csv", "dna")
 
 _SUFFIXES = {
     ".svm": "svmlight",
@@ -41,6 +41,9 @@ _SUFFIXES = {
     ".csv": "csv",
     ".tsv": "csv",
     ".idx": "idx",
+    ".fa": "dna",
+    ".fasta": "dna",
+    ".fna": "dna",
 }
 
 
@@ -62,13 +65,15 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         head = b""
     if head[:2] == b"\x00\x00" and len(head) >= 4 and head[2] in (8, 9, 11, 12, 13, 14):
         return "idx"
+    if head[:1] == b">":
+        return "dna"
     first = next((ln for ln in head.split(b"\n") if ln.strip() and not ln.startswith(b"#")), b"")
     toks = first.split(b"#")[0].split()
     if len(toks) >= 2 and all(b":" in t for t in toks[1:]):
         return "svmlight"
     if b"," in first:
         return "csv"
-    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv")
+    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna")
 
 
 def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Any:
@@ -100,6 +105,7 @@ def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
         "svmlight": {"zero_based", "n_features", "dtype", "chunk_bytes"},
         "idx": {"labels", "dtype", "chunk_rows"},
         "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
+        "dna": {"labels", "features", "degree", "k", "iupac"},
     }[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
@@ -127,11 +133,13 @@ def convert(
     Parameters
     ----------
     input : str or Path
-        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``) or CSV, optionally compressed.
+        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, or DNA sequences
+        (FASTA or ``label<TAB>sequence``; ``features="wd"|"onehot"|"spectrum"``, ``degree``, ``k``,
+        ``iupac``: see :mod:`distlearn.data._dna`), optionally compressed.
     output : str or Path
         The store to create.  An existing path is refused unless ``overwrite=True``;
         it is replaced only once the new store is complete.
-    format : {"svmlight", "idx", "csv"}, default=None
+    format : {"svmlight", "idx", "csv", "dna"}, default=None
         Detected from the name and content when left out.
     layout : {"csr", "dense"}, default=None
         ``"csr"`` for svmlight, ``"dense"`` for IDX and CSV by default.  A dense store
@@ -165,6 +173,13 @@ def convert(
     opts = _reader_options(fmt, reader_options)
     if Path(output).exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    if fmt == "dna":
+        from ._dna import convert_sequences
+
+        if layout == "dense" or n_features is not None or client is not None:
+            raise ValueError("DNA input is written as a sparse feature map (--features onehot|wd|spectrum); "
+                             "--dense, --n-features and parallel parsing do not apply")
+        return convert_sequences(input, output, dtype=dtype, block_rows=block_rows, overwrite=overwrite, **opts)
     reader = open_reader(input, format=fmt, dtype=dtype, **opts)
     layout = layout or reader.default_layout
     width = n_features if n_features is not None else reader.n_features

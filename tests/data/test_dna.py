@@ -149,3 +149,21 @@ def test_splice_corpus_generator_plants_a_learnable_signal(tmp_path, fmt, name):
     X, y = open_dataset(tmp_path / "s.zarr").to_scipy()
     clf = Perceptron(epochs=3, random_state=0).fit(X[:2400], y[:2400])
     assert clf.score(X[2400:], y[2400:]) > 0.9, ds
+
+
+def test_distlearn_convert_dna(tmp_path, capsys):
+    from distlearn.cli import main
+
+    fa = _write(tmp_path / "sites.fa.gz", FASTA, gz=True)
+    assert main(["convert", str(fa), str(tmp_path / "wd.zarr"), "--degree", "2", "--json"]) == 0
+    info = __import__("json").loads(capsys.readouterr().out)
+    assert info["n_samples"] == 3 and info["params"]["features"]["degree"] == 2
+    tsv = _write(tmp_path / "sites.txt", TSV)
+    assert main(["convert", str(tsv), str(tmp_path / "sp.zarr"), "--format", "dna", "--features", "spectrum",
+                 "--k", "2"]) == 0
+    assert open_dataset(tmp_path / "sp.zarr").n_features == 16
+    bad = _write(tmp_path / "bad.fa", b">a +1\nACGT\n>b -1\nACG\n")
+    assert main(["convert", str(bad), str(tmp_path / "bad.zarr")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.fa:3: record 'b' has length 3" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "bad.zarr").exists()
