@@ -115,12 +115,13 @@ def check_params(obj: Any, table: dict[str, Any]) -> None:
 
 
 class Budget:
-    """A kernel learner's cache: ``None`` (no removal), ``"variable"`` (DistillCache) or a size >= 1."""
+    """A kernel learner's cache: ``None`` (no removal), ``"variable"`` (DistillCache), ``"projectron"``
+    (projection onto the cache's span) or a size >= 1."""
 
     def check(self, name: str, value: Any) -> None:
-        if value is None or (isinstance(value, str) and value == "variable"):
+        if value is None or (isinstance(value, str) and value in ("variable", "projectron")):
             return
         if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
             return
-        raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache) or an integer cache "
-                         f"size >= 1; got {value!r}")
+        raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache), 'projectron' or an "
+                         f"integer cache size >= 1; got {value!r}")

@@ -55,7 +55,7 @@ def _kernel(name: str, gamma: float, degree: float, coef0: float):
 def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool, kernel: str = "rbf",
                      gamma: float = 1.0, degree: float = 3, coef0: float = 0.0, beta: float | None = None,
                      C: float = 1.0, variant: str = "PA", budget: Any = None, removal: str = "margin",
-                     seed: int = 0, eta: float = 1.0) -> list[dict[str, Any]]:
+                     seed: int = 0, eta: float = 1.0, proj_eta: float = 0.1) -> list[dict[str, Any]]:
     """Run the rows of X in order; one dict per round (see the module docstring)."""
     kfun = _kernel(kernel, float(gamma), float(degree), float(coef0))
     rows = [[float(v) for v in r] for r in X]
@@ -143,7 +143,23 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                 u[j] = binary_u(label(c, j), f[j], kxx)
         fired = any(v != 0.0 for v in u)
         removed: list[int] = []
-        if fired:
+        projected = False
+        if fired and budget == "projectron":
+            # the Projectron: d = K^-1 k_t by a direct solve on the cache's Gram matrix, recomputed
+            if cache:
+                import numpy as np
+
+                G = np.array([[kfun(p["x"], q["x"]) for q in cache] for p in cache])
+                kt = np.array([kfun(p["x"], x) for p in cache])
+                d = np.linalg.solve(G, kt)
+                delta2 = kxx - float(kt @ d)
+            else:
+                d, delta2 = [], kxx
+            if delta2 <= proj_eta * proj_eta:
+                projected = True
+                for p, dj in zip(cache, d):
+                    p["a"] = [a + uj * float(dj) for a, uj in zip(p["a"], u)]
+        if fired and not projected:
             if isinstance(budget, int) and not isinstance(budget, bool) and len(cache) >= budget:
                 if removal == "margin":
                     mus = [mu(p) for p in cache]
@@ -170,7 +186,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     i = min(i for m, i in cand if m >= cut)
                     removed.append(cache[i]["id"])
                     del cache[i]
-        out.append({"score": f, "mistake": bool(mistake), "fired": fired, "removed": removed,
+        out.append({"score": f, "mistake": bool(mistake), "fired": fired, "removed": removed, "projected": projected,
                     "cache": [p["id"] for p in cache], "coef": [list(p["a"]) for p in cache],
                     "mu": [mu(p) for p in cache]})
     return out

@@ -44,6 +44,7 @@ ESTIMATORS = [
     distlearn.KernelMIRA(conversion="interval", budget=30, random_state=0),
     distlearn.KernelPerceptron(conversion="tree", random_state=0),
     distlearn.KernelPA(variant="PA-II", budget=40, removal="oldest", epochs=3, random_state=0),
+    distlearn.KernelMIRA(budget="projectron", eta=0.3, epochs=2, random_state=0),
     # Bayes points of kernel learners: one shared pool (OBPM), or N members' expansions (permutations).
     distlearn.OBPM(n_estimators=6, base=distlearn.KernelMIRA(budget="variable"), conversion="average",
                    random_state=0),

@@ -234,6 +234,9 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``; ``tids[i]`` the
     global index of row ``i``, which keys the draws) in ``order``."""
     bcode, n_budget = budget_code(budget)
+    if bcode == B.BUDGET_PROJECTRON:
+        raise ValueError("budget='projectron' is not available to the kernel OBPM (each member would need its own "
+                         "inverse Gram matrix); use None, 'variable' or a size")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
     N, K = state.n_members, state.n_outputs

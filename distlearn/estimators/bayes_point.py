@@ -376,6 +376,8 @@ class OBPM(OnlineLinearClassifier):
                        "a cluster with distlearn.run_grid)")
         if self.checkpoint is not None or self.resume:
             bad.append("checkpoint/resume")
+        if base.budget == "projectron":
+            bad.append("budget='projectron' (each member would need its own inverse Gram matrix)")
         if str(np.dtype(self.dtype)) != "float64":
             bad.append(f"dtype={self.dtype!r} (kernel learners compute in float64)")
         if bad:

@@ -41,6 +41,7 @@ KERNEL_PARAMS = {
     "coef0": Real(0, math.inf, "left"),
     "budget": Budget(),
     "removal": Options("margin", "oldest", "random"),
+    "eta": Real(0, math.inf, "left"),
     "epochs": Integral(1, None),
     "shuffle": Boolean(),
     "random_state": RandomState(),
@@ -72,7 +73,7 @@ _KERNEL_DOC = """
         streamed once).
     degree : int, default=3
     coef0 : float, default=0.0
-    budget : None, "variable" or int, default=None
+    budget : None, "variable", "projectron" or int, default=None
         The cache of support patterns: ``None`` keeps every pattern; "variable"
         is DistillCache (Crammer, Kandola & Singer 2003, Fig. 2): after each
         insertion remove, one at a time, the cached pattern of largest removal
@@ -83,10 +84,18 @@ _KERNEL_DOC = """
         ``y_p (f(x_p) - a_p k(x_p, x_p))``; native multiclass, the score of its
         class minus the best other score, both without its own term;
         one-vs-rest, the smallest binary margin over the columns it supports.
+        "projectron" is the Projectron (Orabona, Keshet & Caputo 2009): an update
+        whose pattern lies within ``eta`` of the span of the cache in feature
+        space is projected onto it -- the cached coefficients change, nothing is
+        inserted -- so the cache stays bounded without removals (conversion
+        "last" only: the history conversions assume fixed coefficients).
     removal : {"margin", "oldest", "random"}, default="margin"
         Which pattern a full fixed cache drops: the largest ``mu`` (Fig. 3), the
         oldest (the Forgetron's choice without its shrinking), or one drawn at
         random (the randomized budget perceptron), seeded by ``random_state``.
+    eta : float, default=0.1
+        The Projectron's threshold on the distance to the cache's span
+        (``budget="projectron"`` only; 0 projects only patterns exactly in the span).
     epochs : int, default=1
     shuffle : bool, default=True
         A seeded permutation per epoch.
@@ -162,6 +171,10 @@ class KernelClassifier(OnlineLinearClassifier):
 
     def _check_params(self) -> None:
         super()._check_params()
+        if self.budget == "projectron" and not isinstance(make_conversion(self.conversion), Last):
+            raise ValueError(f"budget='projectron' changes cached coefficients after insertion, so conversion="
+                             f"{self.conversion!r} (computed from the cache's history) does not apply; use "
+                             "conversion='last'")
         if self.budget == "variable" and self._beta() <= 0:
             raise ValueError("budget='variable' needs beta > 0: with beta = 0 DistillCache removes every pattern "
                              "whose own removal leaves it at margin >= 0, the first one included, and the cache "
@@ -213,7 +226,8 @@ class KernelClassifier(OnlineLinearClassifier):
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
                count: bool) -> None:
         log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
-                                 beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed)
+                                 beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed,
+                                 eta=float(self.eta))
         self.online_errors_ += int(log.mistake.sum()) if count else 0
         self.n_updates_ += int(log.updated.sum())
         self.n_removed_ += int(log.removed.sum())
@@ -304,7 +318,7 @@ class KernelPerceptron(KernelClassifier):
 
     def __init__(self, *, beta: float = 0.0, multiclass: str = "native", kernel: str = "rbf",
                  gamma: Any = "scale", degree: int = 3, coef0: float = 0.0, budget: Any = None,
-                 removal: str = "margin", epochs: int = 1, shuffle: bool = True, random_state: Any = None,
+                 removal: str = "margin", eta: float = 0.1, epochs: int = 1, shuffle: bool = True, random_state: Any = None,
                  conversion: str = "last") -> None:
         self.beta = beta
         self.multiclass = multiclass
@@ -314,6 +328,7 @@ class KernelPerceptron(KernelClassifier):
         self.coef0 = coef0
         self.budget = budget
         self.removal = removal
+        self.eta = eta
         self.epochs = epochs
         self.shuffle = shuffle
         self.random_state = random_state
@@ -355,7 +370,7 @@ class KernelMIRA(KernelClassifier):
 
     def __init__(self, *, beta: float = 0.01, multiclass: str = "native", kernel: str = "rbf",
                  gamma: Any = "scale", degree: int = 3, coef0: float = 0.0, budget: Any = None,
-                 removal: str = "margin", epochs: int = 1, shuffle: bool = True, random_state: Any = None,
+                 removal: str = "margin", eta: float = 0.1, epochs: int = 1, shuffle: bool = True, random_state: Any = None,
                  conversion: str = "last") -> None:
         self.beta = beta
         self.multiclass = multiclass
@@ -365,6 +380,7 @@ class KernelMIRA(KernelClassifier):
         self.coef0 = coef0
         self.budget = budget
         self.removal = removal
+        self.eta = eta
         self.epochs = epochs
         self.shuffle = shuffle
         self.random_state = random_state
@@ -409,7 +425,7 @@ class KernelPA(KernelClassifier):
 
     def __init__(self, *, variant: str = "PA-I", C: float = 1.0, beta: float = 1.0, multiclass: str = "native",
                  kernel: str = "rbf", gamma: Any = "scale", degree: int = 3, coef0: float = 0.0,
-                 budget: Any = None, removal: str = "margin", epochs: int = 1, shuffle: bool = True,
+                 budget: Any = None, removal: str = "margin", eta: float = 0.1, epochs: int = 1, shuffle: bool = True,
                  random_state: Any = None, conversion: str = "last") -> None:
         self.variant = variant
         self.C = C
@@ -421,6 +437,7 @@ class KernelPA(KernelClassifier):
         self.coef0 = coef0
         self.budget = budget
         self.removal = removal
+        self.eta = eta
         self.epochs = epochs
         self.shuffle = shuffle
         self.random_state = random_state

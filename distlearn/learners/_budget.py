@@ -50,6 +50,7 @@ MODE_NATIVE = 2
 BUDGET_NONE = 0
 BUDGET_VARIABLE = 1
 BUDGET_FIXED = 2
+BUDGET_PROJECTRON = 3
 
 REMOVE_MARGIN = 0
 REMOVE_OLDEST = 1
@@ -57,7 +58,7 @@ REMOVE_RANDOM = 2
 
 __all__ = [
     "LINEAR_KERNEL", "POLY_KERNEL", "RBF_KERNEL", "MODE_BINARY", "MODE_OVR", "MODE_NATIVE",
-    "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
+    "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON", "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
 ]
 
@@ -133,6 +134,53 @@ def _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc):
         for j in range(d):
             Xt[j, b] = xr[j]
     _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
+
+
+@njit(**NUMBA_FLAGS)
+def _project(n, K, kxx, eta, krow, tau, A, F, Kinv):
+    """The Projectron's test: with ``d = K^{-1} k_t`` and ``delta^2 = k(x,x) - k_t . d``, if
+    ``delta^2 <= eta^2`` add ``tau d`` to the cached coefficients (and ``tau k_t`` to their
+    scores, since ``K d = k_t``) and return True; else return False (the caller inserts)."""
+    dd = np.zeros(n)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += Kinv[i, j] * krow[j]
+        dd[i] = acc
+    delta2 = kxx
+    for i in range(n):
+        delta2 -= krow[i] * dd[i]
+    if delta2 > eta * eta:
+        return False
+    for i in range(n):
+        for k in range(K):
+            A[i, k] += tau[k] * dd[i]
+            F[i, k] += tau[k] * krow[i]
+    return True
+
+
+@njit(**NUMBA_FLAGS)
+def _grow_inverse(n, kxx, krow, Kinv):
+    """The inverse Gram matrix with the new pattern as row/column ``n`` (block inverse)."""
+    if n == 0:
+        Kinv[0, 0] = 1.0 / kxx
+        return
+    dd = np.zeros(n)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += Kinv[i, j] * krow[j]
+        dd[i] = acc
+    delta2 = kxx
+    for i in range(n):
+        delta2 -= krow[i] * dd[i]
+    inv = 1.0 / delta2
+    for i in range(n):
+        for j in range(n):
+            Kinv[i, j] += dd[i] * dd[j] * inv
+        Kinv[i, n] = -dd[i] * inv
+        Kinv[n, i] = -dd[i] * inv
+    Kinv[n, n] = inv
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -247,7 +295,7 @@ def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
 @njit(**NUMBA_FLAGS)
 def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, n_budget, removal, uniforms,
                        S, sq, kd, A, F, lab, born, died, alive, meta, krow,
-                       out_mistake, out_hinge, out_fired, out_size, out_removed, blocked):
+                       out_mistake, out_hinge, out_fired, out_size, out_removed, blocked, eta, Kinv):
     """All rounds of one dense block, in ``order``.
 
     ``meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
@@ -259,6 +307,12 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
     by row -- the same values as ``blocked=False``, bit for bit.
+
+    ``budget == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``Kinv`` holds
+    the inverse Gram matrix of the cache (nothing is ever removed, so slots are
+    the cache in order); an update whose pattern is within ``eta`` of the span of
+    the cache (``delta^2 = k(x,x) - k_t . K^{-1} k_t <= eta^2``) adds
+    ``tau d*``, ``d* = K^{-1} k_t``, to the cached coefficients instead of inserting.
     """
     d = X.shape[1]
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
@@ -328,7 +382,11 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
         out_hinge[ii] = h if h > 0.0 else 0.0
         fire = _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy)
         n_rem = 0
-        if fire:
+        if fire and budget == BUDGET_PROJECTRON and _project(n_slots, K, kxx, eta, krow, tau, A, F, Kinv):
+            fire = True  # updated by projection: no insertion
+        elif fire:
+            if budget == BUDGET_PROJECTRON:
+                _grow_inverse(n_slots, kxx, krow, Kinv)
             if budget == BUDGET_FIXED and meta[1] >= n_budget:
                 v = -1
                 if removal == REMOVE_MARGIN:

@@ -133,6 +133,7 @@ class BudgetState:
     retired_A: list = field(default_factory=list)
     retired_life: list = field(default_factory=list)  # (born, died) pairs
     retired_lab: list = field(default_factory=list)
+    Kinv: np.ndarray = field(default=None)     # type: ignore[assignment]  the Projectron's inverse Gram matrix
     n_inserted: int = 0
     n_removed: int = 0
 
@@ -245,13 +246,14 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
 
 
 def budget_code(budget: None | str | int) -> tuple[int, int]:
-    """The engine's (budget code, cache size) for ``budget=None``, ``"variable"`` or a positive int."""
+    """The engine's (budget code, cache size) for ``budget=None``, ``"variable"``, ``"projectron"``
+    or a positive int."""
     if budget is None:
         return B.BUDGET_NONE, 0
     if isinstance(budget, str):
-        if budget != "variable":
-            raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
-        return B.BUDGET_VARIABLE, 0
+        if budget not in ("variable", "projectron"):
+            raise ValueError(f"budget must be None, 'variable', 'projectron' or a positive int, got {budget!r}")
+        return (B.BUDGET_VARIABLE if budget == "variable" else B.BUDGET_PROJECTRON), 0
     if isinstance(budget, bool) or int(budget) != budget or budget < 1:
         raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
     return B.BUDGET_FIXED, int(budget)
@@ -259,7 +261,7 @@ def budget_code(budget: None | str | int) -> tuple[int, int]:
 
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
-                       removal: str = "margin", seed: int = 0, blocked: bool = True) -> BudgetLog:
+                       removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
@@ -269,6 +271,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     bit; ``False`` is one row per round, kept for the benchmark).
     """
     bcode, n_budget = budget_code(budget)
+    if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
     n = X.shape[0]
@@ -284,12 +288,22 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
                     if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))
         krow = np.zeros(state.S.shape[0])
+        if bcode == B.BUDGET_PROJECTRON:
+            cap = state.S.shape[0]
+            if state.Kinv is None or state.Kinv.shape[0] < cap:
+                K0 = np.zeros((cap, cap))
+                if state.Kinv is not None:
+                    K0[: state.Kinv.shape[0], : state.Kinv.shape[1]] = state.Kinv
+                state.Kinv = K0
+            Kinv = state.Kinv
+        else:
+            Kinv = np.zeros((1, 1))
         bad = B.learn_budget_block(
             Xd, yd, od, rule.code, rule.params, float(beta), kernel.code, kernel.params, state.n_outputs,
             state.mode, bcode, n_budget, REMOVALS[removal], uniforms,
             state.S, state.sq, state.kd, state.A, state.F, state.lab, state.born, state.died, state.alive,
             state.meta, krow, out.mistake[lo:hi], out.hinge[lo:hi], out.updated[lo:hi], out.cache_size[lo:hi],
-            out.removed[lo:hi], bool(blocked))
+            out.removed[lo:hi], bool(blocked), float(eta), Kinv)
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())

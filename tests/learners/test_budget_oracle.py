@@ -63,3 +63,42 @@ def test_engine_equals_oracle_round_by_round(rule, budget, kernel, mode):
         np.testing.assert_allclose(state.A[live], np.array(want["coef"]).reshape(len(live), K), rtol=1e-9,
                                    atol=1e-12, err_msg=where)
         np.testing.assert_allclose(removal_margins(state), want["mu"], rtol=1e-9, atol=1e-9, err_msg=where)
+
+
+# eta = 0 with the RBF kernel only: a polynomial kernel's span fills its 20 dimensions, and deciding
+# delta^2 <= 0 there is rounding
+PROJ = [(KERNELS[0], 0.0), (KERNELS[0], 0.3), (KERNELS[0], 0.8), (KERNELS[1], 0.3), (KERNELS[1], 0.8)]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["binary", "native", "ovr"])
+@pytest.mark.parametrize("kernel,proj_eta", PROJ, ids=[f"{k}-{e}" for (k, _), e in PROJ])
+@pytest.mark.parametrize("rule", RULES, ids=[f"{r}-{p.get('variant', '')}" for r, p in RULES])
+def test_projectron_equals_oracle_round_by_round(rule, kernel, proj_eta, mode):
+    """The Projectron (Orabona, Keshet & Caputo 2009): the engine's incremental inverse Gram matrix
+    against a direct solve on the cache every round -- the same insert-or-project choices, cached
+    patterns and coefficients."""
+    (name, params), (kname, kp), (k, native) = rule, kernel, mode
+    X, y = _data(30, k, seed=len(name) + 7 * k + 1)
+    beta = BETA[name]
+    ref = naive_budget_run(name, X, y, n_classes=k, native=native, kernel=kname, beta=beta, budget="projectron",
+                           proj_eta=proj_eta, **params, **kp)
+    K = 1 if k == 2 else k
+    rp = dict(params)
+    if name == "mira":
+        rp["beta"] = beta
+    r = make_rule(name, **rp) if name == "perceptron" else make_rule(name, native=native and K > 1, **rp)
+    state = init_budget_state(3, K, native=native)
+    kern = make_kernel(kname, **{"gamma": 1.0, **kp})
+    for t, want in enumerate(ref):
+        log = learn_budget_chunk(r, kern, state, X, y, order=np.array([t]), beta=beta, budget="projectron",
+                                 eta=proj_eta)
+        where = f"round {t}"
+        assert bool(log.mistake[0]) == want["mistake"] and bool(log.updated[0]) == want["fired"], where
+        n = int(state.meta[0])
+        assert state.alive[:n].all() and state.born[:n].tolist() == want["cache"], where
+        np.testing.assert_allclose(state.A[:n], np.array(want["coef"]).reshape(n, K), rtol=1e-7, atol=1e-9,
+                                   err_msg=where)
+    if proj_eta == 0.0:  # generic data: nothing lies exactly in the span, so this is the unbudgeted learner
+        plain = init_budget_state(3, K, native=native)
+        learn_budget_chunk(r, kern, plain, X, y, beta=beta)
+        assert np.array_equal(plain.A[: plain.meta[0]], state.A[: state.meta[0]])
