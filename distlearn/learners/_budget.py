@@ -136,44 +136,25 @@ def _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc):
     _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
 
 
-@njit(**NUMBA_FLAGS)
-def _project(n, K, kxx, eta, krow, tau, A, F, Kinv):
-    """The Projectron's test: with ``d = K^{-1} k_t`` and ``delta^2 = k(x,x) - k_t . d``, if
-    ``delta^2 <= eta^2`` add ``tau d`` to the cached coefficients (and ``tau k_t`` to their
-    scores, since ``K d = k_t``) and return True; else return False (the caller inserts)."""
-    dd = np.zeros(n)
+@njit(inline="always", **NUMBA_FLAGS)
+def _span_residual(n, kxx, krow, Kinv, dd):
+    """The Projectron's ``d = K^{-1} k_t`` (into ``dd[:n]``) and ``delta^2 = k(x,x) - k_t . d``,
+    the squared distance of the new pattern from the span of the cache."""
+    delta2 = kxx
     for i in range(n):
         acc = 0.0
         for j in range(n):
             acc += Kinv[i, j] * krow[j]
         dd[i] = acc
-    delta2 = kxx
     for i in range(n):
         delta2 -= krow[i] * dd[i]
-    if delta2 > eta * eta:
-        return False
-    for i in range(n):
-        for k in range(K):
-            A[i, k] += tau[k] * dd[i]
-            F[i, k] += tau[k] * krow[i]
-    return True
+    return delta2
 
 
 @njit(**NUMBA_FLAGS)
-def _grow_inverse(n, kxx, krow, Kinv):
-    """The inverse Gram matrix with the new pattern as row/column ``n`` (block inverse)."""
-    if n == 0:
-        Kinv[0, 0] = 1.0 / kxx
-        return
-    dd = np.zeros(n)
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += Kinv[i, j] * krow[j]
-        dd[i] = acc
-    delta2 = kxx
-    for i in range(n):
-        delta2 -= krow[i] * dd[i]
+def _grow_inverse(n, delta2, dd, Kinv):
+    """The inverse Gram matrix with the new pattern as row/column ``n`` (block inverse; ``dd`` and
+    ``delta2`` from :func:`_span_residual`)."""
     inv = 1.0 / delta2
     for i in range(n):
         for j in range(n):
@@ -319,6 +300,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     G = np.zeros((ROW_BLOCK, S.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
     mus = np.zeros(S.shape[0], dtype=np.float64)
+    dd = np.zeros(S.shape[0] if budget == BUDGET_PROJECTRON else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
@@ -382,11 +364,20 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
         out_hinge[ii] = h if h > 0.0 else 0.0
         fire = _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy)
         n_rem = 0
-        if fire and budget == BUDGET_PROJECTRON and _project(n_slots, K, kxx, eta, krow, tau, A, F, Kinv):
-            fire = True  # updated by projection: no insertion
-        elif fire:
-            if budget == BUDGET_PROJECTRON:
-                _grow_inverse(n_slots, kxx, krow, Kinv)
+        projected = False
+        if fire and budget == BUDGET_PROJECTRON:
+            delta2 = _span_residual(n_slots, kxx, krow, Kinv, dd)
+            if delta2 <= eta * eta:
+                # within eta of the span: add tau d to the cached coefficients, no insertion (and
+                # tau k_t to their scores, since K d = k_t)
+                projected = True
+                for i in range(n_slots):
+                    for k in range(K):
+                        A[i, k] += tau[k] * dd[i]
+                        F[i, k] += tau[k] * krow[i]
+            else:
+                _grow_inverse(n_slots, delta2, dd, Kinv)
+        if fire and not projected:
             if budget == BUDGET_FIXED and meta[1] >= n_budget:
                 v = -1
                 if removal == REMOVE_MARGIN:

@@ -33,6 +33,16 @@ def _data(n, k, seed):
     return X, y
 
 
+def _engine(name, params, beta, k, native, kname, kp):
+    """Outputs, rule, an empty cache and the kernel of one oracle case."""
+    K = 1 if k == 2 else k
+    rp = dict(params)
+    if name == "mira":
+        rp["beta"] = beta
+    r = make_rule(name, **rp) if name == "perceptron" else make_rule(name, native=native and K > 1, **rp)
+    return K, r, init_budget_state(3, K, native=native), make_kernel(kname, **{"gamma": 1.0, **kp})
+
+
 @pytest.mark.parametrize("mode", MODES, ids=["binary", "native", "ovr"])
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k for k, _ in KERNELS])
 @pytest.mark.parametrize("budget", BUDGETS, ids=[f"{b}-{r}" for b, r in BUDGETS])
@@ -43,13 +53,7 @@ def test_engine_equals_oracle_round_by_round(rule, budget, kernel, mode):
     beta = BETA[name]
     ref = naive_budget_run(name, X, y, n_classes=k, native=native, kernel=kname, beta=beta, budget=cache,
                            removal=removal, seed=5, **params, **kp)
-    K = 1 if k == 2 else k
-    rp = dict(params)
-    if name == "mira":
-        rp["beta"] = beta
-    r = make_rule(name, **rp) if name == "perceptron" else make_rule(name, native=native and K > 1, **rp)
-    state = init_budget_state(3, K, native=native)
-    kern = make_kernel(kname, **{"gamma": 1.0, **kp})
+    K, r, state, kern = _engine(name, params, beta, k, native, kname, kp)
     for t, want in enumerate(ref):
         log = learn_budget_chunk(r, kern, state, X, y, order=np.array([t]), beta=beta, budget=cache,
                                  removal=removal, seed=5)
@@ -82,13 +86,7 @@ def test_projectron_equals_oracle_round_by_round(rule, kernel, proj_eta, mode):
     beta = BETA[name]
     ref = naive_budget_run(name, X, y, n_classes=k, native=native, kernel=kname, beta=beta, budget="projectron",
                            proj_eta=proj_eta, **params, **kp)
-    K = 1 if k == 2 else k
-    rp = dict(params)
-    if name == "mira":
-        rp["beta"] = beta
-    r = make_rule(name, **rp) if name == "perceptron" else make_rule(name, native=native and K > 1, **rp)
-    state = init_budget_state(3, K, native=native)
-    kern = make_kernel(kname, **{"gamma": 1.0, **kp})
+    K, r, state, kern = _engine(name, params, beta, k, native, kname, kp)
     for t, want in enumerate(ref):
         log = learn_budget_chunk(r, kern, state, X, y, order=np.array([t]), beta=beta, budget="projectron",
                                  eta=proj_eta)
