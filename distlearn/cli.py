@@ -73,21 +73,28 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
             "The store appears only when complete; bad input stops with FILE:LINE and the token,\n"
-            "leaving nothing behind. Large uncompressed svmlight files parse in parallel with\n"
-            "--jobs N (a LocalCluster) or --scheduler ADDRESS."
+            "leaving nothing behind. Large uncompressed svmlight files and RCV1-v2 token files\n"
+            "parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "RCV1-v2 (the LYRL2004 files): give the token (or vector) files, then the store, and\n"
+            "--qrels. The store keeps every topic and a top-level label (CCAT/ECAT/GCAT/MCAT/OTHER,\n"
+            "MULTI for multi-category documents); train on a binary problem as a view of it:\n"
+            "STORE#CCAT-vs-GCAT (two top-level labels) or STORE#C15 (one topic against the rest)."
         ),
         epilog=(
             "examples:\n"
             "  distlearn convert letter.svm letter.zarr\n"
             "  distlearn convert rcv1.svm rcv1.zarr --jobs 2 --block-rows 20000\n"
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
-            "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64"
+            "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
+            "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
+            "  distlearn info rcv1.zarr#CCAT-vs-GCAT"
         ),
     )
-    c.add_argument("input", help="input file (gzip/bz2/xz detected from content)")
+    c.add_argument("input", nargs="+", help="input file(s) (gzip/bz2/xz detected from content); several only for rcv1")
     c.add_argument("output", help="store to create, e.g. data.zarr")
-    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"],
-                   help="input format (default: detected; dna: FASTA or label<TAB>sequence lines)")
+    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1"],
+                   help="input format (default: detected; dna: FASTA or label<TAB>sequence lines; "
+                   "rcv1: LYRL2004 token or vector files)")
     c.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block (default: ~16 MiB dense, 16384 CSR)")
     c.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="value type")
     c.add_argument("--n-features", type=_positive_int, metavar="D", help="column count; rows with more features are errors")
@@ -106,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX", help="CSV: label column (default: 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
+    c.add_argument("--qrels", metavar="FILE", help="RCV1-v2: the topic file rcv1-v2.topics.qrels[.gz] (implies --format rcv1)")
+    c.add_argument("--hierarchy", metavar="FILE", help="RCV1-v2: rcv1.topics.hier.orig, to map topics to top-level "
+                   "categories (default: by the code's first letter C/E/G/M)")
+    c.add_argument("--weighting", choices=["log", "tf", "binary", "tfidf"],
+                   help="RCV1-v2 tokens: value of a count c: log2(1+c) (default), c, 1, or (1+ln c) ln(N/df)")
+    c.add_argument("--normalize", action="store_true", default=None, help="RCV1-v2 tokens: unit-norm rows")
+    c.add_argument("--min-df", type=_positive_int, metavar="N", help="RCV1-v2 tokens: keep terms in at least N documents")
     c.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new store is whole)")
     par = c.add_mutually_exclusive_group()
     par.add_argument("--jobs", type=_positive_int, metavar="N", help="parse with a LocalCluster of N worker processes")
@@ -138,11 +152,17 @@ def build_parser() -> argparse.ArgumentParser:
             "  rcv1  sparse text-like corpus: Zipf tokens, lognormal lengths (~75 distinct), log2(1+tf),\n"
             "        unit rows, labels from a sparse noisy linear teacher\n"
             "  obpm  the OBPM paper's artificial data (sec. 4.1): margin >= 0.05 under u in {-1,0,1}^100;\n"
-            "        writes OUTPUT (train, noisy labels) and OUTPUT with -test before the suffix"
+            "        writes OUTPUT (train, noisy labels) and OUTPUT with -test before the suffix\n"
+            "  rcv1-files    an RCV1-v2-shaped corpus in the LYRL2004 file formats, into directory\n"
+            "        OUTPUT: token files, topic qrels (real top-level shares, ~20%% multi-category,\n"
+            "        3%% OTHER), hierarchy; --n-samples documents (default 804,414), --n-features terms\n"
+            "  splice-files  C. elegans-sized acceptor splice sites (label<TAB>sequence, 141 bases,\n"
+            "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
+            "        and test.tsv (a tenth)"
         ),
     )
-    g.add_argument("kind", choices=["rcv1", "obpm"], help="which generator")
-    g.add_argument("output", help="store (*.zarr) or svmlight file (*.svm)")
+    g.add_argument("kind", choices=["rcv1", "obpm", "rcv1-files", "splice-files"], help="which generator")
+    g.add_argument("output", help="store (*.zarr), svmlight file (*.svm), or a directory (*-files)")
     g.add_argument("--n-samples", type=_positive_int, metavar="N", help="rows (rcv1: 100000; obpm: 1000)")
     g.add_argument("--n-features", type=_positive_int, metavar="D", help="columns (rcv1: 47236; obpm: 100)")
     g.add_argument("--label-noise", type=_fraction, metavar="E", help="label flip probability (rcv1: 0.05; obpm: 0)")
@@ -237,7 +257,8 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     opts: dict[str, Any] = {}
     if a.zero_based:
         opts["zero_based"] = True
-    for name in ("labels", "label_column", "delimiter", "features", "degree", "k", "iupac"):
+    for name in ("labels", "label_column", "delimiter", "features", "degree", "k", "iupac", "qrels", "hierarchy",
+                 "weighting", "normalize", "min_df"):
         if getattr(a, name) is not None:
             opts[name] = getattr(a, name)
     if a.header is not None:
@@ -261,7 +282,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     info = ds.info()
     info["convert_seconds"] = round(seconds, 3)
-    info["input_bytes"] = os.path.getsize(a.input)
+    info["input_bytes"] = sum(os.path.getsize(p) for p in a.input)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -280,12 +301,19 @@ def format_info(info: dict[str, Any]) -> str:
         ("nnz", f"{info['nnz']:,}  (density {100 * info['density']:.3g}%)"),
         ("blocks", f"{info['n_blocks']} of up to {info['block_rows']} rows"),
     ]
+    names = info.get("label_names") or {}
+    if info.get("view"):
+        v = info["view"]
+        rows.append(("view", f"{v['target']}: +1 = {v['positive']}, -1 = {v['negative']} (of {v['of']:,} rows)"))
     if info.get("classes") is not None:
-        pairs = [f"{c} ({n})" for c, n in zip(info["classes"], info["class_counts"])]
+        pairs = [f"{names.get(str(c), c)} ({n})" for c, n in zip(info["classes"], info["class_counts"])]
         shown = ", ".join(pairs[:12]) + (f", ... {len(pairs) - 12} more" if len(pairs) > 12 else "")
         rows.append(("classes", f"{info['n_classes']}: {shown}"))
     else:
         rows.append(("labels", f"continuous ({info['label_kind']})"))
+    if info.get("topics"):
+        rows.append(("topics", f"{len(info['topics'])}: " + ", ".join(info["topics"][:12])
+                     + (" ..." if len(info["topics"]) > 12 else "") + "  (open STORE#TOPIC or STORE#A-vs-B)"))
     rows.append(("on disk", f"{info['bytes_stored'] / 2**20:.2f} MiB"))
     src = info.get("source") or "-"
     fmt = (info.get("params") or {}).get("format") or (info.get("params") or {}).get("generator")
@@ -328,7 +356,10 @@ def _cmd_generate(a: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         for out in result["outputs"]:
-            print(f"wrote {out['path']}: {out['n_samples']} x {out['n_features']}, nnz {out['nnz']:,}")
+            if "n_features" in out:
+                print(f"wrote {out['path']}: {out['n_samples']} x {out['n_features']}, nnz {out['nnz']:,}")
+            else:
+                print(f"wrote {out['path']}: {out['bytes'] / 2**20:.1f} MiB")
         print(f"in {result['seconds']:.2f} s")
     return 0
 

@@ -63,8 +63,34 @@ def run(
         else:
             for ds in synthetic.write_obpm_artificial(output, test, block_rows=block_rows, overwrite=overwrite, **kw):
                 outputs.append(_ds_row(ds))
+    elif kind in ("rcv1-files", "splice-files"):
+        if label_noise is not None and kind == "splice-files":
+            raise ValueError("--label-noise does not apply to splice-files")
+        if Path(output).exists() and any(Path(output).iterdir()) and not overwrite:
+            raise FileExistsError(f"{output} already exists and is not empty; pass --overwrite to write into it")
+        if kind == "rcv1-files":
+            from ._rcv1 import write_rcv1_corpus
+
+            kw = {"random_state": seed}
+            if n_features is not None:
+                kw["n_terms"] = n_features
+            if label_noise is not None:
+                kw["label_noise"] = label_noise
+            info = write_rcv1_corpus(output, n_samples or 804_414, **kw)
+            for f in info["tokens"] + [info["qrels"], info["hierarchy"]]:
+                outputs.append({"path": f, "bytes": os.path.getsize(f)})
+            return {"kind": kind, "seed": seed, "outputs": outputs, "n_docs": info["n_docs"],
+                    "label_share": info["label_share"]}
+        from ._dna import write_splice_corpus
+
+        Path(output).mkdir(parents=True, exist_ok=True)
+        n = n_samples or 100_000
+        for name, m, s in (("train.tsv", n, seed), ("test.tsv", max(1, n // 10), seed + 1)):
+            f = os.path.join(output, name)
+            write_splice_corpus(f, m, random_state=s)
+            outputs.append({"path": f, "bytes": os.path.getsize(f), "n_samples": m})
     else:
-        raise ValueError(f"unknown generator {kind!r}; choose 'rcv1' or 'obpm'")
+        raise ValueError(f"unknown generator {kind!r}; choose 'rcv1', 'obpm', 'rcv1-files' or 'splice-files'")
     return {"kind": kind, "seed": seed, "outputs": outputs}
 
 

@@ -64,8 +64,11 @@ def open_binary(path: str | os.PathLike[str]) -> _Input:
 STREAM_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
-def iter_line_chunks(f: _Input, chunk_bytes: int, *, path: str, first_line: int = 1) -> Iterator[tuple[bytes, int]]:
+def iter_line_chunks(f: _Input, chunk_bytes: int, *, path: str, first_line: int = 1, boundary: bytes = b"\n"
+                     ) -> Iterator[tuple[bytes, int]]:
     """Whole-line chunks of about ``chunk_bytes`` from ``f``, each with its first line's number.
+
+    With ``boundary`` (e.g. ``b"\n.I"``) a chunk ends only at a newline that begins ``boundary``.
 
     A line longer than ``chunk_bytes`` is kept whole (reading goes on until its end).
     A truncated or corrupt compressed stream raises :class:`InputFormatError`
@@ -81,7 +84,7 @@ def iter_line_chunks(f: _Input, chunk_bytes: int, *, path: str, first_line: int 
             ) from e
         if data:
             buf = rest + data
-            cut = buf.rfind(b"\n") + 1
+            cut = buf.rfind(boundary) + 1
             if cut == 0:
                 rest = buf
                 continue

@@ -164,16 +164,32 @@ def parse_svmlight_bytes(
     return X, y
 
 
-def line_aligned_ranges(path: str | os.PathLike[str], part_bytes: int) -> list[tuple[int, int]]:
-    """Cut an uncompressed file into byte ranges that start and end at line starts."""
+def line_aligned_ranges(path: str | os.PathLike[str], part_bytes: int, *, boundary: bytes = b"\n"
+                        ) -> list[tuple[int, int]]:
+    """Cut an uncompressed file into byte ranges that start and end at line starts.
+
+    With ``boundary`` (e.g. ``b"\n.I"``, RCV1-v2 documents) a range starts only after a newline
+    that begins ``boundary``.
+    """
     size = os.path.getsize(path)
     cuts = [0]
     with open(path, "rb") as f:
         pos = part_bytes
         while pos < size:
             f.seek(pos - 1)
-            f.readline()  # finish the line the cut falls into
-            nxt = f.tell()
+            base, window, nxt = pos - 1, b"", size
+            while True:  # the first boundary at or after pos - 1
+                more = f.read(1 << 16)
+                if not more:
+                    break
+                window += more
+                k = window.find(boundary)
+                if k >= 0:
+                    nxt = base + k + 1
+                    break
+                drop = len(window) - (len(boundary) - 1)
+                if drop > 0:
+                    base, window = base + drop, window[drop:]
             if nxt >= size:
                 break
             if nxt > cuts[-1]:

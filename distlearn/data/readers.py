@@ -32,7 +32,7 @@ from .store import Dataset, DatasetWriter
 
 __all__ = ["FORMATS", "InputFormatError", "SvmlightReader", "convert", "detect_format", "open_reader"]
 
-FORMATS = ("svmlight", "idx", "csv", "dna")
+FORMATS = ("svmlight", "idx", "csv", "dna", "rcv1")
 
 _SUFFIXES = {
     ".svm": "svmlight",
@@ -67,13 +67,15 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "idx"
     if head[:1] == b">":
         return "dna"
+    if head.lstrip()[:3] in (b".I ", b".I\t"):
+        return "rcv1"
     first = next((ln for ln in head.split(b"\n") if ln.strip() and not ln.startswith(b"#")), b"")
     toks = first.split(b"#")[0].split()
     if len(toks) >= 2 and all(b":" in t for t in toks[1:]):
         return "svmlight"
     if b"," in first:
         return "csv"
-    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna")
+    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna|rcv1")
 
 
 def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Any:
@@ -106,6 +108,7 @@ def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
         "idx": {"labels", "dtype", "chunk_rows"},
         "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
         "dna": {"labels", "features", "degree", "k", "iupac"},
+        "rcv1": {"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary"},
     }[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
@@ -114,7 +117,7 @@ def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert(
-    input: str | os.PathLike[str],
+    input: str | os.PathLike[str] | list[str | os.PathLike[str]],
     output: str | os.PathLike[str],
     *,
     format: str | None = None,
@@ -132,14 +135,16 @@ def convert(
 
     Parameters
     ----------
-    input : str or Path
-        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, or DNA sequences
+    input : str or Path, or a list of them (RCV1-v2 only)
+        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, DNA sequences
         (FASTA or ``label<TAB>sequence``; ``features="wd"|"onehot"|"spectrum"``, ``degree``, ``k``,
-        ``iupac``: see :mod:`distlearn.data._dna`), optionally compressed.
+        ``iupac``: see :mod:`distlearn.data._dna`), or RCV1-v2 token or vector files with
+        ``qrels=`` (``hierarchy``, ``weighting``, ``normalize``, ``min_df``, ``vocabulary``: see
+        :mod:`distlearn.data._rcv1`), optionally compressed.
     output : str or Path
         The store to create.  An existing path is refused unless ``overwrite=True``;
         it is replaced only once the new store is complete.
-    format : {"svmlight", "idx", "csv", "dna"}, default=None
+    format : {"svmlight", "idx", "csv", "dna", "rcv1"}, default=None
         Detected from the name and content when left out.
     layout : {"csr", "dense"}, default=None
         ``"csr"`` for svmlight, ``"dense"`` for IDX and CSV by default.  A dense store
@@ -162,10 +167,16 @@ def convert(
     Dataset
         The new store, opened.
     """
-    input = str(input)
-    if Path(input).resolve() == Path(output).resolve():
-        raise ValueError("input and output are the same path")
-    fmt = format or detect_format(input)
+    inputs = [str(p) for p in input] if isinstance(input, (list, tuple)) else [str(input)]
+    if not inputs:
+        raise ValueError("no input files")
+    for p in inputs:
+        if Path(p).resolve() == Path(output).resolve():
+            raise ValueError("input and output are the same path")
+    input = inputs[0]
+    fmt = format or ("rcv1" if reader_options.get("qrels") is not None else detect_format(input))
+    if len(inputs) > 1 and fmt != "rcv1":
+        raise ValueError(f"several input files are read only for RCV1-v2 (--format rcv1); {fmt} takes one")
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
     if fmt == "svmlight":
@@ -173,6 +184,21 @@ def convert(
     opts = _reader_options(fmt, reader_options)
     if Path(output).exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    if fmt == "rcv1":
+        from ._rcv1 import convert_rcv1
+
+        if layout == "dense" or n_features is not None:
+            raise ValueError("RCV1-v2 input is written as a sparse store over its vocabulary; "
+                             "--dense and --n-features do not apply")
+        if opts.get("qrels") is None:
+            raise ValueError("RCV1-v2 input needs its topic file: qrels= (--qrels rcv1-v2.topics.qrels)")
+        bar = _Progress(progress, sum(os.path.getsize(p) for p in inputs), Path(input).name)
+        try:
+            return convert_rcv1(inputs, output, dtype=dtype, block_rows=block_rows, overwrite=overwrite,
+                                client=client, part_bytes=part_bytes, progress=bar.update_to if progress else None,
+                                **opts)
+        finally:
+            bar.close()
     if fmt == "dna":
         from ._dna import convert_sequences
 

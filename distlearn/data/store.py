@@ -45,6 +45,7 @@ from .._config import MAX_CLASSES, NNZ_CHUNK, STORE_FORMAT_VERSION, default_bloc
 __all__ = [
     "Block",
     "Dataset",
+    "DatasetView",
     "DatasetWriter",
     "StoreError",
     "create_dataset",
@@ -122,6 +123,16 @@ class _ChunkedAppender:
     def close(self) -> int:
         self._flush(final=True)
         return self.written
+
+
+def _put(group: zarr.Group, name: str, v: np.ndarray, chunk: int) -> None:
+    chunks = (min(chunk, max(len(v), 1)),) + v.shape[1:]
+    if v.dtype.kind == "U":  # variable-length UTF-8, the string type zarr v3 specifies
+        a = group.create_array(name, shape=v.shape, chunks=chunks, dtype=str)
+        if len(v):
+            a[:] = v
+    else:
+        group.create_array(name, data=v, chunks=chunks)
 
 
 class DatasetWriter:
@@ -203,6 +214,8 @@ class DatasetWriter:
         self._pending: list[tuple[Any, np.ndarray]] = []
         self._pending_offset = 0
         self._n_pending = 0
+        #: Names of the label values (``{"0": "CCAT", ...}``), stored in the metadata when set.
+        self.label_names: dict[str, str] | None = None
 
         g = self._group
         self._y = g.create_array("y", shape=(0,), chunks=(self.block_rows,), dtype="float64")
@@ -371,6 +384,26 @@ class DatasetWriter:
         if len(self._label_counts) > MAX_CLASSES:
             self._label_counts = None  # a continuous target: no class list
 
+    def add_array(self, name: str, values: np.ndarray, *, chunks: int | None = None) -> None:
+        """Store a per-row or side array ``name`` next to ``X`` and ``y`` (e.g. ``docid``)."""
+        self._check_extra(name)
+        _put(self._group, name, np.asarray(values), int(chunks or len(values) or 1))
+
+    def add_group(self, name: str, arrays: dict[str, np.ndarray], attrs: dict[str, Any] | None = None) -> None:
+        """Store a group of side arrays (``targets``, ``vocabulary``) with JSON attributes."""
+        self._check_extra(name)
+        g = self._group.create_group(name)
+        for k, v in arrays.items():
+            _put(g, k, np.asarray(v), 1 << 20)
+        if attrs:
+            g.attrs.update(attrs)
+
+    def _check_extra(self, name: str) -> None:
+        if self._closed:
+            raise RuntimeError("writer is closed")
+        if name in ("X", "y", "block_index") or name in self._group:
+            raise ValueError(f"the store already has an array or group named {name!r}")
+
     def abort(self) -> None:
         """Delete everything written; the target path is left as it was."""
         self._closed = True
@@ -434,6 +467,8 @@ class DatasetWriter:
             "distlearn_version": __version__,
             "complete": True,
         }
+        if self.label_names is not None:
+            meta["label_names"] = dict(self.label_names)
         # The metadata goes last: a store without it is never accepted.
         self._group.attrs["distlearn"] = meta
         return meta
@@ -652,6 +687,8 @@ class Dataset:
             "classes": classes,
             "class_counts": self.meta.get("class_counts"),
             "label_kind": self.meta["label_kind"],
+            "label_names": self.meta.get("label_names"),
+            "topics": self._topic_names(),
             "n_blocks": self.n_blocks,
             "block_rows": self.meta["block_rows"],
             "bytes_stored": _du(self.path),
@@ -715,6 +752,162 @@ class Dataset:
                 raise StoreError(f"{p}: block {i}: non-finite value")
 
 
+    # -- side arrays
+    def side_array(self, name: str) -> np.ndarray | None:
+        """A side array stored next to ``X`` (``docid``, ``vocabulary/terms``, ...), or ``None``."""
+        try:
+            return np.asarray(self._group[name][:])
+        except KeyError:
+            return None
+
+    def topics(self) -> tuple[list[str], sp.csr_matrix] | None:
+        """The multi-label targets: ``(names, indicator)`` with one CSR row per sample, or ``None``."""
+        try:
+            g = self._group["targets"]
+        except KeyError:
+            return None
+        names = list(g.attrs["names"])
+        indptr = np.asarray(g["indptr"][:], dtype=np.int64)
+        indices = np.asarray(g["indices"][:])
+        ind = sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(len(indptr) - 1, len(names)))
+        return names, ind
+
+    def _topic_names(self) -> list[str] | None:
+        try:
+            return list(self._group["targets"].attrs["names"])
+        except KeyError:
+            return None
+
+    def target_names(self) -> list[str]:
+        """Everything ``target=`` accepts besides ``A-vs-B``: label names (or class values) and topics."""
+        t = self.topics()
+        return self._label_names() + ([] if t is None else [n for n in t[0] if n not in self._label_names()])
+
+    def _label_names(self) -> list[str]:
+        names = self.meta.get("label_names")
+        if names:
+            return [v for _k, v in sorted(names.items(), key=lambda kv: float(kv[0]))]
+        return [] if self.classes is None else [str(c) for c in self.classes.tolist()]
+
+
+class DatasetView(Dataset):
+    """A binary problem over a store's rows, chosen by ``target=``: read-only, no copy of ``X``.
+
+    ``"A-vs-B"``: the rows whose label is ``A`` (+1) or ``B`` (-1); ``A`` and ``B`` are label
+    names (``meta["label_names"]``, e.g. ``CCAT``) or class values.  ``"T"``: every row, +1
+    where the row has topic ``T`` in the store's ``targets`` (or, without targets, label ``T``),
+    -1 elsewhere.  The view's path is ``STORE#TARGET``, so Dask tasks reopen the same view by
+    path; its blocks are the store's blocks with the unselected rows left out (empty ones
+    dropped).  Labels are ``-1``/``+1``.
+    """
+
+    def __init__(self, base: Dataset, target: str) -> None:
+        self._base = base
+        self.target = target
+        self.path = Path(f"{base.path}#{target}")
+        self.layout = base.layout
+        self._group = base._group
+        sel, lab, view = _resolve_target(base, target)
+        self._sel = sel
+        self._lab = lab
+        bounds = base.block_index[:, 0]
+        per_block = np.diff(np.searchsorted(sel, bounds))
+        keep = np.flatnonzero(per_block > 0)
+        if base.is_sparse:
+            ip = np.asarray(base._indptr[:], dtype=np.int64)
+            nnz_rows = (ip[sel + 1] - ip[sel]) if len(sel) else np.zeros(0, np.int64)
+        else:
+            nnz_rows = np.full(len(sel), base.n_features, dtype=np.int64)
+        rows = np.concatenate([[0], np.cumsum(per_block[keep])]).astype(np.int64)
+        vals = np.concatenate([[0], np.cumsum(nnz_rows)])[rows]
+        self.block_index = np.stack([rows, vals], axis=1)
+        pos = int((lab == 1).sum())
+        self.meta = {**base.meta, "n_samples": int(len(sel)), "nnz": int(nnz_rows.sum()), "n_blocks": int(len(keep)),
+                     "classes": [-1, 1], "class_counts": [int(len(sel)) - pos, pos], "label_kind": "integer",
+                     "view": view}
+        self.meta.pop("label_names", None)
+
+    def __repr__(self) -> str:
+        return f"<distlearn.DatasetView {str(self.path)!r}: {self.n_samples} x {self.n_features}, {self.n_blocks} blocks>"
+
+    def read_rows(self, start: int, stop: int) -> Block:
+        if not 0 <= start <= stop <= self.n_samples:
+            raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
+        rows = self._sel[start:stop]
+        y = self._lab[start:stop]
+        if len(rows) == 0:
+            X = (sp.csr_matrix((0, self.n_features), dtype=self.dtype) if self.is_sparse
+                 else np.zeros((0, self.n_features), dtype=self.dtype))
+            return Block(X, y, start)
+        lo = int(rows[0])
+        X = self._base.read_rows(lo, int(rows[-1]) + 1).X[rows - lo]
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            X.has_sorted_indices = True
+        return Block(X, y, start)
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        out["bytes_stored"] = _du(self._base.path)
+        out["view"] = self.meta["view"]
+        return out
+
+    def validate(self, *, full: bool = False) -> None:
+        self._base.validate(full=full)
+
+
+def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Rows (increasing) and +-1 labels of ``target`` over ``ds``; see :class:`DatasetView`."""
+    y = np.asarray(ds._y[:], dtype=np.float64)
+    names = ds.meta.get("label_names") or {}
+    by_name = {v: float(k) for k, v in names.items()}
+
+    def label_value(name: str) -> float | None:
+        if name in by_name:
+            return by_name[name]
+        if not names:
+            try:
+                v = float(name)
+            except ValueError:
+                return None
+            if ds.classes is not None and v in set(np.asarray(ds.classes, dtype=np.float64).tolist()):
+                return v
+        return None
+
+    def refuse(what: str) -> StoreError:
+        avail = ds.target_names()
+        shown = ", ".join(avail[:30]) + (f", ... ({len(avail)} in all)" if len(avail) > 30 else "")
+        return StoreError(f"{ds.path}: target {target!r}: {what}; this store has {shown or 'no labels'} "
+                          "(use A-vs-B for a pair of labels, or one topic/label against the rest)")
+
+    if "-vs-" in target:
+        a, b = target.split("-vs-", 1)
+        va, vb = label_value(a), label_value(b)
+        for name, v in ((a, va), (b, vb)):
+            if v is None:
+                raise refuse(f"{name!r} is not a label of the store")
+        if va == vb:
+            raise refuse("the two sides are the same label")
+        sel = np.flatnonzero((y == va) | (y == vb)).astype(np.int64)
+        lab = np.where(y[sel] == va, 1, -1).astype(np.int64)
+        view = {"target": target, "positive": a, "negative": b, "of": ds.n_samples}
+    else:
+        t = ds.topics()
+        if t is not None and target in t[0]:
+            col = t[1][:, t[0].index(target)].toarray().ravel() > 0
+        else:
+            v = label_value(target)
+            if v is None:
+                raise refuse("no such topic or label")
+            col = y == v
+        sel = np.arange(ds.n_samples, dtype=np.int64)
+        lab = np.where(col, 1, -1).astype(np.int64)
+        view = {"target": target, "positive": target, "negative": "rest", "of": ds.n_samples}
+    if len(sel) == 0:
+        raise refuse("no rows have these labels")
+    return sel, lab, view
+
+
 def _du(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
@@ -726,17 +919,22 @@ def _du(path: Path) -> int:
     return total
 
 
-def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str = True) -> Dataset:
-    """Open a distlearn store for reading.
+def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str = True,
+                 target: str | None = None) -> Dataset:
+    """Open a distlearn store for reading, or a binary view of it.
 
     Parameters
     ----------
     path : str, Path or Dataset
-        The store (a ``Dataset`` is returned as is).
+        The store (a ``Dataset`` is returned as is).  ``STORE#TARGET`` opens the view ``TARGET``.
     validate : bool or "full", default=True
         ``True`` checks the metadata, shapes and dtypes (cheap); ``"full"``
         also reads every block and checks index ranges, sortedness and
         finiteness; ``False`` skips the shape checks.
+    target : str, default=None
+        A binary problem over the store's rows without copying them (:class:`DatasetView`):
+        ``"CCAT-vs-GCAT"`` (two labels by name or value) or ``"C15"`` (a topic, or a label, against
+        the rest).
 
     Raises
     ------
@@ -747,8 +945,17 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         (a write that failed or is still running), or inconsistent.
     """
     if isinstance(path, Dataset):
-        return path
+        if target is None:
+            return path
+        if isinstance(path, DatasetView):
+            raise StoreError(f"{path.path}: already a view; open the store itself with target={target!r}")
+        return DatasetView(path, target)
     p = Path(path)
+    if target is None and not p.exists() and "#" in p.name:
+        base, _, target = os.fspath(p).rpartition("#")
+        p = Path(base)
+    if target is not None and not target:
+        raise StoreError(f"{p}: empty target after '#'")
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such store")
     if _PARTIAL in p.name:
@@ -776,4 +983,4 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         raise StoreError(f"{p}: missing array {e}") from e
     if validate:
         ds.validate(full=validate == "full")
-    return ds
+    return ds if target is None else DatasetView(ds, target)

@@ -1,0 +1,849 @@
+"""RCV1-v2 as distributed (Lewis, Yang, Rose & Li 2004, the LYRL2004 files): tokens, vectors, topics.
+
+Files
+-----
+Token files ``lyrl2004_tokens_{train,test_pt0,test_pt1,test_pt2,test_pt3}.dat[.gz]``
+    One block per document: a line ``.I <docid>``, a line ``.W``, the document's stemmed
+    tokens separated by white space over one or more lines, and a blank line.
+Vector files ``lyrl2004_vectors_{train,test_pt0..3}.dat[.gz]``
+    One line per document, ``<docid> <term id>:<value> ...``, term ids counting from 1
+    (LYRL2004's ltc weights, unit-norm rows).  Read as svmlight with the docid in the
+    label's place.
+Topic qrels ``rcv1-v2.topics.qrels[.gz]``
+    One line per (topic, document) pair: ``<TOPIC> <docid> 1``.  The distributed qrels are
+    hierarchy-expanded: a document filed under C151 also carries C15 and CCAT.
+Topic hierarchy ``rcv1.topics.hier.orig`` (optional)
+    ``parent: <P>  child: <C>  child-description: <text>`` per line.
+
+Every file may be gzip, bz2 or xz compressed (detected from its content).
+
+Top-level labels and OTHER
+--------------------------
+RCV1-v2's topic tree has four top-level categories, CCAT, ECAT, GCAT and MCAT.  Each topic is
+mapped to the top-level category above it -- through the hierarchy file when one is given,
+otherwise by RCV1's naming rule (the codes under CCAT, ECAT, GCAT, MCAT start with C, E, G, M).
+A topic under none of them counts as OTHER.  A document's top-level set is the set of
+categories of its topics, OTHER left out when a real category is present:
+
+* exactly one of CCAT/ECAT/GCAT/MCAT -> that category (codes 0, 1, 2, 3);
+* none of them (all its topics are outside the four trees) -> ``OTHER`` (code 4);
+* two or more -> multi-category, code -1 (``MULTI``), left out of the pairwise problems.
+
+This is distlearn's reading of the fifth class "OTHER" of Dekel et al.'s experiments, which
+the RCV1-v2 distribution does not define.  In the published qrels every document carries one
+of the four categories, so OTHER is empty there and the four "X vs OTHER" problems have no
+negative documents; ``write_rcv1_corpus`` plants OTHER documents so those problems can run.
+
+Features of token files
+-----------------------
+The vocabulary is every distinct token of the files read (a first pass, run in parallel and
+merged), sorted, optionally those in at least ``min_df`` documents.  A token seen ``c`` times
+in a document gives the value
+
+* ``"log"`` (default): ``log2(1 + c)``, as in Dekel, Shalev-Shwartz & Singer's experiments;
+* ``"tf"``: ``c``;  ``"binary"``: ``1``;
+* ``"tfidf"``: ``(1 + ln c) ln(N / df)`` (LYRL2004's ltc weight before normalising; ``N``
+  documents in the vocabulary pass, ``df`` of them contain the token);
+
+and ``normalize=True`` scales every row to unit Euclidean norm.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
+from ._errors import InputFormatError
+from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression
+from ._svmlight import line_aligned_ranges
+
+__all__ = [
+    "LABEL_NAMES",
+    "TOP_LEVEL",
+    "WEIGHTINGS",
+    "Topics",
+    "Vocabulary",
+    "convert_rcv1",
+    "read_hierarchy",
+    "read_qrels",
+    "read_token_documents",
+    "write_rcv1_corpus",
+]
+
+TOP_LEVEL = ("CCAT", "ECAT", "GCAT", "MCAT")
+OTHER, MULTI = 4, -1
+#: The store's derived single-label column: code -> name.
+LABEL_NAMES = {MULTI: "MULTI", 0: "CCAT", 1: "ECAT", 2: "GCAT", 3: "MCAT", OTHER: "OTHER"}
+WEIGHTINGS = ("log", "tf", "binary", "tfidf")
+
+_HEADER = re.compile(rb"^\.I[ \t]+(\S*)[^\n]*\n", re.MULTILINE)
+
+
+# =========================================================================== topics
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The qrels as an indicator matrix: row ``i`` lists the topics of document ``docids[i]``."""
+
+    docids: np.ndarray  # sorted, unique, int64
+    names: tuple[str, ...]  # sorted topic codes
+    indptr: np.ndarray  # int64, len(docids) + 1
+    indices: np.ndarray  # int32 topic columns, sorted within rows
+    where: tuple[str, np.ndarray]  # the qrels file and the first line of each document
+
+    def rows_of(self, docids: np.ndarray) -> np.ndarray:
+        """Positions of ``docids`` in :attr:`docids`; -1 where a docid has no topics."""
+        pos = np.searchsorted(self.docids, docids)
+        pos = np.minimum(pos, max(len(self.docids) - 1, 0))
+        ok = len(self.docids) > 0
+        found = (self.docids[pos] == docids) if ok else np.zeros(len(docids), bool)
+        return np.where(found, pos, -1)
+
+    def top_level(self, hierarchy: dict[str, str] | None = None) -> np.ndarray:
+        """Each document's top-level code (0-3 CCAT/ECAT/GCAT/MCAT, 4 OTHER, -1 multi); see the module notes."""
+        root = np.array([_root_of(t, hierarchy) for t in self.names], dtype=np.int64)
+        n = len(self.docids)
+        bits = np.zeros(n, dtype=np.int64)
+        rows = np.repeat(np.arange(n), np.diff(self.indptr))
+        r = root[self.indices]
+        real = r < OTHER
+        np.bitwise_or.at(bits, rows[real], 1 << r[real])
+        count = np.zeros(n, dtype=np.int64)
+        for k in range(4):
+            count += (bits >> k) & 1
+        code = np.full(n, OTHER, dtype=np.int64)
+        single = count == 1
+        code[single] = np.log2(bits[single]).astype(np.int64)
+        code[count > 1] = MULTI
+        return code
+
+
+def _root_of(topic: str, hierarchy: dict[str, str] | None) -> int:
+    if hierarchy is not None:
+        seen = set()
+        t: str | None = topic
+        while t is not None and t not in TOP_LEVEL and t not in seen:
+            seen.add(t)
+            t = hierarchy.get(t)
+        return TOP_LEVEL.index(t) if t in TOP_LEVEL else OTHER
+    if topic in TOP_LEVEL:
+        return TOP_LEVEL.index(topic)
+    return {"C": 0, "E": 1, "G": 2, "M": 3}.get(topic[:1], OTHER)
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    with open_binary(path) as f:
+        n = 0
+        while True:
+            try:
+                raw = f.readline()
+            except STREAM_ERRORS as e:
+                raise InputFormatError(path, f"compressed stream is truncated or corrupt after line {n} ({e})") from e
+            if not raw:
+                return
+            n += 1
+            yield n, raw
+
+
+def _docid(tok: bytes, path: str, line: int) -> int:
+    try:
+        d = int(tok)
+    except ValueError:
+        d = -1
+    if d <= 0:
+        text = tok.decode("utf-8", "replace")
+        raise InputFormatError(path, f"docid {text!r} is not a positive integer", line=line, token=text)
+    return d
+
+
+def read_qrels(path: str | os.PathLike[str]) -> Topics:
+    """Read a topic qrels file (``TOPIC docid 1`` lines; blank lines skipped, repeated pairs counted once)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    names: dict[bytes, int] = {}
+    t_col: list[int] = []
+    d_col: list[int] = []
+    l_col: list[int] = []
+    for n, raw in _lines(path):
+        toks = raw.split()
+        if not toks:
+            continue
+        if len(toks) != 3:
+            raise InputFormatError(path, f"expected 'TOPIC DOCID 1', got {len(toks)} fields", line=n,
+                                   token=raw.strip().decode("utf-8", "replace"))
+        topic, docid, rel = toks
+        if rel != b"1":
+            raise InputFormatError(path, f"third field must be 1, got {rel.decode('utf-8', 'replace')!r}",
+                                   line=n, token=rel.decode("utf-8", "replace"))
+        d = _docid(docid, path, n)
+        t_col.append(names.setdefault(topic, len(names)))
+        d_col.append(d)
+        l_col.append(n)
+    if not d_col:
+        raise InputFormatError(path, "no topic assignments")
+    order = sorted(names, key=lambda b: b)
+    remap = np.empty(len(names), dtype=np.int64)
+    for new, name in enumerate(order):
+        remap[names[name]] = new
+    t = remap[np.asarray(t_col, dtype=np.int64)]
+    d = np.asarray(d_col, dtype=np.int64)
+    lines = np.asarray(l_col, dtype=np.int64)
+    key = d * len(order) + t
+    key, first = np.unique(key, return_index=True)
+    docs = key // len(order)
+    docids, start = np.unique(docs, return_index=True)
+    indptr = np.append(start, len(key)).astype(np.int64)
+    indices = (key - docs * len(order)).astype(np.int32)
+    first_line = np.minimum.reduceat(lines[first], start) if len(start) else np.zeros(0, np.int64)
+    return Topics(docids, tuple(b.decode("utf-8", "replace") for b in order), indptr, indices, (path, first_line))
+
+
+def read_hierarchy(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read ``rcv1.topics.hier.orig``: ``parent: P child: C child-description: ...`` -> ``{C: P}``."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    out: dict[str, str] = {}
+    for n, raw in _lines(path):
+        s = raw.decode("utf-8", "replace")
+        if not s.strip():
+            continue
+        m = re.match(r"\s*parent:\s*(\S+)\s+child:\s*(\S+)", s)
+        if m is None:
+            raise InputFormatError(path, "expected 'parent: P child: C child-description: ...'", line=n,
+                                   token=s.strip()[:40])
+        out[m.group(2)] = m.group(1)
+    return out
+
+
+# =========================================================================== token files
+
+
+@dataclass
+class _Docs:
+    """Documents of one piece of a token file: docids, header lines, tokens flattened + lengths."""
+
+    docids: list[int]
+    lines: list[int]
+    tokens: list[bytes]
+    lengths: list[int]
+    n_lines: int
+
+
+def _parse_documents(buf: bytes, path: str, first_line: int) -> _Docs:
+    """Parse whole document blocks; ``first_line`` numbers ``buf``'s first line."""
+    docids: list[int] = []
+    lines: list[int] = []
+    tokens: list[bytes] = []
+    lengths: list[int] = []
+    heads = list(_HEADER.finditer(buf))
+    lead = buf[: heads[0].start()] if heads else buf
+    if lead.strip():
+        k = next(i for i, ln in enumerate(lead.split(b"\n")) if ln.strip())
+        raise InputFormatError(path, "expected a document header '.I <docid>'", line=first_line + k,
+                               token=lead.split(b"\n")[k].strip()[:40].decode("utf-8", "replace"))
+    line = first_line + buf.count(b"\n", 0, heads[0].start()) if heads else first_line
+    prev = heads[0].start() if heads else 0
+    for i, m in enumerate(heads):
+        line += buf.count(b"\n", prev, m.start())
+        prev = m.start()
+        docid = _docid(m.group(1), path, line)
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(buf)
+        body = buf[m.end():end]
+        w_end = body.find(b"\n")
+        w_line = body if w_end < 0 else body[:w_end]
+        if w_line.strip() != b".W":
+            raise InputFormatError(path, f"document {docid}: expected '.W' after '.I {docid}'", line=line + 1,
+                                   token=w_line.strip()[:40].decode("utf-8", "replace"))
+        toks = body[w_end + 1:].split() if w_end >= 0 else []
+        for t in toks:
+            if t.startswith(b".") and t in (b".I", b".W"):
+                text = body[w_end + 1:]
+                hit = re.search(rb"(?:^|\s)" + re.escape(t) + rb"(?:\s|$)", text)
+                at = line + 2 + text.count(b"\n", 0, hit.start() + 1 if hit else 0)
+                raise InputFormatError(path, f"document {docid}: field {t.decode()} in the middle of the text",
+                                       line=at, token=t.decode())
+        docids.append(docid)
+        lines.append(line)
+        tokens.extend(toks)
+        lengths.append(len(toks))
+    return _Docs(docids, lines, tokens, lengths, buf.count(b"\n"))
+
+
+def _document_chunks(path: str, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """Whole-document pieces of about ``chunk_bytes`` (cut before a ``.I`` line), with their first line."""
+    with open_binary(path) as f:
+        yield from iter_line_chunks(f, chunk_bytes, path=path, boundary=b"\n.I")
+
+
+def read_token_documents(path: str | os.PathLike[str], *, chunk_bytes: int = TEXT_CHUNK_BYTES
+                         ) -> Iterator[tuple[int, int, list[bytes]]]:
+    """``(docid, line, tokens)`` of every document of a token file, in file order, in constant memory."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    for piece, first in _document_chunks(path, chunk_bytes):
+        docs = _parse_documents(piece, path, first)
+        at = 0
+        for d, ln, k in zip(docs.docids, docs.lines, docs.lengths):
+            yield d, ln, docs.tokens[at:at + k]
+            at += k
+
+
+def _token_parts(path: str, part_bytes: int) -> list[tuple[int, int]]:
+    """Parallel units of one token file: byte ranges when uncompressed, the whole file otherwise."""
+    if sniff_compression(path) is not None:
+        return [(0, -1)]
+    return line_aligned_ranges(path, part_bytes, boundary=b"\n.I")
+
+
+def _read_part(path: str, start: int, stop: int) -> Iterator[tuple[bytes, int]]:
+    """Whole-document pieces of one part with part-local line numbers."""
+    if stop < 0:
+        yield from _document_chunks(path, TEXT_CHUNK_BYTES)
+        return
+    with open(path, "rb") as f:
+        f.seek(start)
+        buf = f.read(stop - start)
+    # cut the range into pieces of whole documents to bound the parser's temporaries
+    first, at = 1, 0
+    while at < len(buf):
+        cut = buf.find(b"\n.I", at + TEXT_CHUNK_BYTES)
+        end = len(buf) if cut < 0 else cut + 1
+        piece = buf[at:end]
+        yield piece, first
+        first += piece.count(b"\n")
+        at = end
+
+
+class Vocabulary:
+    """Document frequencies of tokens, mergeable across parts: build per part, :meth:`merge`, :meth:`freeze`."""
+
+    def __init__(self, df: dict[bytes, int] | None = None, n_docs: int = 0) -> None:
+        self.df: dict[bytes, int] = dict(df or {})
+        self.n_docs = int(n_docs)
+
+    def add(self, docs: _Docs) -> None:
+        local: dict[bytes, int] = {}
+        ids = np.fromiter((local.setdefault(t, len(local)) for t in docs.tokens), dtype=np.int64,
+                          count=len(docs.tokens))
+        v = max(len(local), 1)
+        rows = np.repeat(np.arange(len(docs.lengths), dtype=np.int64), docs.lengths)
+        first = np.unique(rows * v + ids) % v
+        counts = np.bincount(first, minlength=len(local))
+        df = self.df
+        for t, c in zip(local, counts.tolist()):
+            df[t] = df.get(t, 0) + c
+        self.n_docs += len(docs.docids)
+
+    def merge(self, other: Vocabulary) -> Vocabulary:
+        """The vocabulary of both parts' documents (order-independent)."""
+        out = Vocabulary(self.df, self.n_docs + other.n_docs)
+        for t, c in other.df.items():
+            out.df[t] = out.df.get(t, 0) + c
+        return out
+
+    def freeze(self, min_df: int = 1) -> tuple[list[bytes], np.ndarray]:
+        """Sorted terms with ``df >= min_df`` and their document frequencies."""
+        terms = sorted(t for t, c in self.df.items() if c >= min_df)
+        return terms, np.array([self.df[t] for t in terms], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+
+def _vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any]:
+    vocab, n_lines = Vocabulary(), 0
+    try:
+        for piece, first in _read_part(path, start, stop):
+            vocab.add(_parse_documents(piece, path, first))
+            n_lines += piece.count(b"\n")
+    except InputFormatError as e:
+        return {"error": (e.line, e.reason, e.token)}
+    return {"df": vocab.df, "n_docs": vocab.n_docs, "n_lines": n_lines}
+
+
+def _weights(counts: np.ndarray, cols: np.ndarray, weighting: str, idf: np.ndarray | None) -> np.ndarray:
+    if weighting == "log":
+        return np.log2(1.0 + counts)
+    if weighting == "tf":
+        return counts.astype(np.float64)
+    if weighting == "binary":
+        return np.ones(len(counts))
+    assert idf is not None
+    return (1.0 + np.log(counts)) * idf[cols]
+
+
+def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int], weighting: str,
+               idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
+    """One part's documents as float64 CSR rows over the frozen vocabulary (unknown tokens dropped)."""
+    out: dict[str, list[Any]] = {"docids": [], "lines": [], "indptr": [], "indices": [], "data": []}
+    n_lines = 0
+    v = max(len(index), 1)
+    get = index.get
+    try:
+        for piece, first in _read_part(path, start, stop):
+            docs = _parse_documents(piece, path, first)
+            n = len(docs.docids)
+            ids = np.fromiter((get(t, -1) for t in docs.tokens), dtype=np.int64, count=len(docs.tokens))
+            rows = np.repeat(np.arange(n, dtype=np.int64), docs.lengths)
+            keep = ids >= 0
+            keys, counts = np.unique(rows[keep] * v + ids[keep], return_counts=True)
+            r = keys // v
+            cols = keys - r * v
+            vals = _weights(counts, cols, weighting, idf)
+            if normalize:
+                norms = np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))
+                vals = vals / np.where(norms > 0, norms, 1.0)[r]
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+            out["docids"].append(np.asarray(docs.docids, dtype=np.int64))
+            out["lines"].append(np.asarray(docs.lines, dtype=np.int64) + n_lines)
+            out["indptr"].append(indptr)
+            out["indices"].append(cols.astype(np.int32 if v < 2**31 else np.int64))
+            out["data"].append(vals)
+            n_lines += piece.count(b"\n")
+    except InputFormatError as e:
+        return {"error": (None if e.line is None else e.line + n_lines, e.reason, e.token)}
+    return {k: v for k, v in out.items()} | {"n_lines": n_lines}
+
+
+# =========================================================================== the conversion
+
+
+class _Runner:
+    """Part tasks in order: on a Dask client (a bounded window in flight) or in this process."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def map(self, fn: Any, jobs: Sequence[tuple[Any, ...]], **shared: Any) -> Iterator[Any]:
+        if self.client is None:
+            for job in jobs:
+                yield fn(*job, **shared)
+            return
+        c = self.client
+        # a list around each value: scatter() would spread a dict's items as separate futures
+        shared = {k: (c.scatter([v], broadcast=True, hash=False)[0] if isinstance(v, (dict, np.ndarray)) else v)
+                  for k, v in shared.items()}
+        window = 2 * max(1, len(c.scheduler_info().get("workers", {})))
+        futures: list[Any] = []
+        nxt = 0
+        try:
+            for i in range(len(jobs)):
+                while nxt < len(jobs) and nxt < i + window:
+                    futures.append(c.submit(fn, *jobs[nxt], pure=False, **shared))
+                    nxt += 1
+                res = futures[i].result()
+                futures[i] = None
+                yield res
+        finally:
+            for f in futures:
+                if f is not None:
+                    f.cancel()
+
+
+def _raise(path: str, part_line: int, err: tuple[Any, str, Any]) -> None:
+    line, reason, token = err
+    raise InputFormatError(path, reason, line=None if line is None else part_line + line - 1, token=token)
+
+
+def convert_rcv1(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    store: str | os.PathLike[str],
+    *,
+    qrels: str | os.PathLike[str],
+    hierarchy: str | os.PathLike[str] | None = None,
+    weighting: str = "log",
+    normalize: bool = False,
+    min_df: int = 1,
+    vocabulary: Sequence[str] | None = None,
+    dtype: str = "float32",
+    block_rows: int | None = None,
+    overwrite: bool = False,
+    client: Any = None,
+    part_bytes: int = PARALLEL_PART_BYTES,
+    progress: Any = None,
+) -> Any:
+    """Read RCV1-v2 token (or vector) files and their topic qrels into one distlearn store.
+
+    Parameters
+    ----------
+    inputs : path or list of paths
+        ``lyrl2004_tokens_*.dat[.gz]`` or ``lyrl2004_vectors_*.dat[.gz]`` files (not mixed); the
+        rows follow the files' order.
+    qrels : path
+        ``rcv1-v2.topics.qrels[.gz]``.  Every document must have topics there.
+    hierarchy : path, default=None
+        ``rcv1.topics.hier.orig``, to map topics to top-level categories (else by first letter).
+    weighting, normalize, min_df :
+        Token files only: the value of a token count (``"log"``, ``"tf"``, ``"binary"``, ``"tfidf"``),
+        unit-norm rows, the least document frequency of a vocabulary term.
+    vocabulary : list of str, default=None
+        Token files only: use this vocabulary (e.g. the training files') instead of building one;
+        tokens outside it are dropped and ``tfidf`` is refused (it needs the training ``df``).
+    client : distributed.Client, default=None
+        Run the vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
+        whole compressed files.  Results are written in file order, so the store is the same.
+
+    The store holds ``X`` (documents x terms), ``y`` = the top-level code of each document
+    (0 CCAT, 1 ECAT, 2 GCAT, 3 MCAT, 4 OTHER, -1 multi-category; ``meta["label_names"]``),
+    ``docid``, ``targets`` (the topic indicator matrix, CSR, names in its attributes) and, for
+    token files, ``vocabulary`` (terms and document frequencies).  Open a binary problem as a
+    view: ``open_dataset("rcv1.zarr", target="CCAT-vs-GCAT")`` or ``target="C15"``.
+    """
+    from .store import DatasetWriter
+
+    paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    if not paths:
+        raise ValueError("no input files")
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"{p}: no such file")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
+    if not isinstance(min_df, (int, np.integer)) or min_df < 1:
+        raise ValueError(f"min_df must be a positive int; got {min_df!r}")
+    kinds = {_kind(p) for p in paths}
+    if len(kinds) > 1:
+        raise ValueError("mixing token files and vector files in one store is not supported")
+    kind = kinds.pop()
+    topics = read_qrels(qrels)
+    hier = read_hierarchy(hierarchy) if hierarchy is not None else None
+    top = topics.top_level(hier)
+    runner = _Runner(client)
+    params: dict[str, Any] = {"format": "rcv1", "files": [os.path.basename(p) for p in paths],
+                              "qrels": os.path.basename(os.fspath(qrels)),
+                              "hierarchy": None if hierarchy is None else os.path.basename(os.fspath(hierarchy)),
+                              "other_rule": "no topic under CCAT/ECAT/GCAT/MCAT", "kind": kind}
+    terms: list[bytes] | None = None
+    df = None
+    if kind == "tokens":
+        if vocabulary is not None:
+            if weighting == "tfidf":
+                raise ValueError("weighting='tfidf' builds its own vocabulary (it needs the documents' df)")
+            terms = [t.encode("utf-8") for t in vocabulary]
+            if len(set(terms)) != len(terms):
+                raise ValueError("the vocabulary has repeated terms")
+            n_vocab_docs = 0
+        else:
+            vocab = Vocabulary()
+            for p in paths:
+                jobs = [(p, a, b) for a, b in _token_parts(p, part_bytes)]
+                at = 1
+                for res in runner.map(_vocabulary_task, jobs):
+                    if "error" in res:
+                        _raise(p, at, res["error"])
+                    vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
+                    at += res["n_lines"]
+            terms, df = vocab.freeze(min_df)
+            n_vocab_docs = vocab.n_docs
+            if not terms:
+                raise InputFormatError(paths[0], f"no token is in at least min_df={min_df} documents")
+        params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": int(min_df),
+                       "n_terms": len(terms), "vocabulary_docs": n_vocab_docs})
+    n_features = len(terms) if terms is not None else None
+    idf = np.log(params["vocabulary_docs"] / df) if weighting == "tfidf" and df is not None else None
+    seen = np.zeros(len(topics.docids), dtype=np.int64)  # 0, or 1 + the document's index in all rows
+    where: list[tuple[str, np.ndarray]] = []  # per file: its rows' lines (for errors)
+    docid_parts: list[np.ndarray] = []
+    row_parts: list[np.ndarray] = []
+    writer = DatasetWriter(store, layout="csr", n_features=n_features, dtype=dtype, block_rows=block_rows,
+                           source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
+    try:
+        writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
+        bytes_before = 0
+        for p in paths:
+            for docids, lines, X, done in _file_rows(p, kind, runner, terms, idf, weighting, normalize, part_bytes):
+                rows = topics.rows_of(docids)
+                bad = np.flatnonzero(rows < 0)
+                if bad.size:
+                    i = int(bad[0])
+                    raise InputFormatError(p, f"document {int(docids[i])} has no topics in {os.fspath(qrels)}",
+                                           line=int(lines[i]), token=str(int(docids[i])))
+                dup = np.flatnonzero(seen[rows] > 0)
+                if dup.size == 0:
+                    u, c = np.unique(rows, return_counts=True)
+                    dup = np.flatnonzero(np.isin(rows, u[c > 1]))[1:2]
+                if dup.size:
+                    i = int(dup[0])
+                    raise InputFormatError(p, f"document {int(docids[i])} appears twice ({_first_seen(where, seen[rows[i]], p, lines, rows, i)})",
+                                           line=int(lines[i]), token=str(int(docids[i])))
+                seen[rows] = writer.n_rows + np.arange(1, len(rows) + 1)
+                where.append((p, lines))
+                docid_parts.append(docids)
+                row_parts.append(rows)
+                writer.append(X, top[rows])
+                if progress is not None:
+                    progress(bytes_before + done)
+            bytes_before += os.path.getsize(p)
+        rows = np.concatenate(row_parts)
+        writer.add_array("docid", np.concatenate(docid_parts), chunks=writer.block_rows)
+        counts = np.diff(topics.indptr)[rows]
+        t_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=t_indptr[1:])
+        take = np.repeat(topics.indptr[rows], counts) + (np.arange(t_indptr[-1]) - np.repeat(t_indptr[:-1], counts))
+        writer.add_group("targets", {"indptr": t_indptr, "indices": topics.indices[take]},
+                         {"names": list(topics.names), "kind": "topic indicator (CSR)"})
+        if terms is not None:
+            vocab_arrays: dict[str, np.ndarray] = {"terms": np.array([t.decode("utf-8", "backslashreplace") for t in terms])}
+            if df is not None:
+                vocab_arrays["df"] = df
+            writer.add_group("vocabulary", vocab_arrays, {"n_docs": params["vocabulary_docs"]})
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()
+
+
+def _first_seen(where: list[tuple[str, np.ndarray]], index: int, p: str, lines: np.ndarray,
+                rows: np.ndarray, i: int) -> str:
+    if index > 0:
+        k = int(index) - 1
+        for f, ls in where:
+            if k < len(ls):
+                return f"first at {f}:{int(ls[k])}"
+            k -= len(ls)
+    j = int(np.flatnonzero(rows == rows[i])[0])
+    return f"first at {p}:{int(lines[j])}"
+
+
+def _kind(path: str) -> str:
+    """``"tokens"`` or ``"vectors"`` from a file's first non-blank line."""
+    with open_binary(path) as f:
+        try:
+            head = f.read(4096)
+        except STREAM_ERRORS as e:
+            raise InputFormatError(path, f"compressed stream is corrupt ({e})") from e
+    first = next((ln for ln in head.split(b"\n") if ln.strip()), b"")
+    if first.startswith(b".I"):
+        return "tokens"
+    toks = first.split()
+    if len(toks) >= 1 and toks[0].isdigit() and all(b":" in t for t in toks[1:]):
+        return "vectors"
+    raise InputFormatError(path, "neither an RCV1-v2 token file ('.I docid') nor a vector file ('docid id:value ...')",
+                           line=1, token=first[:40].decode("utf-8", "replace"))
+
+
+def _file_rows(path: str, kind: str, runner: _Runner, terms: list[bytes] | None, idf: np.ndarray | None,
+               weighting: str, normalize: bool, part_bytes: int
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, sp.csr_matrix, int]]:
+    """``(docids, lines, X, bytes of the file read so far)`` pieces of one file in file order."""
+    if kind == "vectors":
+        from ._io import iter_line_chunks
+        from ._svmlight import parse_svmlight_bytes
+
+        with open_binary(path) as f:
+            for chunk, first in iter_line_chunks(f, TEXT_CHUNK_BYTES, path=path):
+                X, y = parse_svmlight_bytes(chunk, path=path, first_line=first, zero_based=False,
+                                            n_features=None, dtype=np.dtype(np.float64))
+                if len(y) == 0:
+                    continue
+                if np.any((y != np.rint(y)) | (y <= 0)):
+                    k = int(np.flatnonzero((y != np.rint(y)) | (y <= 0))[0])
+                    ln = _nonblank_lines(chunk, first)[k]
+                    raise InputFormatError(path, f"docid {y[k]!r} is not a positive integer", line=ln)
+                yield y.astype(np.int64), np.asarray(_nonblank_lines(chunk, first)), X, f.raw_tell()
+        return
+    assert terms is not None
+    index = {t: i for i, t in enumerate(terms)}
+    jobs = [(path, a, b) for a, b in _token_parts(path, part_bytes)]
+    at = 1
+    size = os.path.getsize(path)
+    for (_, _, stop), res in zip(jobs, runner.map(_rows_task, jobs, index=index, weighting=weighting, idf=idf,
+                                                  normalize=normalize)):
+        if "error" in res:
+            _raise(path, at, res["error"])
+        for docids, lines, indptr, indices, data in zip(res["docids"], res["lines"], res["indptr"],
+                                                        res["indices"], res["data"]):
+            X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), len(terms)))
+            X.has_sorted_indices = True
+            yield docids, lines + at - 1, X, (size if stop < 0 else stop)
+        at += res["n_lines"]
+
+
+def _nonblank_lines(chunk: bytes, first: int) -> list[int]:
+    return [first + k for k, ln in enumerate(chunk.split(b"\n")) if ln.split(b"#", 1)[0].strip()]
+
+
+# =========================================================================== generator
+
+
+#: RCV1-v2's share of documents under each top-level category (Lewis et al. 2004, Table 3 counts
+#: over 804,414 documents: CCAT 381,327; ECAT 119,920; GCAT 239,267; MCAT 204,820).
+RCV1_TOP_SHARE = {"CCAT": 381_327 / 804_414, "ECAT": 119_920 / 804_414, "GCAT": 239_267 / 804_414,
+                  "MCAT": 204_820 / 804_414}
+
+
+#: Subtopics the generator files documents under (RCV1-v2 codes; a 4-character numeric code's
+#: parent is its 3-character prefix, every other code's parent is the top-level category).
+_SUBTOPICS = (
+    ("C11", "C12", "C13", "C14", "C15", "C151", "C152", "C16", "C17", "C171", "C18", "C181", "C21", "C22",
+     "C23", "C24", "C31", "C311", "C33", "C41", "C42"),
+    ("E11", "E12", "E121", "E13", "E131", "E14", "E21", "E211", "E31", "E41", "E51", "E512", "E61", "E71"),
+    ("GCRIM", "GDEF", "GDIP", "GDIS", "GENT", "GENV", "GFAS", "GHEA", "GJOB", "GPOL", "GPRO", "GREL", "GSCI",
+     "GSPO", "GTOUR", "GVIO", "GVOTE", "GWEA", "GWELF"),
+    ("M11", "M12", "M13", "M131", "M132", "M14", "M141", "M142", "M143"),
+)
+#: The generator's topic for OTHER documents: under none of the four categories.
+OTHER_TOPIC = "OTHR"
+_TRAIN_SHARE = 23_149 / 804_414  # LYRL2004's training split
+
+
+def _parent(code: str, top: str) -> str:
+    return code[:3] if len(code) == 4 and code[1:].isdigit() else top
+
+
+def _word(i: int) -> bytes:
+    """A distinct lower-case 'stem' for term id ``i`` (base 26, at least two letters)."""
+    i += 26
+    out = bytearray()
+    while i:
+        i, r = divmod(i, 26)
+        out.append(97 + r)
+    return bytes(out[::-1])
+
+
+def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, *, n_terms: int = 47_236,
+                      mean_distinct: float = 75.0, other_fraction: float = 0.03, multi_fraction: float = 0.2,
+                      label_noise: float = 0.05, compress: bool = False, random_state: int = 0,
+                      first_docid: int = 2286) -> dict[str, Any]:
+    """Write an RCV1-v2-shaped corpus in the LYRL2004 file formats: token files, topic qrels, hierarchy.
+
+    Documents draw their tokens from a Zipf vocabulary of ``n_terms`` stems (the model of
+    :func:`distlearn.data.synthetic.iter_rcv1_like`, about ``mean_distinct`` distinct terms each).
+    Four sparse linear teachers, one per top-level category, score a document's ``log2(1 + c)``
+    vector; its category is the best score after a bias calibrated so that the shares follow
+    RCV1-v2's (CCAT 47 %, GCAT 30 %, MCAT 25 %, ECAT 15 % of documents, scaled to one label per
+    document), with ``other_fraction`` of the documents OTHER (topic ``OTHR``, outside the four
+    trees).  A ``multi_fraction`` of the others also get their second-best category, and a
+    ``label_noise`` share of the categories is replaced by a random one.  Each category adds the
+    category code, one subtopic and the subtopic's parent to the qrels (hierarchy-expanded, as
+    distributed).  Files: ``lyrl2004_tokens_train.dat`` (LYRL2004's 2.9 % training share) and
+    ``lyrl2004_tokens_test_pt0..3.dat`` (``.gz`` with ``compress=True``), ``rcv1-v2.topics.qrels``
+    sorted by docid then topic, ``rcv1.topics.hier.orig``.  Seeded in blocks of 4,096 documents.
+    """
+    import gzip as _gzip
+
+    from ..rng import block_generator
+    from .synthetic import GENERATION_ROWS, _corpus_model
+
+    n_docs = int(n_docs)
+    if n_docs < 1:
+        raise ValueError(f"n_docs must be positive; got {n_docs!r}")
+    if not 0.0 <= other_fraction < 1.0 or not 0.0 <= multi_fraction < 1.0 or not 0.0 <= label_noise < 1.0:
+        raise ValueError("other_fraction, multi_fraction and label_noise must be in [0, 1)")
+    out_dir = os.fspath(directory)
+    os.makedirs(out_dir, exist_ok=True)
+    ext = ".gz" if compress else ""
+    names = ["lyrl2004_tokens_train.dat"] + [f"lyrl2004_tokens_test_pt{k}.dat" for k in range(4)]
+    n_train = max(1, int(round(n_docs * _TRAIN_SHARE)))
+    rest = n_docs - n_train
+    bounds = np.array([0, n_train] + [n_train + (rest * k) // 4 for k in range(1, 5)])
+
+    def opener(path: str) -> Any:
+        return _gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb")
+
+    cdf, mu, l_max = _corpus_model(n_terms, 1.1, float(mean_distinct), 0.8)
+    perm = block_generator(random_state, "rcv1-corpus/vocabulary", 0).permutation(n_terms)
+    g = block_generator(random_state, "rcv1-corpus/teachers", 0)
+    k = max(1, n_terms // 10)
+    W = np.zeros((n_terms, 4))
+    for c in range(4):
+        W[g.choice(n_terms, size=k, replace=False), c] = g.standard_normal(k)
+    share = np.array([RCV1_TOP_SHARE[t] for t in TOP_LEVEL])
+    target = np.append(share / share.sum() * (1.0 - other_fraction), other_fraction)
+    words = [_word(i) for i in range(n_terms)]
+
+    def block(stream: str, b: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        gb = block_generator(random_state, stream, b)
+        L = np.clip(np.rint(np.exp(mu + 0.8 * gb.standard_normal(n))), 1, l_max).astype(np.int64)
+        rank = np.minimum(np.searchsorted(cdf, gb.random(int(L.sum())), side="right"), n_terms - 1)
+        terms = perm[rank]
+        keys, counts = np.unique(np.repeat(np.arange(n, dtype=np.int64), L) * n_terms + terms, return_counts=True)
+        r = keys // n_terms
+        vals = np.log2(1.0 + counts)
+        vals /= np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))[r]
+        X = sp.csr_matrix((vals, keys - r * n_terms, np.append(0, np.cumsum(np.bincount(r, minlength=n)))),
+                          shape=(n, n_terms))
+        scores = np.hstack([X @ W, np.zeros((n, 1))])
+        return L, terms, scores
+
+    # Biases so that the argmax shares follow `target` on a calibration sample of its own stream.
+    cal = np.vstack([block("rcv1-corpus/calibration", b, GENERATION_ROWS)[2] for b in range(4)])
+    bias = np.zeros(5)
+    for _ in range(300):
+        got = np.bincount(np.argmax(cal + bias, axis=1), minlength=5) / len(cal)
+        bias += 0.1 * (np.log(target + 1e-12) - np.log(got + 1e-3))
+        bias -= bias[4]
+
+    top_counts = np.zeros(6, dtype=np.int64)  # codes 0..4 and multi
+    files = [opener(os.path.join(out_dir, nm + ext)) for nm in names]
+    qrels_path = os.path.join(out_dir, "rcv1-v2.topics.qrels" + ext)
+    zipf_sub = [1.0 / np.arange(1, len(t) + 1) for t in _SUBTOPICS]
+    zipf_sub = [w / w.sum() for w in zipf_sub]
+    try:
+        with opener(qrels_path) as qf:
+            for b in range(-(-n_docs // GENERATION_ROWS)):
+                lo = b * GENERATION_ROWS
+                n = min(GENERATION_ROWS, n_docs - lo)
+                L, terms, scores = block("rcv1-corpus/documents", b, GENERATION_ROWS)
+                gl = block_generator(random_state, "rcv1-corpus/labels", b)
+                logits = scores + bias
+                primary = np.argmax(logits, axis=1)
+                noisy = gl.random(GENERATION_ROWS) < label_noise
+                primary = np.where(noisy, np.searchsorted(np.cumsum(target), gl.random(GENERATION_ROWS) * 0.999999),
+                                   primary)
+                others = logits[:, :4].copy()
+                others[np.arange(GENERATION_ROWS)[primary < 4], primary[primary < 4]] = -np.inf
+                second = np.argmax(others, axis=1)  # the best category other than the primary
+                multi = (primary < 4) & (gl.random(GENERATION_ROWS) < multi_fraction / (1.0 - other_fraction))
+                subs = gl.random((GENERATION_ROWS, 2))
+                ends = np.cumsum(L)
+                which = np.searchsorted(bounds, lo + np.arange(n), side="right") - 1
+                pieces: list[list[bytes]] = [[] for _ in files]
+                q: list[bytes] = []
+                for i in range(n):
+                    docid = first_docid + lo + i
+                    toks = [words[t] for t in terms[ends[i] - L[i]:ends[i]].tolist()]
+                    text = b"\n".join(b" ".join(toks[j:j + 12]) for j in range(0, len(toks), 12))
+                    pieces[which[i]].append(b".I %d\n.W\n%s\n\n" % (docid, text))
+                    cats = [int(primary[i])] + ([int(second[i])] if multi[i] else [])
+                    codes: set[str] = set()
+                    for j, c in enumerate(cats):
+                        if c == OTHER:
+                            codes.add(OTHER_TOPIC)
+                            continue
+                        top = TOP_LEVEL[c]
+                        sub = _SUBTOPICS[c][int(np.searchsorted(np.cumsum(zipf_sub[c]), subs[i, j] * 0.999999))]
+                        codes.update((top, sub, _parent(sub, top)))
+                    top_counts[5 if len(cats) > 1 else cats[0]] += 1
+                    q.extend(b"%s %d 1\n" % (c.encode(), docid) for c in sorted(codes))
+                for f, pc in zip(files, pieces):
+                    if pc:
+                        f.write(b"".join(pc))
+                qf.write(b"".join(q))
+    finally:
+        for f in files:
+            f.close()
+    hier_path = os.path.join(out_dir, "rcv1.topics.hier.orig")
+    with open(hier_path, "w") as hf:
+        for top, subs_c in zip(TOP_LEVEL, _SUBTOPICS):
+            hf.write(f"parent: Root     child: {top}   child-description: {top}\n")
+            for sub in subs_c:
+                hf.write(f"parent: {_parent(sub, top)}   child: {sub}   child-description: {sub}\n")
+        hf.write(f"parent: Root     child: {OTHER_TOPIC}   child-description: OTHER\n")
+    label_share = {name: int(top_counts[c]) / n_docs for c, name in LABEL_NAMES.items() if c != MULTI}
+    label_share["MULTI"] = int(top_counts[5]) / n_docs
+    return {"tokens": [os.path.join(out_dir, nm + ext) for nm in names], "qrels": qrels_path,
+            "hierarchy": hier_path, "n_docs": n_docs, "n_train": n_train, "n_terms": n_terms,
+            "label_share": label_share}

@@ -1,0 +1,291 @@
+"""RCV1-v2 readers (LYRL2004 token and vector files, topic qrels, hierarchy), the corpus generator,
+and binary views of a multi-label store."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlearn.cli import main
+from distlearn.data import open_dataset
+from distlearn.data._errors import InputFormatError
+from distlearn.data._rcv1 import (
+    Vocabulary,
+    _parse_documents,
+    convert_rcv1,
+    read_qrels,
+    read_token_documents,
+    write_rcv1_corpus,
+)
+from distlearn.data.store import DatasetWriter, StoreError
+
+# Written from the LYRL2004 description: ".I docid", ".W", tokens over lines, a blank line.
+TOKENS_A = b""".I 2286
+.W
+bank rate cut bank
+rate
+
+.I 2287
+.W
+oil price oil oil
+
+"""
+TOKENS_B = b""".I 2290
+.W
+vote bank
+"""
+# Sorted by docid then topic, as distributed; hierarchy-expanded (C15 -> CCAT).
+QRELS = b"""C15 2286 1
+CCAT 2286 1
+ECAT 2286 1
+E11 2287 1
+ECAT 2287 1
+OTHR 2290 1
+"""
+HIER = b"""parent: Root     child: CCAT   child-description: CORPORATE/INDUSTRIAL
+parent: CCAT     child: C15    child-description: PERFORMANCE
+parent: Root     child: ECAT   child-description: ECONOMICS
+parent: ECAT     child: E11    child-description: ECONOMIC PERFORMANCE
+"""
+
+
+def _w(path, data, gz=False):
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return str(path)
+
+
+@pytest.fixture
+def files(tmp_path):
+    return {
+        "a": _w(tmp_path / "lyrl2004_tokens_train.dat", TOKENS_A),
+        "b": _w(tmp_path / "lyrl2004_tokens_test_pt0.dat.gz", TOKENS_B, gz=True),
+        "qrels": _w(tmp_path / "rcv1-v2.topics.qrels.gz", QRELS, gz=True),
+        "hier": _w(tmp_path / "rcv1.topics.hier.orig", HIER),
+    }
+
+
+def test_token_documents_parse_with_lines(files):
+    docs = list(read_token_documents(files["a"]))
+    assert docs == [(2286, 1, [b"bank", b"rate", b"cut", b"bank", b"rate"]), (2287, 6, [b"oil", b"price", b"oil", b"oil"])]
+    assert list(read_token_documents(files["b"])) == [(2290, 1, [b"vote", b"bank"])]
+
+
+def test_qrels_as_indicator(files):
+    t = read_qrels(files["qrels"])
+    assert t.docids.tolist() == [2286, 2287, 2290]
+    assert t.names == ("C15", "CCAT", "E11", "ECAT", "OTHR")
+    ind = sp.csr_matrix((np.ones(len(t.indices)), t.indices, t.indptr)).toarray()
+    np.testing.assert_array_equal(ind, [[1, 1, 0, 1, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 1]])
+    # 2286: CCAT and ECAT -> multi; 2287: ECAT; 2290: outside the four trees -> OTHER
+    assert t.top_level().tolist() == [-1, 1, 4]
+
+
+def test_top_level_through_the_hierarchy_file(files, tmp_path):
+    from distlearn.data._rcv1 import read_hierarchy
+
+    q = _w(tmp_path / "q", b"C15 1 1\nX9 2 1\nE11 3 1\nZZ 4 1\n")
+    # with the file: X9 is under CCAT, E11 under ECAT, ZZ nowhere
+    h = read_hierarchy(_w(tmp_path / "h", HIER + b"parent: C15 child: X9 child-description: made up\n"))
+    assert read_qrels(q).top_level(h).tolist() == [0, 0, 1, 4]
+    # without it, by first letter: X9 and ZZ are OTHER
+    assert read_qrels(q).top_level().tolist() == [0, 4, 1, 4]
+
+
+def test_convert_log_counts_exactly(files, tmp_path):
+    ds = convert_rcv1([files["a"], files["b"]], tmp_path / "r.zarr", qrels=files["qrels"], dtype="float64")
+    terms = ds.side_array("vocabulary/terms").tolist()
+    assert terms == ["bank", "cut", "oil", "price", "rate", "vote"]
+    assert ds.side_array("vocabulary/df").tolist() == [2, 1, 1, 1, 1, 1]
+    X, y = ds.to_scipy()
+    expect = np.zeros((3, 6))
+    expect[0, [0, 1, 4]] = [math.log2(3), 1.0, math.log2(3)]
+    expect[1, [2, 3]] = [2.0, 1.0]
+    expect[2, [0, 5]] = [1.0, 1.0]
+    np.testing.assert_array_equal(X.toarray(), expect)
+    assert y.tolist() == [-1, 1, 4]
+    assert ds.side_array("docid").tolist() == [2286, 2287, 2290]
+    names, ind = ds.topics()
+    assert names == ["C15", "CCAT", "E11", "ECAT", "OTHR"] and ind.toarray()[1].tolist() == [0, 0, 1, 1, 0]
+    assert ds.meta["label_names"]["1"] == "ECAT" and ds.meta["params"]["weighting"] == "log"
+
+
+@pytest.mark.parametrize("weighting", ["tf", "binary", "tfidf"])
+def test_weightings_and_unit_rows(files, tmp_path, weighting):
+    ds = convert_rcv1([files["a"], files["b"]], tmp_path / "r.zarr", qrels=files["qrels"], dtype="float64",
+                      weighting=weighting, normalize=True)
+    X = ds.to_scipy()[0].toarray()
+    c = np.zeros((3, 6))
+    c[0, [0, 1, 4]] = [2, 1, 2]
+    c[1, [2, 3]] = [3, 1]
+    c[2, [0, 5]] = [1, 1]
+    df = np.array([2, 1, 1, 1, 1, 1])
+    with np.errstate(divide="ignore"):
+        v = {"tf": c, "binary": (c > 0) * 1.0,
+             "tfidf": np.where(c > 0, (1 + np.log(np.where(c > 0, c, 1))) * np.log(3 / df), 0.0)}[weighting]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    np.testing.assert_allclose(X, v / np.where(norms > 0, norms, 1), rtol=1e-12)
+
+
+def test_min_df_and_given_vocabulary(files, tmp_path):
+    ds = convert_rcv1([files["a"], files["b"]], tmp_path / "m.zarr", qrels=files["qrels"], min_df=2)
+    assert ds.side_array("vocabulary/terms").tolist() == ["bank"] and ds.to_scipy()[0].toarray().ravel().tolist() == [
+        pytest.approx(math.log2(3)), 0, 1]
+    ds = convert_rcv1(files["b"], tmp_path / "v.zarr", qrels=files["qrels"], vocabulary=["bank", "oil"])
+    assert ds.n_features == 2 and ds.to_scipy()[0].toarray().tolist() == [[1.0, 0.0]]  # 'vote' dropped
+
+
+def test_vector_files(files, tmp_path):
+    vec = _w(tmp_path / "lyrl2004_vectors_train.dat", b"2286  3:0.5 7:0.25\n2287 1:1.0\n\n2290 2:0.75\n")
+    ds = convert_rcv1(vec, tmp_path / "v.zarr", qrels=files["qrels"], dtype="float64")
+    X, y = ds.to_scipy()
+    assert X.shape == (3, 7) and X[0, 2] == 0.5 and X[0, 6] == 0.25 and X[1, 0] == 1.0 and X[2, 1] == 0.75
+    assert y.tolist() == [-1, 1, 4] and ds.side_array("docid").tolist() == [2286, 2287, 2290]
+    with pytest.raises(InputFormatError, match=r"v2.dat:3: document 999 has no topics"):
+        convert_rcv1(_w(tmp_path / "v2.dat", b"2286 1:1\n\n999 1:1\n"), tmp_path / "v2.zarr", qrels=files["qrels"])
+
+
+@pytest.mark.parametrize("data, line, msg", [
+    (b".I 2286\n.W\na b\n\n.I 5\n.W\nc\n", 5, "document 5 has no topics"),
+    (b".I 2286\n.W\na b\n\n.I 2286\n.W\nc\n", 5, r"document 2286 appears twice \(first at .*t.dat:1\)"),
+    (b".I 2286\nx\na b\n", 2, "expected '.W'"),
+    (b"junk\n.I 2286\n.W\na\n", 1, "neither an RCV1-v2 token file"),
+    (b".I abc\n.W\na\n", 1, "docid 'abc' is not a positive integer"),
+    (b".I 2286\n.W\na\n.W\nb\n", 4, "field .W in the middle"),
+])
+def test_bad_token_files_name_file_line_docid_and_leave_nothing(files, tmp_path, data, line, msg):
+    f = _w(tmp_path / "t.dat", data)
+    out = tmp_path / "bad.zarr"
+    with pytest.raises(InputFormatError, match=msg) as e:
+        convert_rcv1(f, out, qrels=files["qrels"], part_bytes=8)
+    assert e.value.line == line and e.value.path == f
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if "bad.zarr" in p]
+
+
+def test_duplicate_across_files_names_both(files, tmp_path):
+    f2 = _w(tmp_path / "again.dat", b".I 2287\n.W\nz\n")
+    with pytest.raises(InputFormatError, match=r"again.dat:1: document 2287 appears twice \(first at .*train.dat:6\)"):
+        convert_rcv1([files["a"], f2], tmp_path / "d.zarr", qrels=files["qrels"])
+
+
+@pytest.mark.parametrize("data, msg", [(b"CCAT 2286\n", "expected 'TOPIC DOCID 1'"),
+                                       (b"CCAT 2286 0\n", "third field must be 1"),
+                                       (b"CCAT x 1\n", "docid 'x' is not a positive integer")])
+def test_bad_qrels(tmp_path, data, msg):
+    q = _w(tmp_path / "q", b"ECAT 1 1\n" + data)
+    with pytest.raises(InputFormatError, match=f"q:2: {msg}"):
+        read_qrels(q)
+
+
+def test_byte_range_parts_and_dask_give_the_same_store(client, tmp_path):
+    info = write_rcv1_corpus(tmp_path / "c", 3000, n_terms=2000, mean_distinct=30)
+    one = convert_rcv1(info["tokens"], tmp_path / "one.zarr", qrels=info["qrels"], part_bytes=1 << 40)
+    parts = convert_rcv1(info["tokens"], tmp_path / "parts.zarr", qrels=info["qrels"], part_bytes=20_000)
+    dask = convert_rcv1(info["tokens"], tmp_path / "dask.zarr", qrels=info["qrels"], part_bytes=50_000, client=client)
+    X1, y1 = one.to_scipy()
+    for ds in (parts, dask):
+        X, y = ds.to_scipy()
+        assert (X != X1).nnz == 0 and np.array_equal(y, y1)
+        assert np.array_equal(ds.side_array("docid"), one.side_array("docid"))
+        assert ds.side_array("vocabulary/terms").tolist() == one.side_array("vocabulary/terms").tolist()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([b"a", b"b", b"c", b"d"]), max_size=6), min_size=1, max_size=8),
+       st.integers(0, 8))
+def test_vocabulary_merge_is_partition_free(docs, cut):
+    def parsed(ds, first):
+        text = b"".join(b".I %d\n.W\n%s\n\n" % (first + i, b" ".join(d)) for i, d in enumerate(ds))
+        return _parse_documents(text, "f", 1)
+
+    whole = Vocabulary()
+    whole.add(parsed(docs, 1))
+    left, right = Vocabulary(), Vocabulary()
+    if docs[:cut]:
+        left.add(parsed(docs[:cut], 1))
+    if docs[cut:]:
+        right.add(parsed(docs[cut:], 100))
+    merged = right.merge(left)
+    assert merged.df == whole.df and merged.n_docs == whole.n_docs == len(docs)
+    assert whole.df == {t: sum(t in d for d in docs) for t in {t for d in docs for t in d}}
+
+
+def test_views_select_rows_and_labels(tmp_path):
+    info = write_rcv1_corpus(tmp_path / "c", 4000, n_terms=3000, mean_distinct=30)
+    ds = convert_rcv1(info["tokens"], tmp_path / "r.zarr", qrels=info["qrels"], block_rows=700)
+    X, y = ds.to_scipy()
+    v = open_dataset(f"{ds.path}#CCAT-vs-GCAT")
+    rows = np.flatnonzero((y == 0) | (y == 2))
+    Xv, yv = v.to_scipy()
+    assert v.n_samples == len(rows) and (Xv != X[rows]).nnz == 0
+    np.testing.assert_array_equal(yv, np.where(y[rows] == 0, 1, -1))
+    assert v.nnz == X[rows].nnz and v.classes.tolist() == [-1, 1]
+    blocks = [b.X.shape[0] for b in v.iter_blocks()]
+    assert sum(blocks) == v.n_samples and min(blocks) > 0
+    # a topic against the rest, every row
+    names, ind = ds.topics()
+    t = open_dataset(ds.path, target="C15")
+    np.testing.assert_array_equal(t.to_scipy()[1], np.where(ind[:, names.index("C15")].toarray().ravel() > 0, 1, -1))
+    from distlearn.stream import store_token
+
+    assert len({store_token(ds), store_token(v), store_token(t)}) == 3
+    with pytest.raises(StoreError, match="'XYZ' is not a label"):
+        open_dataset(f"{ds.path}#CCAT-vs-XYZ")
+
+
+def test_view_fits_the_same_in_process_and_on_dask(client, tmp_path):
+    from distlearn import OBPM
+
+    info = write_rcv1_corpus(tmp_path / "c", 3000, n_terms=2000, mean_distinct=30)
+    ds = convert_rcv1(info["tokens"], tmp_path / "r.zarr", qrels=info["qrels"], block_rows=500)
+    path = f"{ds.path}#MCAT-vs-ECAT"
+    here = OBPM(n_estimators=6, random_state=3).fit(path)
+    there = OBPM(n_estimators=6, random_state=3, scheduler=client).fit(path)
+    assert np.array_equal(here.coef_, there.coef_) and here.classes_.tolist() == [-1, 1]
+
+
+def test_views_of_any_store_by_class_value(tmp_path):
+    X = np.arange(24, dtype=float).reshape(12, 2)
+    with DatasetWriter(tmp_path / "d.zarr", layout="dense", n_features=2, block_rows=5) as w:
+        w.append(X, np.arange(12) % 3)
+    v = open_dataset(tmp_path / "d.zarr", target="0-vs-2")
+    Xv, yv = v.to_numpy()
+    np.testing.assert_array_equal(Xv, X[np.arange(12) % 3 != 1])
+    assert yv.tolist() == [1, -1] * 4
+
+
+def test_generator_shares_and_reproducibility(tmp_path):
+    a = write_rcv1_corpus(tmp_path / "a", 20_000, n_terms=5000)
+    b = write_rcv1_corpus(tmp_path / "b", 20_000, n_terms=5000)
+    for fa, fb in zip(a["tokens"] + [a["qrels"]], b["tokens"] + [b["qrels"]]):
+        with open(fa, "rb") as x, open(fb, "rb") as z:
+            assert x.read() == z.read()
+    s = a["label_share"]
+    assert 0.17 <= s["MULTI"] <= 0.23 and 0.02 <= s["OTHER"] <= 0.04
+    # single-label shares keep RCV1-v2's order CCAT > GCAT > MCAT > ECAT
+    assert s["CCAT"] > s["GCAT"] > s["MCAT"] > s["ECAT"] > 0.05
+    ds = convert_rcv1(a["tokens"], tmp_path / "a.zarr", qrels=a["qrels"], hierarchy=a["hierarchy"])
+    counts = dict(zip(ds.meta["classes"], ds.meta["class_counts"]))
+    assert counts[-1] / 20_000 == pytest.approx(s["MULTI"]) and counts[4] / 20_000 == pytest.approx(s["OTHER"])
+
+
+def test_cli_convert_generate_info(tmp_path, capsys):
+    assert main(["generate", "rcv1-files", str(tmp_path / "c"), "--n-samples", "1500", "--n-features", "1000"]) == 0
+    toks = sorted(str(p) for p in (tmp_path / "c").glob("lyrl2004_tokens_*.dat"))
+    assert main(["convert", *toks, str(tmp_path / "r.zarr"), "--qrels", str(tmp_path / "c" / "rcv1-v2.topics.qrels"),
+                 "--weighting", "tfidf", "--normalize", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["info", f"{tmp_path / 'r.zarr'}#CCAT-vs-OTHER"]) == 0
+    out = capsys.readouterr().out
+    assert "view     CCAT-vs-OTHER: +1 = CCAT, -1 = OTHER" in out
+    bad = _w(tmp_path / "bad.dat", b".I 1\n.W\na\n")
+    assert main(["convert", bad, str(tmp_path / "b.zarr"), "--qrels", str(tmp_path / "c" / "rcv1-v2.topics.qrels")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.dat:1: document 1 has no topics" in err and "Traceback" not in err
+    assert not (tmp_path / "b.zarr").exists()
