@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -226,6 +227,50 @@ def build_parser() -> argparse.ArgumentParser:
                    help="progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
     t.set_defaults(func=_cmd_train)
 
+    # -- experiment
+    x = sub.add_parser(
+        "experiment",
+        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff)",
+        formatter_class=_Formatter,
+        description=(
+            "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
+            "Cells are written to OUT/cells as they finish; rerunning the same command resumes.\n\n"
+            "  rcv1-cutoff  Dekel (2008) sec. 4, Figs. 2-3: the ten pairwise problems among\n"
+            "               CCAT/ECAT/GCAT/MCAT/OTHER, 80/20 splits, one online pass of the perceptron\n"
+            "               (last/average/cutoff, 0-1 error) and the finite-horizon margin perceptron\n"
+            "               (last/average/cutoff, hinge loss) paused at log-spaced training-set sizes.\n"
+            "               Data: --store, or --tokens + --qrels (the LYRL2004 files), or neither: an\n"
+            "               RCV1-v2-sized corpus (--n-docs) is generated first."
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn experiment rcv1-cutoff --out rcv1-run --n-docs 200000 --workers 2\n"
+            "  distlearn experiment rcv1-cutoff --out rcv1-run --tokens lyrl2004_tokens_*.dat.gz \\\n"
+            "      --qrels rcv1-v2.topics.qrels.gz --scheduler tcp://10.0.0.1:8786\n"
+            "  distlearn experiment rcv1-cutoff --out quick --n-docs 20000 --splits 2 --problems CCAT-vs-GCAT"
+        ),
+    )
+    x.add_argument("name", choices=["rcv1-cutoff"], help="which experiment")
+    x.add_argument("--out", required=True, metavar="DIR", help="results directory (cells, results.json, figures)")
+    src = x.add_mutually_exclusive_group()
+    src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
+    src.add_argument("--tokens", nargs="+", metavar="FILE", help="LYRL2004 token (or vector) files")
+    src.add_argument("--n-docs", type=_positive_int, metavar="N", default=804_414,
+                     help="documents of the generated corpus when no data is given (default 804,414)")
+    x.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
+    x.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
+    x.add_argument("--problems", nargs="+", metavar="A-vs-B", help="a subset of the ten problems (default: all)")
+    x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
+    x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
+    x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
+    where_x = x.add_mutually_exclusive_group()
+    where_x.add_argument("--workers", type=_positive_int, metavar="N", help="run on a LocalCluster of N workers")
+    where_x.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler (address or scheduler file)")
+    x.add_argument("--overwrite", action="store_true", help="discard OUT's finished cells and start again")
+    x.add_argument("--no-figures", dest="figures", action="store_false", help="skip fig2.png / fig3.png")
+    x.add_argument("--json", action="store_true", help="print the results as JSON")
+    x.set_defaults(func=_cmd_experiment)
+
     # -- demo
     d = sub.add_parser(
         "demo",
@@ -372,6 +417,32 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), json.loads(value)
     except ValueError:
         return name.strip(), value
+
+
+def _cmd_experiment(a: argparse.Namespace) -> int:
+    from .experiments import rcv1_cutoff
+
+    scheduler = a.scheduler if a.scheduler else ("local" if a.workers else None)
+
+    def log(msg: str) -> None:
+        if not a.json:
+            print(msg, file=sys.stderr)
+
+    def progress(done: int, total: int, cell: dict[str, Any]) -> None:
+        log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
+            f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
+
+    res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
+                               n_docs=a.n_docs, seed=a.seed, scheduler=scheduler, n_workers=a.workers, log=log,
+                               problems=a.problems, splits=a.splits, n_sizes=a.sizes, overwrite=a.overwrite,
+                               progress=progress, figures=a.figures)
+    if a.json:
+        print(json.dumps({k: v for k, v in res.items()}, indent=1))
+    else:
+        print(rcv1_cutoff.format_table(res))
+        print(f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s; "
+              f"results in {Path(a.out) / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
+    return 0
 
 
 def _cmd_train(a: argparse.Namespace) -> int:

@@ -1,0 +1,398 @@
+"""``rcv1-cutoff``: cutoff averaging on the ten RCV1 problems (Dekel 2008, sec. 4, Figs. 2-3), as Dask tasks.
+
+Protocol (the paper's, with the choices it leaves open written down):
+
+* **Problems**: the ten pairs among CCAT, ECAT, GCAT, MCAT and OTHER, over the documents with a
+  single top-level label (multi-category documents are left out), each a view ``STORE#A-vs-B``
+  of one store (+1 = A, -1 = B).  A pair with no documents on one side is reported and skipped.
+* **Splits**: split ``s`` puts a row in the test set when ``uniform(seed, "rcv1-cutoff/test", s,
+  row) < test_fraction`` (20 %), so the split is a pure function of the row, streamed, never
+  materialised.  The training rows are visited in the stream's seeded random order for
+  ``(seed, s)`` (a permutation of the store's blocks and of the rows within each block).
+* **Sizes**: ``n_sizes`` log-spaced training-set sizes from 10 to just under the problem's training
+  set.  ONE online pass per learner gives every size: training pauses at each size, the
+  hypotheses so far are kept, and one streamed pass over the test rows scores them all.
+* **Learners x conversions**: the perceptron with last, average and cutoff averaging (0-1 loss,
+  ``Cutoff(mode="groups")``), scored by test 0-1 error (Fig. 2); the finite-horizon margin
+  perceptron (horizon = the training-set size, R = the largest row norm of the store with the
+  bias) with last, average and cutoff (hinge loss), scored by test hinge loss (Fig. 3).  Every
+  learner has a bias feature.
+* **Tasks**: one task per (problem, split) on :func:`distlearn.distributed.executor_for`'s
+  executor (this process, a LocalCluster, or a cluster).  A task opens the view by path on its
+  worker; nothing but its result (a few KiB) crosses the scheduler.  Each result is written to
+  ``OUT/cells/`` as it completes (atomically), and a rerun skips the cells already there, so an
+  interrupted run resumes.  Results do not depend on the worker count or on retries.
+
+Output: ``OUT/results.json`` (every number, per split), a table, and ``OUT/fig2.png`` /
+``OUT/fig3.png`` when matplotlib is installed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import rng
+from ..conversions import Cutoff
+from ..data import open_dataset
+from ..data._rcv1 import LABEL_NAMES
+from ..distributed import executor_for
+from ..estimators import MarginPerceptron, Perceptron
+from ..stream import coerce, epoch_chunks, open_store, read_block, store_token
+
+__all__ = ["CATEGORIES", "PROBLEMS", "run", "run_cell", "format_table", "plot"]
+
+CATEGORIES = ("CCAT", "ECAT", "GCAT", "MCAT", "OTHER")
+PROBLEMS = tuple(f"{a}-vs-{b}" for a, b in itertools.combinations(CATEGORIES, 2))
+CONVERSIONS = ("last", "average", "cutoff")
+LEARNERS = ("perceptron", "margin")
+_VERSION = 1
+
+
+def _estimators(horizon: int, radius: float, seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for conv in CONVERSIONS:
+        c: Any = Cutoff(mode="groups") if conv == "cutoff" else conv
+        out[f"perceptron/{conv}"] = Perceptron(conversion=c, random_state=seed)
+        c = Cutoff(loss="hinge", mode="groups") if conv == "cutoff" else conv
+        out[f"margin/{conv}"] = MarginPerceptron(horizon=horizon, radius=radius, conversion=c, random_state=seed)
+    return out
+
+
+def test_rows(seed: int, split: int, n: int, test_fraction: float) -> np.ndarray:
+    """The test-set mask of split ``split`` over a problem's ``n`` rows."""
+    return rng.uniform(seed, rng.stream_id("rcv1-cutoff/test"), split, np.arange(n, dtype=np.int64)) < test_fraction
+
+
+def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float, sizes: list[int],
+             radius: float) -> dict[str, Any]:
+    """One (problem, split): one online pass of each learner x conversion, paused at every size."""
+    t0 = time.perf_counter()
+    ds = open_store(view, token)
+    test = test_rows(seed, split, ds.n_samples, test_fraction)
+    n_train = int((~test).sum())
+    sizes = [s for s in sizes if s <= n_train]
+    classes = np.array([-1, 1])
+    ests = _estimators(n_train, radius, seed)
+    names = list(ests)
+    hyps: list[np.ndarray] = []  # one (n_features + 1) row per (size, estimator)
+    k_cut: dict[str, list[int]] = {"perceptron": [], "margin": []}
+    updates: dict[str, list[int]] = {"perceptron": [], "margin": []}
+    seen, nxt = 0, 0
+    order_seed = int(rng.hash64(seed, rng.stream_id("rcv1-cutoff/order"), split))
+    for ch in epoch_chunks(ds, seed=order_seed, epoch=0, shuffle=True, classes=classes, dtype=np.float64):
+        idx = np.arange(ch.X.shape[0]) if ch.order is None else ch.order
+        idx = idx[~test[ch.first_row + idx]]
+        at = 0
+        while at < len(idx) and nxt < len(sizes):
+            take = idx[at:at + sizes[nxt] - seen]
+            Xp, yp = ch.X[take], classes[ch.y[take]]
+            for e in ests.values():
+                e.partial_fit(Xp, yp, classes=classes)
+            seen += len(take)
+            at += len(take)
+            if seen == sizes[nxt]:
+                for name in names:
+                    e = ests[name]
+                    hyps.append(np.append(np.ravel(e.coef_), np.ravel(e.intercept_)))
+                for lr in LEARNERS:
+                    k_cut[lr].append(int(ests[f"{lr}/cutoff"].summary_.k_))
+                    updates[lr].append(int(ests[f"{lr}/last"].n_updates_))
+                nxt += 1
+        if nxt == len(sizes):
+            break
+    W = np.vstack(hyps).T  # (n_features + 1, n_sizes * n_estimators)
+    err = np.zeros(W.shape[1])
+    hinge = np.zeros(W.shape[1])
+    n_test = 0
+    for b in range(ds.n_blocks):
+        blk = read_block(ds, b)
+        rows = np.flatnonzero(test[blk.first_row:blk.first_row + blk.X.shape[0]])
+        if not len(rows):
+            continue
+        X = coerce(blk.X, np.float64)[rows]
+        f = np.asarray(X @ W[:-1]) + W[-1]
+        yv = np.asarray(blk.y)[rows].astype(np.float64)[:, None]
+        err += ((f >= 0) != (yv > 0)).sum(axis=0)
+        hinge += np.maximum(0.0, 1.0 - yv * f).sum(axis=0)
+        n_test += len(rows)
+    err /= max(n_test, 1)
+    hinge /= max(n_test, 1)
+    k = len(names)
+    out: dict[str, Any] = {"problem": view.rpartition("#")[2], "split": split, "sizes": sizes,
+                           "n_train": n_train, "n_test": n_test, "radius": radius}
+    for j, name in enumerate(names):
+        lr = name.split("/")[0]
+        out[name] = (err if lr == "perceptron" else hinge)[j::k].tolist()
+        if lr == "margin":
+            out[f"{name}/error"] = err[j::k].tolist()
+    for lr in LEARNERS:
+        out[f"{lr}/cutoff_k"] = k_cut[lr]
+        out[f"{lr}/updates"] = updates[lr]
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def max_row_norm(path: str, token: str) -> float:
+    """The largest Euclidean row norm of a store (one streamed pass)."""
+    ds = open_store(path, token)
+    best = 0.0
+    for b in range(ds.n_blocks):
+        X = read_block(ds, b).X
+        if hasattr(X, "multiply"):
+            sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        else:
+            sq = np.einsum("ij,ij->i", X, X)
+        if len(sq):
+            best = max(best, float(sq.max()))
+    return math.sqrt(best)
+
+
+def check_problems(problems: list[str] | None) -> list[str]:
+    """The problems to run (all ten by default); an unknown one is a ValueError naming it."""
+    problems = list(problems or PROBLEMS)
+    for p in problems:
+        a, _, b = p.partition("-vs-")
+        if a not in CATEGORIES or b not in CATEGORIES or a == b:
+            raise ValueError(f"problem {p!r}: expected A-vs-B with A, B two of {', '.join(CATEGORIES)}")
+    return problems
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems: list[str] | None = None,
+        splits: int = 10, n_sizes: int = 12, test_fraction: float = 0.2, seed: int = 0, scheduler: Any = None,
+        n_jobs: int = 1, n_workers: int | None = None, overwrite: bool = False, progress: Any = None,
+        figures: bool = True) -> dict[str, Any]:
+    """Run the protocol over an RCV1 store (``distlearn convert ... --qrels``); see the module notes.
+
+    ``progress``: a callable ``(done, total, cell)`` told of every finished cell.  Returns the
+    results (also in ``OUT/results.json``).
+    """
+    if not isinstance(splits, int) or splits < 1:
+        raise ValueError(f"splits must be a positive int; got {splits!r}")
+    if not isinstance(n_sizes, int) or n_sizes < 2:
+        raise ValueError(f"n_sizes must be an int >= 2; got {n_sizes!r}")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction!r}")
+    problems = check_problems(problems)
+    ds = open_dataset(store)
+    if ds.meta.get("label_names") != {str(k): v for k, v in LABEL_NAMES.items()}:
+        raise ValueError(f"{store}: not an RCV1 store (convert the LYRL2004 files with --qrels first)")
+    out = Path(out)
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    path = str(Path(store).resolve())
+    token = store_token(ds)
+    key = {"version": _VERSION, "store": path, "store_token": token, "seed": seed, "splits": splits,
+           "n_sizes": n_sizes, "test_fraction": test_fraction}
+    meta_path = out / "meta.json"
+    if meta_path.exists() and not overwrite:
+        old = json.loads(meta_path.read_text())
+        diff = sorted(k for k in key if old.get(k) != key[k] and k not in ("radius", "splits"))
+        if diff:
+            raise ValueError(f"{out} holds another run's cells (different {', '.join(diff)}); "
+                             "pass another --out, or --overwrite to start again")
+    elif overwrite:
+        for f in cells_dir.glob("*.json"):
+            f.unlink()
+    counts = dict(zip((int(c) for c in ds.meta["classes"]), ds.meta["class_counts"]))
+    code = {v: int(k) for k, v in ds.meta["label_names"].items()}
+    plan: list[tuple[str, int, list[int]]] = []
+    skipped: dict[str, str] = {}
+    for p in problems:
+        a, _, b = p.partition("-vs-")
+        na, nb = counts.get(code[a], 0), counts.get(code[b], 0)
+        if na == 0 or nb == 0:
+            skipped[p] = f"no {a if na == 0 else b} documents"
+            continue
+        top = int((na + nb) * (1 - test_fraction) * 0.98)
+        if top < 20:
+            skipped[p] = f"only {na + nb} documents"
+            continue
+        sizes = sorted({int(round(s)) for s in np.geomspace(10, top, n_sizes)})
+        for s in range(splits):
+            plan.append((p, s, sizes))
+    cells: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = []
+    for p, s, sizes in plan:
+        f = cells_dir / f"{p}.split{s}.json"
+        if f.exists():
+            cells[(p, s)] = json.loads(f.read_text())
+        else:
+            todo.append((p, s, sizes))
+    t0 = time.perf_counter()
+    with executor_for(scheduler, n_jobs=n_jobs, n_workers=n_workers) as ex:
+        radius = key.get("radius")
+        if meta_path.exists() and not overwrite:
+            radius = json.loads(meta_path.read_text()).get("radius")
+        if radius is None:
+            radius = math.sqrt(ex.result(ex.submit("rcv1-cutoff-radius", max_row_norm, path, token)) ** 2 + 1.0)
+        _write_json(meta_path, {**key, "radius": radius})
+        handles = [ex.submit(f"rcv1-cutoff-{p}-{s}", run_cell, f"{path}#{p}", store_token(open_dataset(f"{path}#{p}")),
+                             s, seed, test_fraction, sizes, radius) for p, s, sizes in todo]
+        done = len(cells)
+        for i, h in ex.as_completed(handles):
+            res = ex.result(h)
+            p, s, _ = todo[i]
+            _write_json(cells_dir / f"{p}.split{s}.json", res)
+            cells[(p, s)] = res
+            done += 1
+            if progress is not None:
+                progress(done, len(plan), res)
+    results = aggregate(cells, problems, skipped)
+    results.update({"meta": {**key, "radius": radius}, "cells_run": len(todo), "cells_resumed": len(plan) - len(todo),
+                    "seconds": time.perf_counter() - t0})
+    _write_json(out / "results.json", results)
+    if figures:
+        results["figures"] = plot(results, out)
+    return results
+
+
+def aggregate(cells: dict[tuple[str, int], dict[str, Any]], problems: list[str], skipped: dict[str, str]
+              ) -> dict[str, Any]:
+    """Mean and sample std over splits, per problem, size and learner/conversion."""
+    out: dict[str, Any] = {"problems": {}, "skipped": skipped}
+    for p in problems:
+        rows = [c for (q, _), c in sorted(cells.items()) if q == p]
+        if not rows:
+            continue
+        n = min(len(r["sizes"]) for r in rows)
+        entry: dict[str, Any] = {"sizes": rows[0]["sizes"][:n], "splits": len(rows),
+                                 "n_train": [r["n_train"] for r in rows], "n_test": [r["n_test"] for r in rows]}
+        for lr in LEARNERS:
+            for conv in CONVERSIONS + ("cutoff_k", "updates"):
+                a = np.array([r[f"{lr}/{conv}"][:n] for r in rows], dtype=np.float64)
+                entry[f"{lr}/{conv}"] = {"mean": a.mean(axis=0).tolist(),
+                                         "std": (a.std(axis=0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist()}
+        entry["per_split"] = rows
+        out["problems"][p] = entry
+    return out
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """The largest size of every problem: the perceptron's 0-1 error and the margin perceptron's hinge loss."""
+    head = (f"{'problem':<15} {'train':>7}  {'perceptron 0-1 error (%)':^26}  {'margin perceptron hinge':^26}  k(cut)\n"
+            f"{'':<15} {'':>7}  {'last':>8} {'average':>8} {'cutoff':>8}  {'last':>8} {'average':>8} {'cutoff':>8}")
+    lines = [head]
+    for p, e in results["problems"].items():
+        def m(key: str, scale: float = 1.0) -> str:
+            return f"{scale * e[key]['mean'][-1]:8.3f}"
+        lines.append(f"{p:<15} {e['sizes'][-1]:>7}  {m('perceptron/last', 100)} {m('perceptron/average', 100)} "
+                     f"{m('perceptron/cutoff', 100)}  {m('margin/last')} {m('margin/average')} {m('margin/cutoff')}  "
+                     f"{e['perceptron/cutoff_k']['mean'][-1]:.0f}/{e['margin/cutoff_k']['mean'][-1]:.0f}")
+    for p, why in results.get("skipped", {}).items():
+        lines.append(f"{p:<15} skipped: {why}")
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
+    """Figs. 2 and 3 (one panel per problem, mean +- std over splits); nothing without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
+        return []
+    paths = []
+    probs = list(results["problems"])
+    if not probs:
+        return []
+    for fig_no, lr, ylabel in ((2, "perceptron", "test 0-1 error"), (3, "margin", "test hinge loss")):
+        cols = min(5, len(probs))
+        rws = -(-len(probs) // cols)
+        fig, axes = plt.subplots(rws, cols, figsize=(3.2 * cols, 2.6 * rws), squeeze=False)
+        for ax, p in zip(axes.ravel(), probs):
+            e = results["problems"][p]
+            x = np.array(e["sizes"])
+            for conv, style in zip(CONVERSIONS, ("-", "--", "-")):
+                mu = np.array(e[f"{lr}/{conv}"]["mean"])
+                sd = np.array(e[f"{lr}/{conv}"]["std"])
+                ax.plot(x, mu, style, label=conv, lw=1.4 if conv == "cutoff" else 1.0)
+                ax.fill_between(x, mu - sd, mu + sd, alpha=0.15)
+            ax.set_xscale("log")
+            ax.set_title(p.replace("-vs-", " vs. "), fontsize=9)
+            ax.tick_params(labelsize=7)
+        for ax in axes.ravel()[len(probs):]:
+            ax.axis("off")
+        axes[0, 0].set_ylabel(ylabel, fontsize=8)
+        axes[0, 0].legend(fontsize=7)
+        learner = "perceptron" if lr == "perceptron" else "finite-horizon margin perceptron"
+        fig.suptitle(f"Fig. {fig_no}: {learner}, training-set size (log) vs {ylabel}", fontsize=10)
+        fig.tight_layout()
+        path = str(Path(out) / f"fig{fig_no}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | None = None,
+             tokens: list[str] | None = None, qrels: str | None = None, hierarchy: str | None = None,
+             n_docs: int = 804_414, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
+             log: Any = None, **options: Any) -> dict[str, Any]:
+    """Files to figures in one call (``distlearn experiment rcv1-cutoff``), each step skipped when done.
+
+    Data: ``store`` (converted already), or the LYRL2004 ``tokens`` files with their ``qrels``
+    (converted into ``OUT/rcv1.zarr``), or neither: an RCV1-v2-sized corpus of ``n_docs``
+    documents is generated into ``OUT/corpus`` (:func:`distlearn.data._rcv1.write_rcv1_corpus`)
+    and converted.  ``scheduler``: as everywhere (None: this process; "local": a LocalCluster of
+    ``n_workers``; an address or a Client); the conversion and the cells share the cluster.
+    """
+    from ..data._rcv1 import convert_rcv1, write_rcv1_corpus
+    from ..distributed import get_client
+
+    check_problems(options.get("problems"))
+    say = log or (lambda msg: None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
+    local = scheduler is None or scheduler == "in-process"
+    if tokens is not None and qrels is None:
+        raise ValueError("token files need their topic file: --qrels rcv1-v2.topics.qrels")
+    import contextlib
+
+    ctx = contextlib.nullcontext(None) if local else get_client(None if scheduler == "local" else scheduler,
+                                                                   n_workers=n_workers)
+    with ctx as client:
+        if store is None:
+            store = out / "rcv1.zarr"
+            if store.exists():
+                say(f"store {store} exists: conversion skipped")
+            else:
+                if tokens is None:
+                    corpus = out / "corpus"
+                    marker = corpus / "complete.json"
+                    if marker.exists() and json.loads(marker.read_text()).get("n_docs") == n_docs:
+                        info = json.loads(marker.read_text())
+                        say(f"corpus {corpus} exists: generation skipped")
+                    else:
+                        say(f"generating {n_docs:,} documents into {corpus} ...")
+                        t = time.perf_counter()
+                        info = write_rcv1_corpus(corpus, n_docs, random_state=seed)
+                        steps["generate_seconds"] = time.perf_counter() - t
+                        _write_json(marker, info)
+                    tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]
+                say(f"converting {len(tokens)} token files into {store} ...")
+                t = time.perf_counter()
+                convert_rcv1(tokens, store, qrels=qrels, hierarchy=hierarchy, client=client)
+                steps["convert_seconds"] = time.perf_counter() - t
+        say("running the cells ...")
+        res = run(store, out, seed=seed, scheduler=client, **options)
+    res["steps"] = steps
+    _write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
+    return res
