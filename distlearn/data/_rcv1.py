@@ -50,6 +50,7 @@ and ``normalize=True`` scales every row to unit Euclidean norm.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -82,8 +83,10 @@ OTHER, MULTI = 4, -1
 #: The store's derived single-label column: code -> name.
 LABEL_NAMES = {MULTI: "MULTI", 0: "CCAT", 1: "ECAT", 2: "GCAT", 3: "MCAT", OTHER: "OTHER"}
 WEIGHTINGS = ("log", "tf", "binary", "tfidf")
+_PIECE_BYTES = 4 << 20
 
 _HEADER = re.compile(rb"^\.I[ \t]+(\S*)[^\n]*\n", re.MULTILINE)
+_FIELD = re.compile(rb"(?:^|\s)(\.[IW])(?:\s|$)")
 
 
 # =========================================================================== topics
@@ -264,14 +267,15 @@ def _parse_documents(buf: bytes, path: str, first_line: int) -> _Docs:
         if w_line.strip() != b".W":
             raise InputFormatError(path, f"document {docid}: expected '.W' after '.I {docid}'", line=line + 1,
                                    token=w_line.strip()[:40].decode("utf-8", "replace"))
-        toks = body[w_end + 1:].split() if w_end >= 0 else []
-        for t in toks:
-            if t.startswith(b".") and t in (b".I", b".W"):
-                text = body[w_end + 1:]
-                hit = re.search(rb"(?:^|\s)" + re.escape(t) + rb"(?:\s|$)", text)
-                at = line + 2 + text.count(b"\n", 0, hit.start() + 1 if hit else 0)
-                raise InputFormatError(path, f"document {docid}: field {t.decode()} in the middle of the text",
-                                       line=at, token=t.decode())
+        text = body[w_end + 1:] if w_end >= 0 else b""
+        toks = text.split()
+        if b".W" in text or b".I" in text:  # a field line inside the text? (checked per token only then)
+            hit = _FIELD.search(text)
+            if hit:
+                t = hit.group(1).decode()
+                at = line + 2 + text.count(b"\n", 0, hit.start() + 1)
+                raise InputFormatError(path, f"document {docid}: field {t} in the middle of the text",
+                                       line=at, token=t)
         docids.append(docid)
         lines.append(line)
         tokens.extend(toks)
@@ -306,23 +310,36 @@ def _token_parts(path: str, part_bytes: int) -> list[tuple[int, int]]:
     return line_aligned_ranges(path, part_bytes, boundary=b"\n.I")
 
 
+class _Range:
+    """Bytes ``start:stop`` of a file, read in pieces (what :func:`iter_line_chunks` needs)."""
+
+    def __init__(self, f: Any, start: int, stop: int) -> None:
+        f.seek(start)
+        self.f, self.left = f, stop - start
+
+    def read(self, n: int) -> bytes:
+        data = self.f.read(min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
 def _read_part(path: str, start: int, stop: int) -> Iterator[tuple[bytes, int]]:
-    """Whole-document pieces of one part with part-local line numbers."""
+    """Whole-document pieces of one part with part-local line numbers (pieces of ``_PIECE_BYTES``
+    bound the parser's Python objects)."""
     if stop < 0:
-        yield from _document_chunks(path, TEXT_CHUNK_BYTES)
+        yield from _document_chunks(path, _PIECE_BYTES)
         return
     with open(path, "rb") as f:
-        f.seek(start)
-        buf = f.read(stop - start)
-    # cut the range into pieces of whole documents to bound the parser's temporaries
-    first, at = 1, 0
-    while at < len(buf):
-        cut = buf.find(b"\n.I", at + TEXT_CHUNK_BYTES)
-        end = len(buf) if cut < 0 else cut + 1
-        piece = buf[at:end]
-        yield piece, first
-        first += piece.count(b"\n")
-        at = end
+        yield from iter_line_chunks(_Range(f, start, stop), _PIECE_BYTES, path=path, boundary=b"\n.I")  # type: ignore[arg-type]
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct values and their counts (a sort and a diff: faster than hashing here)."""
+    k = np.sort(keys)
+    if not len(k):
+        return k, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    return k[starts], np.diff(np.append(starts, len(k)))
 
 
 class Vocabulary:
@@ -333,12 +350,11 @@ class Vocabulary:
         self.n_docs = int(n_docs)
 
     def add(self, docs: _Docs) -> None:
-        local: dict[bytes, int] = {}
-        ids = np.fromiter((local.setdefault(t, len(local)) for t in docs.tokens), dtype=np.int64,
-                          count=len(docs.tokens))
+        local = {t: i for i, t in enumerate(dict.fromkeys(docs.tokens))}
+        ids = np.fromiter(map(local.__getitem__, docs.tokens), dtype=np.int64, count=len(docs.tokens))
         v = max(len(local), 1)
         rows = np.repeat(np.arange(len(docs.lengths), dtype=np.int64), docs.lengths)
-        first = np.unique(rows * v + ids) % v
+        first = _distinct(rows * v + ids)[0] % v
         counts = np.bincount(first, minlength=len(local))
         df = self.df
         for t, c in zip(local, counts.tolist()):
@@ -394,10 +410,10 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int], weight
         for piece, first in _read_part(path, start, stop):
             docs = _parse_documents(piece, path, first)
             n = len(docs.docids)
-            ids = np.fromiter((get(t, -1) for t in docs.tokens), dtype=np.int64, count=len(docs.tokens))
+            ids = np.fromiter(map(get, docs.tokens, itertools.repeat(-1)), dtype=np.int64, count=len(docs.tokens))
             rows = np.repeat(np.arange(n, dtype=np.int64), docs.lengths)
             keep = ids >= 0
-            keys, counts = np.unique(rows[keep] * v + ids[keep], return_counts=True)
+            keys, counts = _distinct(rows[keep] * v + ids[keep])
             r = keys // v
             cols = keys - r * v
             vals = _weights(counts, cols, weighting, idf)
@@ -407,13 +423,13 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int], weight
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
             out["docids"].append(np.asarray(docs.docids, dtype=np.int64))
-            out["lines"].append(np.asarray(docs.lines, dtype=np.int64) + n_lines)
+            out["lines"].append(np.asarray(docs.lines, dtype=np.int64))  # part-local already
             out["indptr"].append(indptr)
             out["indices"].append(cols.astype(np.int32 if v < 2**31 else np.int64))
             out["data"].append(vals)
             n_lines += piece.count(b"\n")
     except InputFormatError as e:
-        return {"error": (None if e.line is None else e.line + n_lines, e.reason, e.token)}
+        return {"error": (e.line, e.reason, e.token)}
     return {k: v for k, v in out.items()} | {"n_lines": n_lines}
 
 

@@ -289,3 +289,22 @@ def test_cli_convert_generate_info(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.dat:1: document 1 has no topics" in err and "Traceback" not in err
     assert not (tmp_path / "b.zarr").exists()
+
+
+@pytest.mark.parametrize("part_bytes", [1 << 30, 100])
+def test_line_numbers_across_pieces_and_parts(files, tmp_path, monkeypatch, part_bytes):
+    from distlearn.data import _rcv1
+
+    monkeypatch.setattr(_rcv1, "_PIECE_BYTES", 64)  # many pieces per part
+    docs = b"".join(b".I %d\n.W\nbank rate\noil\n\n" % d for d in (2286, 2287, 2290) * 1)
+    bad = docs.replace(b".I 2290", b".I 7")
+    f = _w(tmp_path / "t.dat", docs + b".I 9\n.W\nx\n")
+    with pytest.raises(InputFormatError, match="document 9 has no topics") as e:
+        convert_rcv1(f, tmp_path / "x.zarr", qrels=files["qrels"], part_bytes=part_bytes)
+    assert e.value.line == 16
+    g = _w(tmp_path / "g.dat", bad + b".I 2291\n.W\n.W\n")
+    with pytest.raises(InputFormatError) as e:
+        convert_rcv1(g, tmp_path / "y.zarr", qrels=files["qrels"], part_bytes=part_bytes)
+    assert e.value.line == 18 and "field .W" in str(e.value)  # the vocabulary pass sees it first
+    ok = convert_rcv1(_w(tmp_path / "ok.dat", docs), tmp_path / "ok.zarr", qrels=files["qrels"], part_bytes=part_bytes)
+    assert ok.side_array("docid").tolist() == [2286, 2287, 2290] and ok.nnz == 9
