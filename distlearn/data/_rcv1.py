@@ -553,14 +553,14 @@ def convert_rcv1(
             n_vocab_docs = 0
         else:
             vocab = Vocabulary()
-            for p in paths:
-                jobs = [(p, a, b) for a, b in _token_parts(p, part_bytes)]
-                at = 1
-                for res in runner.map(_vocabulary_task, jobs):
-                    if "error" in res:
-                        _raise(p, at, res["error"])
-                    vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
-                    at += res["n_lines"]
+            jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+            at, last = 1, None
+            for (p, _, _), res in zip(jobs, runner.map(_vocabulary_task, jobs)):
+                at, last = (1, p) if p != last else (at, last)
+                if "error" in res:
+                    _raise(p, at, res["error"])
+                vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
+                at += res["n_lines"]
             terms, df = vocab.freeze(min_df)
             n_vocab_docs = vocab.n_docs
             if not terms:
@@ -577,31 +577,28 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
-        bytes_before = 0
-        for p in paths:
-            for docids, lines, X, done in _file_rows(p, kind, runner, terms, idf, weighting, normalize, part_bytes):
-                rows = topics.rows_of(docids)
-                bad = np.flatnonzero(rows < 0)
-                if bad.size:
-                    i = int(bad[0])
-                    raise InputFormatError(p, f"document {int(docids[i])} has no topics in {os.fspath(qrels)}",
-                                           line=int(lines[i]), token=str(int(docids[i])))
-                dup = np.flatnonzero(seen[rows] > 0)
-                if dup.size == 0:
-                    u, c = np.unique(rows, return_counts=True)
-                    dup = np.flatnonzero(np.isin(rows, u[c > 1]))[1:2]
-                if dup.size:
-                    i = int(dup[0])
-                    raise InputFormatError(p, f"document {int(docids[i])} appears twice ({_first_seen(where, seen[rows[i]], p, lines, rows, i)})",
-                                           line=int(lines[i]), token=str(int(docids[i])))
-                seen[rows] = writer.n_rows + np.arange(1, len(rows) + 1)
-                where.append((p, lines))
-                docid_parts.append(docids)
-                row_parts.append(rows)
-                writer.append(X, top[rows])
-                if progress is not None:
-                    progress(bytes_before + done)
-            bytes_before += os.path.getsize(p)
+        for p, docids, lines, X, done in _rows(paths, kind, runner, terms, idf, weighting, normalize, part_bytes):
+            rows = topics.rows_of(docids)
+            bad = np.flatnonzero(rows < 0)
+            if bad.size:
+                i = int(bad[0])
+                raise InputFormatError(p, f"document {int(docids[i])} has no topics in {os.fspath(qrels)}",
+                                       line=int(lines[i]), token=str(int(docids[i])))
+            dup = np.flatnonzero(seen[rows] > 0)
+            if dup.size == 0:
+                u, c = np.unique(rows, return_counts=True)
+                dup = np.flatnonzero(np.isin(rows, u[c > 1]))[1:2]
+            if dup.size:
+                i = int(dup[0])
+                raise InputFormatError(p, f"document {int(docids[i])} appears twice ({_first_seen(where, seen[rows[i]], p, lines, rows, i)})",
+                                       line=int(lines[i]), token=str(int(docids[i])))
+            seen[rows] = writer.n_rows + np.arange(1, len(rows) + 1)
+            where.append((p, lines))
+            docid_parts.append(docids)
+            row_parts.append(rows)
+            writer.append(X, top[rows])
+            if progress is not None:
+                progress(done)
         rows = np.concatenate(row_parts)
         writer.add_array("docid", np.concatenate(docid_parts), chunks=writer.block_rows)
         counts = np.diff(topics.indptr)[rows]
@@ -650,40 +647,44 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
-def _file_rows(path: str, kind: str, runner: _Runner, terms: list[bytes] | None, idf: np.ndarray | None,
-               weighting: str, normalize: bool, part_bytes: int
-               ) -> Iterator[tuple[np.ndarray, np.ndarray, sp.csr_matrix, int]]:
-    """``(docids, lines, X, bytes of the file read so far)`` pieces of one file in file order."""
+def _rows(paths: list[str], kind: str, runner: _Runner, terms: list[bytes] | None, idf: np.ndarray | None,
+          weighting: str, normalize: bool, part_bytes: int
+          ) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
+    """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
+    sizes = [os.path.getsize(p) for p in paths]
     if kind == "vectors":
-        from ._io import iter_line_chunks
         from ._svmlight import parse_svmlight_bytes
 
-        with open_binary(path) as f:
-            for chunk, first in iter_line_chunks(f, TEXT_CHUNK_BYTES, path=path):
-                X, y = parse_svmlight_bytes(chunk, path=path, first_line=first, zero_based=False,
-                                            n_features=None, dtype=np.dtype(np.float64))
-                if len(y) == 0:
-                    continue
-                if np.any((y != np.rint(y)) | (y <= 0)):
-                    k = int(np.flatnonzero((y != np.rint(y)) | (y <= 0))[0])
-                    ln = _nonblank_lines(chunk, first)[k]
-                    raise InputFormatError(path, f"docid {y[k]!r} is not a positive integer", line=ln)
-                yield y.astype(np.int64), np.asarray(_nonblank_lines(chunk, first)), X, f.raw_tell()
+        for k, path in enumerate(paths):
+            with open_binary(path) as f:
+                for chunk, first in iter_line_chunks(f, TEXT_CHUNK_BYTES, path=path):
+                    X, y = parse_svmlight_bytes(chunk, path=path, first_line=first, zero_based=False,
+                                                n_features=None, dtype=np.dtype(np.float64))
+                    if len(y) == 0:
+                        continue
+                    lines = np.asarray(_nonblank_lines(chunk, first))
+                    bad = np.flatnonzero((y != np.rint(y)) | (y <= 0))
+                    if bad.size:
+                        raise InputFormatError(path, f"docid {y[bad[0]]!r} is not a positive integer",
+                                               line=int(lines[bad[0]]))
+                    yield path, y.astype(np.int64), lines, X, sum(sizes[:k]) + f.raw_tell()
         return
     assert terms is not None
     index = {t: i for i, t in enumerate(terms)}
-    jobs = [(path, a, b) for a, b in _token_parts(path, part_bytes)]
-    at = 1
-    size = os.path.getsize(path)
-    for (_, _, stop), res in zip(jobs, runner.map(_rows_task, jobs, index=index, weighting=weighting, idf=idf,
-                                                  normalize=normalize)):
+    jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+    before = dict(zip(paths, itertools.accumulate([0] + sizes)))
+    at, last = 1, None
+    for (path, _, stop), res in zip(jobs, runner.map(_rows_task, jobs, index=index, weighting=weighting, idf=idf,
+                                                     normalize=normalize)):
+        at, last = (1, path) if path != last else (at, last)
         if "error" in res:
             _raise(path, at, res["error"])
+        done = before[path] + (os.path.getsize(path) if stop < 0 else stop)
         for docids, lines, indptr, indices, data in zip(res["docids"], res["lines"], res["indptr"],
                                                         res["indices"], res["data"]):
             X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), len(terms)))
             X.has_sorted_indices = True
-            yield docids, lines + at - 1, X, (size if stop < 0 else stop)
+            yield path, docids, lines + at - 1, X, done
         at += res["n_lines"]
 
 
