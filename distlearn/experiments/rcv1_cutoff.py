@@ -47,6 +47,7 @@ from ..data._rcv1 import LABEL_NAMES
 from ..distributed import executor_for
 from ..estimators import MarginPerceptron, Perceptron
 from ..stream import coerce, epoch_chunks, open_store, read_block, store_token
+from ._cells import Cells, write_json
 
 __all__ = ["CATEGORIES", "PROBLEMS", "run", "run_cell", "format_table", "plot"]
 
@@ -166,12 +167,6 @@ def check_problems(problems: list[str] | None) -> list[str]:
     return problems
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
-
-
 def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems: list[str] | None = None,
         splits: int = 10, n_sizes: int = 12, test_fraction: float = 0.2, seed: int = 0, scheduler: Any = None,
         n_jobs: int = 1, n_workers: int | None = None, overwrite: bool = False, progress: Any = None,
@@ -192,22 +187,11 @@ def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems:
     if ds.meta.get("label_names") != {str(k): v for k, v in LABEL_NAMES.items()}:
         raise ValueError(f"{store}: not an RCV1 store (convert the LYRL2004 files with --qrels first)")
     out = Path(out)
-    cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
     path = str(Path(store).resolve())
     token = store_token(ds)
     key = {"version": _VERSION, "store": path, "store_token": token, "seed": seed, "splits": splits,
            "n_sizes": n_sizes, "test_fraction": test_fraction}
-    meta_path = out / "meta.json"
-    if meta_path.exists() and not overwrite:
-        old = json.loads(meta_path.read_text())
-        diff = sorted(k for k in key if old.get(k) != key[k] and k not in ("radius", "splits"))
-        if diff:
-            raise ValueError(f"{out} holds another run's cells (different {', '.join(diff)}); "
-                             "pass another --out, or --overwrite to start again")
-    elif overwrite:
-        for f in cells_dir.glob("*.json"):
-            f.unlink()
+    book = Cells(out, key, overwrite=overwrite, extendable=("splits",))
     counts = dict(zip((int(c) for c in ds.meta["classes"]), ds.meta["class_counts"]))
     code = {v: int(k) for k, v in ds.meta["label_names"].items()}
     plan: list[tuple[str, int, list[int]]] = []
@@ -228,34 +212,30 @@ def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems:
     cells: dict[tuple[str, int], dict[str, Any]] = {}
     todo = []
     for p, s, sizes in plan:
-        f = cells_dir / f"{p}.split{s}.json"
-        if f.exists():
-            cells[(p, s)] = json.loads(f.read_text())
+        old = book.get(f"{p}.split{s}")
+        if old is not None:
+            cells[(p, s)] = old
         else:
             todo.append((p, s, sizes))
     t0 = time.perf_counter()
     with executor_for(scheduler, n_jobs=n_jobs, n_workers=n_workers) as ex:
-        radius = key.get("radius")
-        if meta_path.exists() and not overwrite:
-            radius = json.loads(meta_path.read_text()).get("radius")
+        radius = book.meta.get("radius")
         if radius is None:
             radius = math.sqrt(ex.result(ex.submit("rcv1-cutoff-radius", max_row_norm, path, token)) ** 2 + 1.0)
-        _write_json(meta_path, {**key, "radius": radius})
-        handles = [ex.submit(f"rcv1-cutoff-{p}-{s}", run_cell, f"{path}#{p}", store_token(open_dataset(f"{path}#{p}")),
-                             s, seed, test_fraction, sizes, radius) for p, s, sizes in todo]
-        done = len(cells)
-        for i, h in ex.as_completed(handles):
-            res = ex.result(h)
-            p, s, _ = todo[i]
-            _write_json(cells_dir / f"{p}.split{s}.json", res)
-            cells[(p, s)] = res
-            done += 1
+            book.remember(radius=radius)
+        tasks = [(f"{p}.split{s}", run_cell, (f"{path}#{p}", store_token(open_dataset(f"{path}#{p}")), s, seed,
+                                              test_fraction, sizes, radius)) for p, s, sizes in todo]
+
+        def told(name: str, res: dict[str, Any]) -> None:
+            cells[(res["problem"], res["split"])] = res
             if progress is not None:
-                progress(done, len(plan), res)
+                progress(len(cells), len(plan), res)
+
+        book.run(ex, tasks, told)
     results = aggregate(cells, problems, skipped)
     results.update({"meta": {**key, "radius": radius}, "cells_run": len(todo), "cells_resumed": len(plan) - len(todo),
                     "seconds": time.perf_counter() - t0})
-    _write_json(out / "results.json", results)
+    write_json(out / "results.json", results)
     if figures:
         results["figures"] = plot(results, out)
     return results
@@ -385,7 +365,7 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
                         t = time.perf_counter()
                         info = write_rcv1_corpus(corpus, n_docs, random_state=seed)
                         steps["generate_seconds"] = time.perf_counter() - t
-                        _write_json(marker, info)
+                        write_json(marker, info)
                     tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]
                 say(f"converting {len(tokens)} token files into {store} ...")
                 t = time.perf_counter()
@@ -394,5 +374,5 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
         say("running the cells ...")
         res = run(store, out, seed=seed, scheduler=client, **options)
     res["steps"] = steps
-    _write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
+    write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
     return res

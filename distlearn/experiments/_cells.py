@@ -1,0 +1,68 @@
+"""What every experiment shares: a results directory of cells written as they finish, and resume.
+
+``OUT/meta.json`` holds the run's key (store tokens, seed, protocol parameters); a rerun with
+another key is refused unless ``overwrite``.  ``OUT/cells/NAME.json`` is one finished task,
+written atomically; a rerun reads the cells that exist and runs only the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (a temporary file renamed into place)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+class Cells:
+    """The cells directory of one experiment run (see the module notes)."""
+
+    def __init__(self, out: str | os.PathLike[str], key: dict[str, Any], *, overwrite: bool = False,
+                 extendable: Sequence[str] = ()) -> None:
+        self.out = Path(out)
+        self.dir = self.out / "cells"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.out / "meta.json"
+        self.meta: dict[str, Any] = {}
+        if meta.exists() and not overwrite:
+            old = json.loads(meta.read_text())
+            diff = sorted(k for k in key if old.get(k) != key[k] and k not in extendable)
+            if diff:
+                raise ValueError(f"{self.out} holds another run's cells (different {', '.join(diff)}); "
+                                 "pass another --out, or --overwrite to start again")
+            self.meta = old
+        elif overwrite:
+            for f in self.dir.glob("*.json"):
+                f.unlink()
+        self.meta.update(key)
+        write_json(meta, self.meta)
+
+    def remember(self, **values: Any) -> None:
+        """Keep derived values (a measured radius ...) in ``meta.json`` for the next run."""
+        self.meta.update(values)
+        write_json(self.out / "meta.json", self.meta)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        f = self.dir / f"{name}.json"
+        return json.loads(f.read_text()) if f.exists() else None
+
+    def run(self, ex: Any, todo: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]],
+            progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, dict[str, Any]]:
+        """Submit ``(name, fn, args)`` tasks on the executor; write each result as it completes."""
+        handles = [ex.submit(f"{self.out.name}-{name}", fn, *args) for name, fn, args in todo]
+        got: dict[str, dict[str, Any]] = {}
+        for i, h in ex.as_completed(handles):
+            name = todo[i][0]
+            res = ex.result(h)
+            write_json(self.dir / f"{name}.json", res)
+            got[name] = res
+            if progress is not None:
+                progress(name, res)
+        return got
