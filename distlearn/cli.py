@@ -7,8 +7,8 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ._version import __version__
@@ -155,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  obpm  the OBPM paper's artificial data (sec. 4.1): margin >= 0.05 under u in {-1,0,1}^100;\n"
             "        writes OUTPUT (train, noisy labels) and OUTPUT with -test before the suffix\n"
             "  rcv1-files    an RCV1-v2-shaped corpus in the LYRL2004 file formats, into directory\n"
-            "        OUTPUT: token files, topic qrels (real top-level shares, ~20%% multi-category,\n"
-            "        3%% OTHER), hierarchy; --n-samples documents (default 804,414), --n-features terms\n"
+            "        OUTPUT: token files, topic qrels (real top-level shares, ~20% multi-category,\n"
+            "        3% OTHER), hierarchy; --n-samples documents (default 804,414), --n-features terms\n"
             "  splice-files  C. elegans-sized acceptor splice sites (label<TAB>sequence, 141 bases,\n"
             "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
             "        and test.tsv (a tenth)"
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     # -- experiment
     x = sub.add_parser(
         "experiment",
-        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff)",
+        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
         formatter_class=_Formatter,
         description=(
             "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
@@ -240,17 +240,25 @@ def build_parser() -> argparse.ArgumentParser:
             "               (last/average/cutoff, 0-1 error) and the finite-horizon margin perceptron\n"
             "               (last/average/cutoff, hinge loss) paused at log-spaced training-set sizes.\n"
             "               Data: --store, or --tokens + --qrels (the LYRL2004 files), or neither: an\n"
-            "               RCV1-v2-sized corpus (--n-docs) is generated first."
+            "               RCV1-v2-sized corpus (--n-docs) is generated first.\n"
+            "  celegans-obpm  Harrington et al. (2003) Table 2 on splice sites: perceptron, ALMA\n"
+            "               (B=3.33, C=0.70), OBPM (--tau x --n-estimators) after each of --epochs\n"
+            "               epochs, --permutations seeds each, against LinearSVC (C tuned on 10% of\n"
+            "               the training rows), on weighted-degree features (--degree). Data:\n"
+            "               --train-store/--test-store, or --train/--test sequence files, or neither:\n"
+            "               a C. elegans-sized stand-in (--n-train) is generated first."
         ),
         epilog=(
             "examples:\n"
             "  distlearn experiment rcv1-cutoff --out rcv1-run --n-docs 200000 --workers 2\n"
             "  distlearn experiment rcv1-cutoff --out rcv1-run --tokens lyrl2004_tokens_*.dat.gz \\\n"
             "      --qrels rcv1-v2.topics.qrels.gz --scheduler tcp://10.0.0.1:8786\n"
-            "  distlearn experiment rcv1-cutoff --out quick --n-docs 20000 --splits 2 --problems CCAT-vs-GCAT"
+            "  distlearn experiment rcv1-cutoff --out quick --n-docs 20000 --splits 2 --problems CCAT-vs-GCAT\n"
+            "  distlearn experiment celegans-obpm --out splice-run --workers 2\n"
+            "  distlearn experiment celegans-obpm --out s --train train.fa --test test.fa --degree 8"
         ),
     )
-    x.add_argument("name", choices=["rcv1-cutoff"], help="which experiment")
+    x.add_argument("name", choices=["rcv1-cutoff", "celegans-obpm"], help="which experiment")
     x.add_argument("--out", required=True, metavar="DIR", help="results directory (cells, results.json, figures)")
     src = x.add_mutually_exclusive_group()
     src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
@@ -263,6 +271,18 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
     x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
     x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
+    cel = x.add_argument_group("celegans-obpm")
+    cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
+    cel.add_argument("--test", metavar="FILE", help="test sequences")
+    cel.add_argument("--train-store", metavar="STORE", help="training store (instead of --train)")
+    cel.add_argument("--test-store", metavar="STORE", help="test store of the same feature map")
+    cel.add_argument("--n-train", type=_positive_int, default=100_000, metavar="N",
+                     help="generated training sequences when no data is given (test: N/10)")
+    cel.add_argument("--degree", type=_positive_int, default=3, help="weighted-degree order of the features")
+    cel.add_argument("--permutations", type=_positive_int, default=3, help="seeds per run")
+    cel.add_argument("--epochs", type=_positive_int, nargs="+", default=[1, 2, 3, 20], help="epoch counts to score")
+    cel.add_argument("--tau", type=float, nargs="+", default=[0.05, 0.2], help="OBPM tau values")
+    cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
     where_x = x.add_mutually_exclusive_group()
     where_x.add_argument("--workers", type=_positive_int, metavar="N", help="run on a LocalCluster of N workers")
     where_x.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler (address or scheduler file)")
@@ -432,14 +452,29 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
         log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
-    res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
-                               n_docs=a.n_docs, seed=a.seed, scheduler=scheduler, n_workers=a.workers, log=log,
-                               problems=a.problems, splits=a.splits, n_sizes=a.sizes, overwrite=a.overwrite,
-                               progress=progress, figures=a.figures)
-    if a.json:
-        print(json.dumps({k: v for k, v in res.items()}, indent=1))
+    if a.name == "celegans-obpm":
+        from .experiments import celegans_obpm
+
+        def told(done: int, total: int, name: str, cell: dict[str, Any]) -> None:
+            err = cell.get("test_error", cell.get("error"))
+            log(f"  [{done}/{total}] {name}: error {100 * err:.2f} %, {cell['fit_seconds']:.1f} s")
+
+        res = celegans_obpm.pipeline(a.out, train=a.train, test=a.test, train_store=a.train_store,
+                                     test_store=a.test_store, n_train=a.n_train, degree=a.degree, seed=a.seed,
+                                     scheduler=scheduler, n_workers=a.workers, log=log, epochs=tuple(a.epochs),
+                                     permutations=a.permutations, taus=tuple(a.tau), sizes=tuple(a.n_estimators),
+                                     overwrite=a.overwrite, progress=told, figures=a.figures)
+        table = celegans_obpm.format_table(res)
     else:
-        print(rcv1_cutoff.format_table(res))
+        res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
+                                   n_docs=a.n_docs, seed=a.seed, scheduler=scheduler, n_workers=a.workers,
+                                   log=log, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
+                                   overwrite=a.overwrite, progress=progress, figures=a.figures)
+        table = rcv1_cutoff.format_table(res)
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        print(table)
         print(f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s; "
               f"results in {Path(a.out) / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
     return 0

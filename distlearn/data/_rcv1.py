@@ -53,6 +53,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -173,9 +174,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Topics:
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     names: dict[bytes, int] = {}
-    t_col: list[int] = []
-    d_col: list[int] = []
-    l_col: list[int] = []
+    t_col, d_col, l_col = array("q"), array("q"), array("q")  # 8 bytes a value, not a Python int
     for n, raw in _lines(path):
         toks = raw.split()
         if not toks:
@@ -197,9 +196,9 @@ def read_qrels(path: str | os.PathLike[str]) -> Topics:
     remap = np.empty(len(names), dtype=np.int64)
     for new, name in enumerate(order):
         remap[names[name]] = new
-    t = remap[np.asarray(t_col, dtype=np.int64)]
-    d = np.asarray(d_col, dtype=np.int64)
-    lines = np.asarray(l_col, dtype=np.int64)
+    t = remap[np.frombuffer(t_col, dtype=np.int64)]
+    d = np.frombuffer(d_col, dtype=np.int64)
+    lines = np.frombuffer(l_col, dtype=np.int64)
     key = d * len(order) + t
     key, first = np.unique(key, return_index=True)
     docs = key // len(order)

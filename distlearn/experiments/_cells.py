@@ -9,9 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, or None (with a note on stderr) when not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
+        return None
+    return plt
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -33,7 +33,6 @@ import itertools
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from ..data._rcv1 import LABEL_NAMES
 from ..distributed import executor_for
 from ..estimators import MarginPerceptron, Perceptron
 from ..stream import coerce, epoch_chunks, open_store, read_block, store_token
-from ._cells import Cells, write_json
+from ._cells import Cells, pyplot, write_json
 
 __all__ = ["CATEGORIES", "PROBLEMS", "run", "run_cell", "format_table", "plot"]
 
@@ -280,13 +279,8 @@ def format_table(results: dict[str, Any]) -> str:
 
 def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
     """Figs. 2 and 3 (one panel per problem, mean +- std over splits); nothing without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return []
     paths = []
     probs = list(results["problems"])
