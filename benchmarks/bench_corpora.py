@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Benchmark: the large corpora at full size (issue 16's scale proof).
+
+    .venv/bin/python benchmarks/bench_corpora.py --data-dir /tmp/corpora                    # everything
+    .venv/bin/python benchmarks/bench_corpora.py --parts convert --sizes 200000 804414
+    .venv/bin/python benchmarks/bench_corpora.py --parts cutoff --splits 1                   # one split per problem
+    .venv/bin/python benchmarks/bench_corpora.py --parts celegans --epochs 20
+
+Parts (each measurement is a fresh child process, so its peak RSS is its own; on a LocalCluster
+the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
+
+``convert``   RCV1-v2-sized token corpora (``write_rcv1_corpus``, uncompressed LYRL2004 files) of
+              each ``--sizes`` into a store, in one process and on a LocalCluster of 2 workers:
+              wall time, MiB/s of token text, peak RSS of the driver and of each worker.
+``cutoff``    the rcv1-cutoff experiment over those stores, in one process and on 2 workers
+              (the same tasks, so the same numbers): wall time, cells, peak RSS per process.
+``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
+              tau=0.05 for ``--epochs`` epochs, learner-parallel on a 2-worker LocalCluster:
+              wall time, peak RSS per worker, and the in-process wall time for comparison.
+
+Never asserts; prints a table and writes ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TAG = "@@RESULT@@ "
+CHILD = r'''
+import json, resource, sys, time
+spec = json.loads(sys.argv[1])
+import distlearn  # imports before the clock
+from distlearn.distributed import get_client
+import contextlib
+
+def rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+def main(client):
+    kind = spec["kind"]
+    t = time.perf_counter()
+    out = {}
+    if kind == "convert":
+        from distlearn.data._rcv1 import convert_rcv1
+        ds = convert_rcv1(spec["tokens"], spec["store"], qrels=spec["qrels"], overwrite=True, client=client)
+        out["n_samples"], out["n_features"], out["nnz"] = ds.n_samples, ds.n_features, ds.nnz
+    elif kind == "cutoff":
+        from distlearn.experiments import rcv1_cutoff
+        res = rcv1_cutoff.run(spec["store"], spec["out"], splits=spec["splits"], overwrite=True, figures=False,
+                              scheduler=client)
+        out["cells"] = res["cells_run"]
+        out["cell_seconds"] = sorted(c["seconds"] for p in res["problems"].values() for c in p["per_split"])
+        out["largest_problem"] = max(max(p["n_train"]) for p in res["problems"].values())
+    elif kind == "celegans":
+        from distlearn import OBPM
+        est = OBPM(n_estimators=100, tau=0.05, epochs=spec["epochs"], random_state=0, scheduler=client).fit(spec["train"])
+        out["train_error_pct"] = None
+        from distlearn.data import open_dataset
+        X, y = open_dataset(spec["test"]).to_scipy()
+        out["test_error_pct"] = 100 * float((est.predict(X) != y).mean())
+    out["seconds"] = time.perf_counter() - t
+    out["driver_rss_mib"] = rss_mib()
+    if client is not None:
+        out["worker_rss_mib"] = sorted(v / 1024 for v in client.run(
+            lambda: __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss).values())
+    print("@@RESULT@@ " + json.dumps(out), flush=True)
+
+if spec["workers"]:
+    with get_client(None, n_workers=spec["workers"]) as client:
+        main(client)
+else:
+    main(None)
+'''
+
+
+def child(spec: dict) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if line.startswith(TAG):
+            return json.loads(line[len(TAG):])
+    raise RuntimeError(f"child failed ({spec['kind']}):\n{r.stderr[-3000:]}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default="bench-corpora")
+    p.add_argument("--parts", nargs="+", default=["convert", "cutoff", "celegans"])
+    p.add_argument("--sizes", type=int, nargs="+", default=[200_000, 804_414])
+    p.add_argument("--splits", type=int, default=1, help="rcv1-cutoff splits per problem (the paper: 10)")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--json")
+    a = p.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    d = Path(a.data_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    print(f"# machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+    if "convert" in a.parts or "cutoff" in a.parts:
+        from distlearn.data._rcv1 import write_rcv1_corpus
+
+        for n in a.sizes:
+            corpus = d / f"rcv1-{n}"
+            marker = corpus / "complete.json"
+            if not marker.exists():
+                t = time.perf_counter()
+                info = write_rcv1_corpus(corpus, n)
+                info["seconds"] = time.perf_counter() - t
+                marker.write_text(json.dumps(info))
+            info = json.loads(marker.read_text())
+            text_mib = sum(os.path.getsize(f) for f in info["tokens"]) / 2**20
+            if "convert" in a.parts:
+                for w in (0, 2):
+                    r = child({"kind": "convert", "tokens": info["tokens"], "qrels": info["qrels"],
+                               "store": str(d / f"rcv1-{n}-w{w}.zarr"), "workers": w})
+                    r.update({"part": "convert", "n_docs": n, "workers": w, "text_mib": text_mib,
+                              "mib_per_s": text_mib / r["seconds"]})
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
+            if "cutoff" in a.parts:
+                store = d / f"rcv1-{n}-w0.zarr"
+                for w in (0, 2):
+                    r = child({"kind": "cutoff", "store": str(store), "out": str(d / f"cutoff-{n}-w{w}"),
+                               "splits": a.splits, "workers": w})
+                    r.update({"part": "cutoff", "n_docs": n, "workers": w, "splits": a.splits})
+                    rows.append(r)
+                    print(json.dumps({k: v for k, v in r.items() if k != "cell_seconds"}), flush=True)
+    if "celegans" in a.parts:
+        from distlearn.data._dna import convert_sequences, write_splice_corpus
+
+        tr, te = d / "splice-train.zarr", d / "splice-test.zarr"
+        if not (tr.exists() and te.exists()):
+            write_splice_corpus(d / "splice-train.tsv", 100_000, random_state=0)
+            write_splice_corpus(d / "splice-test.tsv", 10_000, random_state=1)
+            convert_sequences(d / "splice-train.tsv", tr, features="wd", degree=3, overwrite=True)
+            convert_sequences(d / "splice-test.tsv", te, features="wd", degree=3, overwrite=True)
+        for w in (2, 0):
+            r = child({"kind": "celegans", "train": str(tr), "test": str(te), "epochs": a.epochs, "workers": w})
+            r.update({"part": "celegans", "workers": w, "epochs": a.epochs})
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    print()
+    for r in rows:
+        where = f"{r['workers']} workers" if r["workers"] else "in process"
+        wrss = ", ".join(f"{v:.0f}" for v in r.get("worker_rss_mib", [])) or "-"
+        extra = f"{r['mib_per_s']:.1f} MiB/s" if r["part"] == "convert" else (
+            f"{r['cells']} cells" if r["part"] == "cutoff" else f"test error {r['test_error_pct']:.2f} %")
+        size = r.get("n_docs", 100_000)
+        print(f"{r['part']:<9} {size:>8,} {where:<11} {r['seconds']:8.1f} s  {extra:<18} "
+              f"driver {r['driver_rss_mib']:.0f} MiB  workers {wrss} MiB")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
