@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     i.add_argument("store", help="a distlearn zarr store")
     i.add_argument("--json", action="store_true", help="machine-readable output")
+    i.add_argument("--target", metavar="A-vs-B|TOPIC", help="describe a binary view of the store (same as STORE#TARGET)")
     i.add_argument("--validate", action="store_true", help="read every block and check indices, pointers and values")
     i.set_defaults(func=_cmd_info)
 
@@ -200,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("store", help="training store (distlearn convert/generate makes one)")
     t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
+                   "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
     t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
     t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
@@ -390,7 +393,7 @@ def format_info(info: dict[str, Any]) -> str:
 def _cmd_info(a: argparse.Namespace) -> int:
     from .data import open_dataset
 
-    ds = open_dataset(a.store, validate="full" if a.validate else True)
+    ds = open_dataset(a.store, validate="full" if a.validate else True, target=a.target)
     info = ds.info()
     if a.json:
         print(json.dumps(info, indent=2))
@@ -495,6 +498,9 @@ def _cmd_train(a: argparse.Namespace) -> int:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
+    if a.target:
+        a.store = f"{a.store}#{a.target}"
+        a.test = a.test and f"{a.test}#{a.target}"
     is_obpm = a.model == "obpm"
     on_dask = is_obpm or bool(a.shards)
     if (a.checkpoint or a.resume) and not is_obpm:
@@ -592,6 +598,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"distlearn {args.command}: interrupted; nothing was left half-written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (| head): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,6 +4,7 @@ and binary views of a multi-label store."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 
@@ -284,6 +285,12 @@ def test_cli_convert_generate_info(tmp_path, capsys):
     assert main(["info", f"{tmp_path / 'r.zarr'}#CCAT-vs-OTHER"]) == 0
     out = capsys.readouterr().out
     assert "view     CCAT-vs-OTHER: +1 = CCAT, -1 = OTHER" in out
+    assert main(["train", str(tmp_path / "r.zarr"), "--target", "CCAT-vs-GCAT", "--test", str(tmp_path / "r.zarr"),
+                 "--model", "perceptron", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    view = open_dataset(tmp_path / "r.zarr", target="CCAT-vs-GCAT")
+    assert res["store"].endswith("r.zarr#CCAT-vs-GCAT") and res["n_samples"] == view.n_samples > 0
+    assert 0 <= res["test_error"] < 0.5
     bad = _w(tmp_path / "bad.dat", b".I 1\n.W\na\n")
     assert main(["convert", bad, str(tmp_path / "b.zarr"), "--qrels", str(tmp_path / "c" / "rcv1-v2.topics.qrels")]) == 2
     err = capsys.readouterr().err
