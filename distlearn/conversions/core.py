@@ -60,11 +60,14 @@ __all__ = [
 ]
 
 LOSSES = ("zero_one", "hinge")
+_SHORT_PIECE = 32  # rounds: below this a tracker's piece is observed in plain Python
 
 
 def hypothesis(state: LinearState) -> np.ndarray:
     """The current hypothesis as (n_outputs, n_features + 1), true units, bias last."""
-    return (state.W.astype(np.float64) * state.scale[None, :]).T.copy()
+    out = np.empty((state.W.shape[1], state.W.shape[0]), dtype=np.float64)
+    np.multiply(state.W.T, state.scale[:, None], out=out, dtype=np.float64)  # one pass, same products
+    return out
 
 
 def _round_loss(log: RoundLog, loss: str, lo: int = 0, hi: int | None = None) -> np.ndarray:
@@ -596,6 +599,56 @@ class CutoffTracker(Tracker):
         loss = _round_loss(log, self.loss, lo, hi)
         if g.m == 0 and hi > lo:
             g.loss0 = float(loss[0])
+        if hi - lo <= _SHORT_PIECE:
+            self._observe_short(upd.tolist(), loss.tolist(), age0)
+        else:
+            self._observe_long(upd, loss, age0)
+        g.m += hi - lo
+        if self.mode == "groups" and hi > lo and upd[-1]:
+            # The piece ends at an update (the driver cuts there): the open
+            # hypothesis survived age0 + (hi - lo) rounds.
+            sv = age0 + (hi - lo)
+            if sv in self.G:
+                self.G[sv] += self._open
+            else:
+                self.G[sv] = self._open.copy()
+            self._open = hypothesis(state)
+        self.peak_groups = max(self.peak_groups, g.n_groups)
+        if self.stop_below is not None and int(state.n_rounds[0]) % self.check_every == 0:
+            bounds, _, _ = cutoff_bounds(self._final_groups(state), self.C, self.delta)
+            if float(bounds.min()) < self.stop_below:
+                self.stopped_ = True
+                self.stop_round_ = int(state.n_rounds[0])
+                if self.mode == "groups":
+                    self.frozen = True
+                raise StopTraining
+
+    def _observe_short(self, upd: list[int], loss: list[float], age: int) -> None:
+        """:meth:`_observe_long` for a few rounds (groups mode cuts at every update) without numpy's
+        per-call costs; per-survival sums are formed in round order first, as ``bincount`` does."""
+        g = self.groups
+        ended: dict[int, list[float]] = {}
+        quiet: dict[int, float] = {}
+        for u, ls in zip(upd, loss):
+            if u:
+                e = ended.setdefault(age + 1, [0, 0.0])
+                e[0] += 1
+                e[1] += ls
+                age = 0
+            else:
+                if ls != 0:
+                    quiet[age] = quiet.get(age, 0.0) + ls
+                age += 1
+        for sv in sorted(ended):
+            c, ls = ended[sv]
+            g.counts[sv] = g.counts.get(sv, 0) + c
+            if ls:
+                g.last_loss[sv] = g.last_loss.get(sv, 0.0) + ls
+        for pv in sorted(quiet):
+            g.extra[pv] = g.extra.get(pv, 0.0) + quiet[pv]
+
+    def _observe_long(self, upd: np.ndarray, loss: np.ndarray, age0: int) -> None:
+        g = self.groups
         ages = _ages(age0, upd)
         ends = np.flatnonzero(upd)
         if len(ends):
@@ -612,22 +665,6 @@ class CutoffTracker(Tracker):
             pos, inv = np.unique(ages[quiet], return_inverse=True)
             for pv, ls in zip(pos.tolist(), np.bincount(inv, weights=loss[quiet]).tolist()):
                 g.extra[pv] = g.extra.get(pv, 0.0) + ls
-        g.m += hi - lo
-        if self.mode == "groups" and hi > lo and upd[-1]:
-            # The piece ends at an update (the driver cuts there): the open
-            # hypothesis survived age0 + (hi - lo) rounds.
-            sv = age0 + (hi - lo)
-            self.G[sv] = self.G[sv] + self._open if sv in self.G else self._open.copy()
-            self._open = hypothesis(state)
-        self.peak_groups = max(self.peak_groups, g.n_groups)
-        if self.stop_below is not None and int(state.n_rounds[0]) % self.check_every == 0:
-            bounds, _, _ = cutoff_bounds(self._final_groups(state), self.C, self.delta)
-            if float(bounds.min()) < self.stop_below:
-                self.stopped_ = True
-                self.stop_round_ = int(state.n_rounds[0])
-                if self.mode == "groups":
-                    self.frozen = True
-                raise StopTraining
 
     def summary(self, state: LinearState) -> CutoffSummary:
         """This stream's mergeable summary (``mode="groups"``): the hypothesis open at the end
