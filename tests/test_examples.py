@@ -67,3 +67,15 @@ def test_budget_cache_sizes_fashion_path(tmp_path):
     (res,) = json.loads((tmp_path / "f.json").read_text())
     assert res["dataset"] == "fashion" and res["n_train"] == 120 and "variable cache:" in out
     assert {r["cache"] for r in res["rows"]} >= {"none", "variable"}
+
+
+def test_rcv1_cutoff_example(tmp_path):
+    out = _run("rcv1_cutoff.py", "--out", str(tmp_path), "--n-docs", "4000", "--splits", "2", "--sizes", "5")
+    assert "a view: rcv1.zarr#CCAT-vs-GCAT" in out and "CCAT-vs-GCAT" in out.split("k(cut)")[1]
+    assert "cutoff better:" in out and (tmp_path / "results.json").stat().st_size > 0
+
+
+def test_celegans_obpm_example(tmp_path):
+    out = _run("celegans_obpm.py", "--out", str(tmp_path), "--n-train", "2000", "--degree", "2")
+    assert "obpm-tau0.05-N20" in out and "LinearSVC (C=" in out
+    assert (tmp_path / "results.json").stat().st_size > 0
