@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     # -- convert
     c = sub.add_parser(
         "convert",
-        help="convert svmlight / IDX / CSV into a zarr store",
+        help="convert svmlight / IDX / CSV / DNA / RCV1-v2 files into a zarr store",
         formatter_class=_Formatter,
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
