@@ -846,6 +846,15 @@ class DatasetView(Dataset):
             X.has_sorted_indices = True
         return Block(X, y, start)
 
+    def side_array(self, name: str) -> np.ndarray | None:
+        """As :meth:`Dataset.side_array`; a per-row array (``docid``) is cut to the view's rows."""
+        a = self._base.side_array(name)
+        return a[self._sel] if a is not None and len(a) == self._base.n_samples else a
+
+    def topics(self) -> tuple[list[str], sp.csr_matrix] | None:
+        t = self._base.topics()
+        return None if t is None else (t[0], t[1][self._sel])
+
     def info(self) -> dict[str, Any]:
         out = super().info()
         out["bytes_stored"] = _du(self._base.path)

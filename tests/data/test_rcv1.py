@@ -227,6 +227,9 @@ def test_views_select_rows_and_labels(tmp_path):
     assert v.n_samples == len(rows) and (Xv != X[rows]).nnz == 0
     np.testing.assert_array_equal(yv, np.where(y[rows] == 0, 1, -1))
     assert v.nnz == X[rows].nnz and v.classes.tolist() == [-1, 1]
+    np.testing.assert_array_equal(v.side_array("docid"), ds.side_array("docid")[rows])
+    assert (v.topics()[1] != ds.topics()[1][rows]).nnz == 0
+    assert v.side_array("vocabulary/terms").tolist() == ds.side_array("vocabulary/terms").tolist()
     blocks = [b.X.shape[0] for b in v.iter_blocks()]
     assert sum(blocks) == v.n_samples and min(blocks) > 0
     # a topic against the rest, every row
