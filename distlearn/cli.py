@@ -592,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args))
-    except (InputFormatError, StoreError, FileExistsError, FileNotFoundError, ValueError) as e:
+    except (InputFormatError, StoreError, FileExistsError, FileNotFoundError, ValueError, ConnectionError) as e:
         print(f"distlearn {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -33,12 +33,34 @@ class _Input:
         self._raw = open(path, "rb")
         opener: Any = {"gzip": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}.get(self.compression or "")
         self._f: IO[bytes] = opener(fileobj=self._raw) if opener else self._raw
+        self._pending: bytes | None = None  # the first bytes, a byte-order mark removed
+
+    def _prime(self) -> bytes:
+        if self._pending is None:
+            head = self._f.read(len(BOM))
+            self._pending = b"" if head == BOM else head
+        return self._pending
 
     def read(self, n: int = -1) -> bytes:
-        return self._f.read(n)
+        pending = self._prime()
+        if not pending:
+            return self._f.read(n)
+        if n is None or n < 0:
+            self._pending = b""
+            return pending + self._f.read()
+        take, self._pending = pending[:n], pending[n:]
+        return take + self._f.read(n - len(take)) if len(take) < n else take
 
     def readline(self) -> bytes:
-        return self._f.readline()
+        pending = self._prime()
+        if not pending:
+            return self._f.readline()
+        i = pending.find(b"\n")
+        if i >= 0:
+            self._pending = pending[i + 1:]
+            return pending[: i + 1]
+        self._pending = b""
+        return pending + self._f.readline()
 
     def raw_tell(self) -> int:
         return self._raw.tell()
@@ -53,6 +75,14 @@ class _Input:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def strip_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte-order mark (text files from some editors start with one)."""
+    return data[3:] if data.startswith(BOM) else data
 
 
 def open_binary(path: str | os.PathLike[str]) -> _Input:

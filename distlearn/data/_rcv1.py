@@ -63,7 +63,7 @@ import scipy.sparse as sp
 
 from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression
+from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
 from ._svmlight import line_aligned_ranges
 
 __all__ = [
@@ -314,11 +314,14 @@ class _Range:
 
     def __init__(self, f: Any, start: int, stop: int) -> None:
         f.seek(start)
-        self.f, self.left = f, stop - start
+        self.f, self.left, self.at_start = f, stop - start, start == 0
 
     def read(self, n: int) -> bytes:
         data = self.f.read(min(n, self.left))
         self.left -= len(data)
+        if self.at_start and data:
+            self.at_start = False
+            data = strip_bom(data)
         return data
 
 

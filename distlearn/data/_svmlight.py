@@ -29,7 +29,7 @@ from sklearn.datasets import load_svmlight_file
 
 from .._config import TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._io import iter_line_chunks, open_binary
+from ._io import iter_line_chunks, open_binary, strip_bom
 
 __all__ = ["SvmlightReader", "parse_svmlight_bytes", "parse_svmlight_range", "line_aligned_ranges"]
 
@@ -218,6 +218,8 @@ def parse_svmlight_range(
     with open(path, "rb") as f:
         f.seek(start)
         chunk = f.read(stop - start)
+    if start == 0:
+        chunk = strip_bom(chunk)
     try:
         X, y = parse_svmlight_bytes(chunk, path=path, first_line=1, zero_based=zero_based, n_features=n_features, dtype=dtype)
     except InputFormatError as e:

@@ -218,6 +218,21 @@ def _scheduler_file_address(path: str) -> str | None:
         return None  # let distributed report (or wait for) the file
 
 
+CONNECT_TIMEOUT_ENV = "DISTLEARN_CONNECT_TIMEOUT"
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler: ``$DISTLEARN_CONNECT_TIMEOUT``, 10 by default."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"${CONNECT_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
 @contextlib.contextmanager
 def get_client(
     scheduler: Any = None,
@@ -264,6 +279,9 @@ def get_client(
     ValueError
         A ``tls://`` scheduler (address or scheduler file) without any TLS
         configuration, or a ``security`` without the certificates it needs.
+    ConnectionError
+        No scheduler answered at the address within :func:`connect_timeout`
+        seconds (``$DISTLEARN_CONNECT_TIMEOUT``, default 10).
 
     Examples
     --------
@@ -291,7 +309,15 @@ def get_client(
         if address is not None and address.startswith("tls://"):
             if not _has_certs(security if security is not None else Security(), "client"):
                 raise _no_tls_error(address)
-        client = Client(scheduler_file=s, security=security) if is_file else Client(s, security=security)
+        timeout = connect_timeout()
+        try:
+            client = (Client(scheduler_file=s, security=security, timeout=timeout) if is_file
+                      else Client(s, security=security, timeout=timeout))
+        except (OSError, TimeoutError) as e:
+            raise ConnectionError(
+                f"no Dask scheduler answered at {address or s} within {timeout:g} s ({type(e).__name__}); "
+                f"check the address and that `dask scheduler` runs there (the wait is "
+                f"${CONNECT_TIMEOUT_ENV} seconds)") from None
         try:
             yield client
         finally:

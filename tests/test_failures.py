@@ -1,0 +1,76 @@
+"""Failures that must be one clear line: a UTF-8 byte-order mark, an unreachable scheduler."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from distlearn.cli import main
+from distlearn.data import open_dataset
+from distlearn.data._rcv1 import convert_rcv1
+from distlearn.data._svmlight import parse_svmlight_range
+from distlearn.data.readers import convert
+from distlearn.distributed import get_client
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name, body, opts", [
+    ("a.svm", b"1 1:0.5\n-1 2:1\n", {}),
+    ("a.csv", b"label,x,y\n1,0.5,0\n-1,0,1\n", {}),
+    ("a.tsv", b"+1\tACGTACGT\n-1\tTTTTTTTT\n", {"format": "dna", "features": "onehot"}),
+])
+def test_a_byte_order_mark_is_skipped(tmp_path, name, body, opts):
+    plain, marked = tmp_path / f"p-{name}", tmp_path / f"m-{name}"
+    plain.write_bytes(body)
+    marked.write_bytes(BOM + body)
+    a = convert(plain, tmp_path / "p.zarr", **opts)
+    b = convert(marked, tmp_path / "m.zarr", **opts)
+    Xa, ya = a.to_numpy()
+    Xb, yb = b.to_numpy()
+    assert np.array_equal(Xa, Xb) and np.array_equal(ya, yb) and len(ya) == 2
+
+
+def test_bom_in_parallel_ranges_and_rcv1(tmp_path):
+    f = tmp_path / "b.svm"
+    f.write_bytes(BOM + b"1 1:0.5\n-1 2:1\n")
+    part = parse_svmlight_range(str(f), 0, f.stat().st_size)
+    assert "error" not in part and part["y"].tolist() == [1, -1]
+    tok = tmp_path / "t.dat"
+    tok.write_bytes(BOM + b".I 5\n.W\nbank rate\n\n")
+    q = tmp_path / "q"
+    q.write_bytes(BOM + b"CCAT 5 1\n")
+    for pb in (1 << 30, 4):
+        ds = convert_rcv1(tok, tmp_path / f"r{pb}.zarr", qrels=q, part_bytes=pb)
+        assert ds.side_array("docid").tolist() == [5] and ds.nnz == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_scheduler_is_one_line_within_the_timeout(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DISTLEARN_CONNECT_TIMEOUT", "1")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    t0 = time.perf_counter()
+    with pytest.raises(ConnectionError, match=f"no Dask scheduler answered at {address} within 1 s"):
+        with get_client(address):
+            pass
+    assert time.perf_counter() - t0 < 10
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    from distlearn.data import create_dataset
+
+    create_dataset(tmp_path / "s.zarr", X, np.where(X[:, 0] > 0, 1, -1))
+    assert main(["train", str(tmp_path / "s.zarr"), "--model", "obpm", "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and address in err and "Traceback" not in err
+    monkeypatch.setenv("DISTLEARN_CONNECT_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="DISTLEARN_CONNECT_TIMEOUT='soon'"):
+        with get_client(address):
+            pass
+    assert open_dataset(tmp_path / "s.zarr").n_samples == 40
