@@ -125,3 +125,37 @@ class Budget:
             return
         raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache), 'projectron' or an "
                          f"integer cache size >= 1; got {value!r}")
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not tell)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocation(what: str, shape: tuple[int, ...], itemsize: int) -> None:
+    """Refuse, before allocating, an array larger than this machine's memory, naming its size.
+
+    A feature index of 10**12 in a data file makes a weight matrix of terabytes; the
+    message says so instead of numpy's allocation traceback.
+    """
+    n = 1
+    for s in shape:
+        n *= int(s)
+    need = n * int(itemsize)
+    have = physical_memory()
+    if have is not None and need > have:
+        dims = " x ".join(f"{int(s):,}" for s in shape)
+        raise ValueError(f"{what} ({dims}, {itemsize} bytes each) would need {_size(need)}, more than this "
+                         f"machine's {_size(have)} of memory; is n_features right (the largest feature index "
+                         "of the data)?")
+
+
+def _size(b: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if b < 1024 or unit == "PiB":
+            return f"{b:.1f} {unit}"
+        b /= 1024
+    return f"{b:.1f} PiB"

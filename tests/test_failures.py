@@ -74,3 +74,21 @@ def test_unreachable_scheduler_is_one_line_within_the_timeout(monkeypatch, tmp_p
         with get_client(address):
             pass
     assert open_dataset(tmp_path / "s.zarr").n_samples == 40
+
+
+def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, capsys):
+    from distlearn.ensembles.engine import init_ensemble
+    from distlearn.learners.linear import init_state
+
+    with pytest.raises(ValueError, match=r"the weights \(1,000,000,000,001 x 1, 8 bytes each\) would need 7\.3 TiB"):
+        init_state(10**12, 1)
+    with pytest.raises(ValueError, match="the ensemble's weights"):
+        init_ensemble(10**10, 100, 1)
+    assert init_state(1000, 3).W.shape == (1001, 3)
+    f = tmp_path / "huge.svm"
+    f.write_bytes(b"1 1000000000000:1\n-1 2:1\n")
+    assert main(["convert", str(f), str(tmp_path / "h.zarr")]) == 0
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "h.zarr"), "--model", "perceptron"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "would need 7.3 TiB" in err and "is n_features right" in err

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import rng
+from .._validation import check_allocation
 from ..learners.linear import NonFiniteError, Rule, raise_non_finite
 from . import _kernels as EK
 
@@ -90,6 +91,7 @@ def init_ensemble(n_features: int, n_learners: int, n_outputs: int, *, dtype: An
         raise ValueError(f"dtype must be float32 or float64, got {dt}")
     nk = int(n_learners) * int(n_outputs)
     d1 = int(n_features) + 1
+    check_allocation("the ensemble's weights", (d1, nk), dt.itemsize * (1 + (8 // dt.itemsize if running_sum else 0)))
     if running_sum:
         accP = np.zeros((d1, nk), np.float64)
         accq = np.vstack([np.zeros(nk), np.ones(nk)])

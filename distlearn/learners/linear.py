@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import check_allocation
 from . import _kernels as K
 
 __all__ = [
@@ -233,6 +234,7 @@ def init_state(n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> L
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dt}")
+    check_allocation("the weights", (int(n_features) + 1, int(n_outputs)), dt.itemsize)
     return LinearState(
         W=np.zeros((int(n_features) + 1, int(n_outputs)), dtype=dt),
         scale=np.ones(int(n_outputs), dtype=np.float64),
