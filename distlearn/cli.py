@@ -596,7 +596,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"distlearn {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"distlearn {args.command}: interrupted; nothing was left half-written", file=sys.stderr)
+        how = ""
+        if args.command == "experiment":
+            how = f"; the finished cells are kept in {args.out}/cells: rerun the same command to resume"
+        elif args.command == "train" and getattr(args, "checkpoint", None):
+            how = f"; add --resume to the same command to continue from the last checkpoint in {args.checkpoint}"
+        print(f"distlearn {args.command}: interrupted; nothing was left half-written{how}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (| head): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

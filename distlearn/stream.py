@@ -185,13 +185,12 @@ def read_block(ds: Dataset, b: int) -> Any:
     """Block ``b`` of ``ds``; a failure to read it names the store and the block."""
     try:
         return ds.read_block(int(b))
-    except Exception as exc:
-        msg = f"store {ds.path}, block {int(b)}: {exc}"
-        try:
-            new = type(exc)(msg)
-        except Exception:  # an exception type that wants other arguments: keep it as it is
-            raise exc from None
-        raise new from exc
+    except (IndexError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a corrupt or missing chunk: one line naming the store, block and rows
+        lo, hi = (int(v) for v in ds.block_bounds[int(b):int(b) + 2])
+        raise StoreError(f"{ds.path}: block {int(b)} (rows {lo}..{hi - 1}) cannot be read: "
+                         f"{type(exc).__name__}: {exc}") from exc
 
 
 class Chunk(NamedTuple):

@@ -92,3 +92,42 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, cap
     assert main(["train", str(tmp_path / "h.zarr"), "--model", "perceptron"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "would need 7.3 TiB" in err and "is n_features right" in err
+
+
+def _corrupt_store(tmp_path):
+    from distlearn.data import create_dataset
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((300, 5))
+    ds = create_dataset(tmp_path / "c.zarr", X, np.where(X[:, 0] > 0, 1, -1), block_rows=100)
+    chunk = tmp_path / "c.zarr" / "X" / "c" / "1" / "0"  # dense X: the second block's chunk
+    assert chunk.is_file()
+    chunk.write_bytes(b"garbage")
+    return ds.path
+
+
+def test_a_corrupt_chunk_is_one_line_in_process_and_on_dask(tmp_path, client, capsys):
+    from distlearn import OBPM, Perceptron
+    from distlearn.data import StoreError
+
+    path = _corrupt_store(tmp_path)
+    msg = r"c\.zarr: block 1 \(rows 100\.\.199\) cannot be read: "
+    with pytest.raises(StoreError, match=msg):
+        Perceptron().fit(str(path))
+    with pytest.raises(StoreError, match=msg):
+        OBPM(n_estimators=4, scheduler=client).fit(str(path))
+    assert main(["train", str(path), "--model", "perceptron"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "block 1 (rows 100..199) cannot be read" in err
+
+
+def test_an_interrupted_experiment_says_how_to_resume(tmp_path, monkeypatch, capsys):
+    from distlearn.experiments import rcv1_cutoff
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rcv1_cutoff, "pipeline", interrupted)
+    assert main(["experiment", "rcv1-cutoff", "--out", str(tmp_path / "o"), "--n-docs", "100"]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rerun the same command to resume" in err and str(tmp_path / "o") in err

@@ -261,7 +261,7 @@ def get_client(
     memory_limit : str, float or None, default="auto"
         LocalCluster memory limit per worker.
     quiet : bool, default=True
-        Silence the LocalCluster's logs below ERROR.
+        Silence the LocalCluster's logs below CRITICAL (failed tasks raise in the caller).
     security : distributed.Security, default=None
         TLS certificates, e.g. from :func:`make_security`.  A ``tls://``
         scheduler needs them; with ``None`` distributed falls back on the dask
@@ -326,7 +326,9 @@ def get_client(
     n = n_workers or os.cpu_count() or 1
     kwargs: dict[str, Any] = {}
     if quiet:
-        kwargs["silence_logs"] = logging.ERROR
+        # A task's exception reaches the caller, who reports it in one line; the workers'
+        # own "Compute Failed" log of it (level ERROR) would print it a second time.
+        kwargs["silence_logs"] = logging.CRITICAL
     if security is not None:
         missing = [r for r in _ROLES if not _has_certs(security, r)]
         if missing:
