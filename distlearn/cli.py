@@ -230,6 +230,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
     t.set_defaults(func=_cmd_train)
 
+    # -- predict / evaluate
+    pr = sub.add_parser(
+        "predict",
+        help="labels or scores of a saved model (train --save) for a store or a data file",
+        formatter_class=_Formatter,
+        description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
+                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv or .txt.",
+        epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
+               "  distlearn predict m.npz new.svm --decision --out scores.csv",
+    )
+    pr.add_argument("model", help="a model file written by distlearn train --save")
+    pr.add_argument("input", help="a store, a view, or a data file")
+    pr.add_argument("--out", metavar="FILE", help="write .npy, .csv or .txt (default: print a summary)")
+    pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
+    pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
+                    "they do not estimate probabilities)")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
+    pr.add_argument("--json", action="store_true", help="print the result as JSON")
+    pr.set_defaults(func=_cmd_predict)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="error, accuracy, per-class precision/recall and the confusion matrix of a saved model on a store",
+        formatter_class=_Formatter,
+        description="Score a model file on a labelled store (or a view), streamed block by block.",
+        epilog="example:\n  distlearn evaluate m.npz test.zarr --json",
+    )
+    ev.add_argument("model", help="a model file written by distlearn train --save")
+    ev.add_argument("store", help="a labelled store, a view STORE#A-vs-B, or a labelled data file")
+    ev.add_argument("--json", action="store_true", help="machine-readable output")
+    ev.set_defaults(func=_cmd_evaluate)
+
+    # -- experiment
     # -- experiment
     x = sub.add_parser(
         "experiment",
@@ -440,6 +473,50 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), json.loads(value)
     except ValueError:
         return name.strip(), value
+
+
+def _cmd_predict(a: argparse.Namespace) -> int:
+    from .model import load_model
+    from .training import predict
+
+    if a.proba:
+        raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
+    res = predict(load_model(a.model), a.input, decision=a.decision, out=a.out, format=a.format)
+    values = res.pop("values", None)
+    if a.json:
+        if values is not None:
+            res["values"] = values.tolist()
+        print(json.dumps(res, indent=1, default=str))
+    elif a.out:
+        print(f"wrote {res['n']:,} {'scores' if a.decision else 'labels'} to {a.out}")
+    else:
+        shown = ", ".join(str(v) for v in values[:10].tolist())
+        print(f"{res['n']:,} {'scores' if a.decision else 'labels'}: {shown}{', ...' if res['n'] > 10 else ''} "
+              "(--out FILE writes them all)")
+    return 0
+
+
+def _cmd_evaluate(a: argparse.Namespace) -> int:
+    from .model import load_model
+    from .training import evaluate
+
+    res = evaluate(load_model(a.model), a.store)
+    if a.json:
+        print(json.dumps(res, indent=1, default=str))
+        return 0
+    print(f"{a.store}: {res['n']:,} rows, error {100 * res['error']:.2f} %, accuracy {100 * res['accuracy']:.2f} %")
+    labels = [str(c) for c in res["labels"]]
+    w = max(7, *(len(c) for c in labels))
+    print(f"{'label':>{w}}  precision  recall      f1  support")
+    for c in labels:
+        pc = res["per_class"][c]
+        f = lambda v: "     -" if v is None else f"{v:6.4f}"  # noqa: E731
+        print(f"{c:>{w}}     {f(pc['precision'])}  {f(pc['recall'])}  {f(pc['f1'])}  {pc['support']:7,}")
+    print("confusion (rows: true, columns: predicted):")
+    print(" " * w + "".join(f"{c:>{w + 1}}" for c in labels))
+    for c, row in zip(labels, res["confusion"]):
+        print(f"{c:>{w}}" + "".join(f"{v:>{w + 1},}" for v in row))
+    return 0
 
 
 def _cmd_experiment(a: argparse.Namespace) -> int:

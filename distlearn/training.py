@@ -17,9 +17,11 @@ keys for every estimator.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .data.store import open_dataset
 from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
@@ -80,23 +82,121 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     return est.set_params(**params)
 
 
-def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
-    """Test error of a fitted classifier on arrays, or on a store streamed block by block (``y`` None).
+def _width(est: Any) -> int | None:
+    """The number of features a fitted model reads."""
+    for name in ("n_features_in_",):
+        if getattr(est, name, None) is not None:
+            return int(getattr(est, name))
+    if getattr(est, "coef_", None) is not None:
+        return int(np.asarray(est.coef_).shape[-1])
+    if getattr(est, "support_vectors_", None) is not None:
+        return int(np.asarray(est.support_vectors_).shape[1])
+    return None
 
-    Returns ``{"n": rows, "errors": misclassified rows, "error": their fraction}``.
-    """
-    if is_store(X):
+
+def _fit_width(X: Any, d: int | None, where: str) -> Any:
+    """``X`` with the model's column count: narrower sparse input is widened, wider input refused."""
+    if d is None or X.shape[1] == d:
+        return X
+    if X.shape[1] > d:
+        if sp.issparse(X) and (X.nnz == 0 or int(X.indices.max()) < d):
+            return X[:, :d]
+        raise ValueError(f"{where}: {X.shape[1]} features, but the model was trained on {d}")
+    if sp.issparse(X):
+        return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+    raise ValueError(f"{where}: {X.shape[1]} features, but the model was trained on {d}")
+
+
+def _pieces(X: Any, y: Any = None, *, format: str | None = None) -> Any:
+    """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know."""
+    if is_store(X) and not (isinstance(X, (str, os.PathLike)) and os.path.isfile(X)):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
-        pieces = ((b.X, b.y) for b in open_dataset(X).iter_blocks())
-    else:
-        pieces = iter([(X, y)])
-    wrong = n = 0
-    for Xb, yb in pieces:
+        ds = open_dataset(X)
+        return ((b.X, b.y, f"{ds.path}, block {i}") for i, b in enumerate(ds.iter_blocks()))
+    if isinstance(X, (str, os.PathLike)):  # a data file
+        from .data.readers import open_reader
+
+        path = os.fspath(X)
+        return ((Xb, yb, path) for Xb, yb in open_reader(path, format=format))
+    return iter([(X, y, "the input")])
+
+
+def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
+    """Test error of a fitted classifier (or a loaded model file) on arrays, or on a store streamed block by
+    block (``y`` None).
+
+    Returns ``n`` rows, ``errors`` and ``error`` (their fraction), ``accuracy``, the ``labels``
+    (the model's classes, then any test label it does not know), the ``confusion`` matrix
+    (rows: true label, columns: predicted, in ``labels`` order) and ``per_class`` precision,
+    recall, F1 and support.
+    """
+    classes = [c.item() if hasattr(c, "item") else c for c in np.asarray(est.classes_)]
+    labels = list(classes)
+    index = {c: i for i, c in enumerate(labels)}
+    conf = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    d = _width(est)
+    for Xb, yb, where in _pieces(X, y):
+        if not Xb.shape[0]:
+            continue
+        pred = np.asarray(est.predict(_fit_width(Xb, d, where)))
+        for t, p_ in zip(np.asarray(yb).tolist(), pred.tolist()):
+            if isinstance(t, float) and t.is_integer() and classes and isinstance(classes[0], int):
+                t = int(t)
+            if t not in index:
+                index[t] = len(labels)
+                labels.append(t)
+                conf = np.pad(conf, ((0, 1), (0, 1)))
+            conf[index[t], index[p_]] += 1
+    n = int(conf.sum())
+    right = int(np.trace(conf))
+    per_class = {}
+    for i, c in enumerate(labels):
+        tp, pred_c, true_c = int(conf[i, i]), int(conf[:, i].sum()), int(conf[i, :].sum())
+        prec = tp / pred_c if pred_c else None
+        rec = tp / true_c if true_c else None
+        f1 = 2 * prec * rec / (prec + rec) if prec and rec else (0.0 if prec is not None and rec is not None else None)
+        per_class[str(c)] = {"precision": prec, "recall": rec, "f1": f1, "support": true_c}
+    return {"n": n, "errors": n - right, "error": (n - right) / n if n else None,
+            "accuracy": right / n if n else None, "labels": labels, "confusion": conf.tolist(),
+            "per_class": per_class}
+
+
+def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
+            format: str | None = None) -> dict[str, Any]:
+    """Labels (or ``decision`` scores) of a fitted classifier or loaded model for arrays, a store
+    (or view), or any readable data file, block by block.
+
+    ``out``: write them to ``.npy``, ``.csv`` or ``.txt`` (one row per line; scores of a
+    multiclass model as comma-separated columns).  Returns ``{"n", "out", "values"}`` (``values``
+    only without ``out``).
+    """
+    d = _width(est)
+    parts = []
+    for Xb, _, where in _pieces(X, None, format=format):
         if Xb.shape[0]:
-            wrong += int(np.count_nonzero(est.predict(Xb) != np.asarray(yb)))
-            n += Xb.shape[0]
-    return {"n": n, "errors": wrong, "error": wrong / n if n else None}
+            Xb = _fit_width(Xb, d, where)
+            parts.append(np.asarray(est.decision_function(Xb) if decision else est.predict(Xb)))
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    res: dict[str, Any] = {"n": int(values.shape[0]), "out": None}
+    if out is None:
+        res["values"] = values
+        return res
+    out = os.fspath(out)
+    suffix = os.path.splitext(out)[1].lower()
+    if suffix == ".npy":
+        tmp = out + ".partial.npy"
+        np.save(tmp, values)
+        os.replace(tmp, out)
+    elif suffix in (".csv", ".txt"):
+        tmp = out + ".partial"
+        fmt = "%.17g" if values.dtype.kind == "f" else "%s"
+        np.savetxt(tmp, values.reshape(len(values), -1), fmt=fmt, delimiter=",")
+        os.replace(tmp, out)
+    else:
+        raise ValueError(f"--out {out}: write .npy, .csv or .txt")
+    res["out"] = out
+    return res
 
 
 def fit_summary(est: Any) -> dict[str, Any]:

@@ -1,0 +1,89 @@
+"""distlearn predict / evaluate with model files, checked against scikit-learn's metrics."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+from distlearn import Perceptron
+from distlearn.cli import main
+from distlearn.data import create_dataset
+from distlearn.data._svmlight import write_svmlight
+from distlearn.model import load_model, save_model
+from distlearn.training import evaluate, predict
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    d = tmp_path_factory.mktemp("digits")
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    create_dataset(d / "train.zarr", X[:1200], y[:1200], block_rows=300)
+    create_dataset(d / "test.zarr", X[1200:], y[1200:], block_rows=200)
+    est = Perceptron(random_state=0).fit(str(d / "train.zarr"))
+    save_model(est, d / "m.npz")
+    return d, est, X[1200:], y[1200:]
+
+
+def test_evaluate_matches_sklearn_metrics(digits):
+    d, est, Xt, yt = digits
+    res = evaluate(load_model(d / "m.npz"), str(d / "test.zarr"))
+    pred = est.predict(Xt)
+    assert res["labels"] == list(range(10)) and res["n"] == len(yt)
+    np.testing.assert_array_equal(res["confusion"], confusion_matrix(yt, pred, labels=range(10)))
+    p, r, f, s = precision_recall_fscore_support(yt, pred, labels=range(10), zero_division=0)
+    for c in range(10):
+        pc = res["per_class"][str(c)]
+        assert pc["precision"] == pytest.approx(p[c]) and pc["recall"] == pytest.approx(r[c])
+        assert pc["f1"] == pytest.approx(f[c]) and pc["support"] == s[c]
+    assert res["error"] == pytest.approx(np.mean(pred != yt)) and res["accuracy"] == pytest.approx(np.mean(pred == yt))
+
+
+def test_unknown_test_labels_are_errors_and_listed(digits):
+    d, est, Xt, yt = digits
+    y2 = yt.copy()
+    y2[:5] = 42
+    res = evaluate(est, Xt, y2)
+    assert res["labels"][-1] == 42 and res["per_class"]["42"]["recall"] == 0.0 and res["per_class"]["42"]["support"] == 5
+    assert res["errors"] == int(np.sum(est.predict(Xt) != y2))
+
+
+def test_predict_stores_and_files(digits, tmp_path):
+    d, est, Xt, yt = digits
+    m = load_model(d / "m.npz")
+    out = predict(m, str(d / "test.zarr"), out=tmp_path / "p.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), est.predict(Xt))
+    assert out["n"] == len(yt)
+    # an svmlight file whose rows use fewer columns than the model: widened, same scores
+    f = tmp_path / "t.svm"
+    write_svmlight(f, [(Xt[:, :40], yt)])
+    res = predict(m, str(f), decision=True, out=tmp_path / "s.csv")
+    Xn = Xt.copy()
+    Xn[:, 40:] = 0
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "s.csv", delimiter=","), est.decision_function(Xn), rtol=1e-12)
+    assert res["n"] == len(yt)
+    wide = tmp_path / "w.svm"
+    wide.write_bytes(b"1 70:1\n")
+    with pytest.raises(ValueError, match="70 features, but the model was trained on 64"):
+        predict(m, str(wide))
+
+
+def test_cli_predict_evaluate(digits, tmp_path, capsys):
+    d, est, Xt, yt = digits
+    assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--out", str(tmp_path / "l.txt")]) == 0
+    assert np.loadtxt(tmp_path / "l.txt").astype(int).tolist() == est.predict(Xt).tolist()
+    capsys.readouterr()
+    assert main(["evaluate", str(d / "m.npz"), str(d / "test.zarr"), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == len(yt) and len(res["confusion"]) == 10
+    assert main(["evaluate", str(d / "m.npz"), str(d / "test.zarr")]) == 0
+    table = capsys.readouterr().out
+    assert "precision  recall" in table and "confusion (rows: true, columns: predicted):" in table
+    assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--proba"]) == 2
+    assert "not calibrated probabilities" in capsys.readouterr().err
+    assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--out", str(tmp_path / "x.parquet")]) == 2
+    assert "write .npy, .csv or .txt" in capsys.readouterr().err
