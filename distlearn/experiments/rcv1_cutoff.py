@@ -343,6 +343,8 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
     ctx = contextlib.nullcontext(None) if local else get_client(None if scheduler == "local" else scheduler,
                                                                    n_workers=n_workers)
     with ctx as client:
+        if client is not None:
+            say(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}")
         if store is None:
             store = out / "rcv1.zarr"
             if store.exists():
