@@ -131,3 +131,22 @@ def test_an_interrupted_experiment_says_how_to_resume(tmp_path, monkeypatch, cap
     assert main(["experiment", "rcv1-cutoff", "--out", str(tmp_path / "o"), "--n-docs", "100"]) == 130
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rerun the same command to resume" in err and str(tmp_path / "o") in err
+
+
+def test_a_script_starting_a_cluster_at_top_level_gets_one_clear_line(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from distlearn import OBPM\n"
+        "from distlearn.data import create_dataset\n"
+        "X = np.random.default_rng(0).standard_normal((100, 4)); y = np.where(X[:, 0] > 0, 1, -1)\n"
+        f"create_dataset({str(tmp_path / 's.zarr')!r}, X, y, overwrite=True)\n"
+        f"OBPM(n_estimators=2, scheduler='local').fit({str(tmp_path / 's.zarr')!r})\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: the LocalCluster's worker processes did not start; if unguarded.py")
+    assert 'if __name__ == "__main__":' in last and "Nanny" not in r.stderr and "bootstrapping" not in r.stderr

@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing.process
 import os
+import sys
 import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -218,6 +220,21 @@ def _scheduler_file_address(path: str) -> str | None:
         return None  # let distributed report (or wait for) the file
 
 
+@contextlib.contextmanager
+def _explain_failed_start() -> Iterator[None]:
+    """Turn the LocalCluster's "Nanny failed to start" into what to do about it."""
+    try:
+        yield
+    except RuntimeError as e:
+        if "failed to start" not in str(e):
+            raise
+        main = sys.modules.get("__main__")
+        script = getattr(main, "__file__", None)
+        hint = (f"; if {os.path.basename(script)} starts the cluster at its top level, put that code under "
+                "`if __name__ == \"__main__\":` (Dask's worker processes re-import the script)") if script else ""
+        raise RuntimeError(f"the LocalCluster's worker processes did not start{hint}") from None
+
+
 CONNECT_TIMEOUT_ENV = "DISTLEARN_CONNECT_TIMEOUT"
 
 
@@ -345,7 +362,12 @@ def get_client(
     # mmap with page faults: measured 1.6x slower block reads inside workers.
     # Unset it (glibc's dynamic thresholds); the dashboard gets a free
     # loopback port so that several clusters can run side by side.
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        # We are a Dask worker process that is re-importing the user's script (spawn), whose
+        # top level starts a cluster: leave quietly; the parent explains (below).
+        raise SystemExit(1)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+            _explain_failed_start():
         cluster = LocalCluster(
             n_workers=n,
             threads_per_worker=threads_per_worker,
