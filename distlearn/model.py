@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
+from .conversions.ensemble import SampledHypothesis, VotedHypothesis
 from .data.store import open_dataset
 from .learners.kernel import KERNELS, kernel_decision, make_kernel
 from .stream import is_store
@@ -47,14 +48,19 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     """Save a fitted distlearn estimator: a linear hypothesis (``coef_``/``intercept_``) or a
     kernel expansion (``support_vectors_``/``dual_coef_`` and its kernel)."""
     kernel = "support_vectors_" in est.__dict__ and "hypothesis_" not in est.__dict__
-    if not kernel and not hasattr(est, "coef_"):
-        raise ValueError(f"{type(est).__name__} has neither coef_ nor support_vectors_ (not fitted, or not one "
-                         "hypothesis: vote/sample conversions cannot be saved)")
+    ensemble = est.__dict__.get("hypothesis_")
+    if not isinstance(ensemble, (VotedHypothesis, SampledHypothesis)):
+        ensemble = None
+    if not kernel and ensemble is None and not hasattr(est, "coef_"):
+        raise ValueError(f"{type(est).__name__} has neither coef_, support_vectors_ nor a linear vote/sample "
+                         "hypothesis (not fitted?)")
     p = Path(path)
     if p.suffix != ".npz":
         raise ValueError(f"model files end in .npz, got {p.name!r}")
     params = {k: v for k, v in est.get_params(deep=False).items() if k != "scheduler"}
-    meta = {"format": FORMAT, "kind": "kernel" if kernel else "linear", "estimator": type(est).__name__,
+    kind = "kernel" if kernel else ("vote" if isinstance(ensemble, VotedHypothesis) else "sample") if ensemble \
+        is not None else "linear"
+    meta = {"format": FORMAT, "kind": kind, "estimator": type(est).__name__,
             "params": _jsonable(params), "extra": _jsonable(extra or {})}
     classes = np.asarray(est.classes_)
     if classes.dtype.kind not in "iufb":
@@ -66,6 +72,11 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
                                    "coef0": float(k.params[2])})
         arrays = {"support_vectors": np.asarray(est.support_vectors_, dtype=np.float64),
                   "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64)}
+    elif ensemble is not None:  # H[i]: hypothesis i as (n_outputs, n_features + 1), w[i] its votes / weight
+        meta["n_features"] = int(ensemble.H.shape[2] - 1)
+        if isinstance(ensemble, SampledHypothesis):
+            meta["seed"] = int(ensemble.seed)
+        arrays = {"H": np.asarray(ensemble.H, dtype=np.float64), "w": np.asarray(ensemble.w, dtype=np.float64)}
     else:
         meta["n_features"] = int(est.coef_.shape[1])
         arrays = {"coef": np.asarray(est.coef_), "intercept": np.asarray(est.intercept_)}
@@ -113,6 +124,19 @@ class LinearModel:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
+class EnsembleModel(LinearModel):
+    """A saved vote or sample conversion: the hypotheses and their weights (the seed of the sampling)."""
+
+    def __init__(self, hypothesis: Any, classes: np.ndarray, meta: dict[str, Any]) -> None:
+        self.hypothesis_ = hypothesis
+        self.classes_ = classes
+        self.meta = meta
+        self.n_features_in_ = int(hypothesis.H.shape[2] - 1)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        return self.hypothesis_.decision_function(X)
+
+
 class KernelModel(LinearModel):
     """A saved kernel model: scores ``dual_coef @ k(support_vectors, x)``."""
 
@@ -138,7 +162,8 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
                 raise ValueError(f"{p}: not a distlearn model (no meta)")
             meta = json.loads(str(z["meta"]))
             kind = meta.get("kind", "linear") if isinstance(meta, dict) else None
-            names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef")}.get(kind)
+            names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
+                     "vote": ("H", "w"), "sample": ("H", "w")}.get(kind)
             if names is None:
                 raise ValueError(f"{p}: unknown model kind {kind!r}")
             missing = {*names, "classes"} - set(z.files)
@@ -155,6 +180,12 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
         if a.ndim != 2 or b.shape != (a.shape[0],):
             raise ValueError(f"{p}: inconsistent shapes coef {a.shape}, intercept {b.shape}")
         return LinearModel(a, b, classes, meta)
+    if kind in ("vote", "sample"):
+        if a.ndim != 3 or b.shape != (a.shape[0],) or not np.all(b >= 0) or not b.sum() > 0:
+            raise ValueError(f"{p}: inconsistent {kind} model (hypotheses {a.shape}, weights {b.shape})")
+        if kind == "vote":
+            return EnsembleModel(VotedHypothesis(a, b), classes, meta)
+        return EnsembleModel(SampledHypothesis(a, b, int(meta.get("seed", 0))), classes, meta)
     if a.ndim != 2 or b.ndim != 2 or b.shape[1] != a.shape[0] or meta.get("kernel") not in KERNELS:
         raise ValueError(f"{p}: inconsistent kernel model (support {a.shape}, dual_coef {b.shape}, "
                          f"kernel {meta.get('kernel')!r})")

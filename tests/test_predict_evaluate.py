@@ -87,3 +87,25 @@ def test_cli_predict_evaluate(digits, tmp_path, capsys):
     assert "not calibrated probabilities" in capsys.readouterr().err
     assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--out", str(tmp_path / "x.parquet")]) == 2
     assert "write .npy, .csv or .txt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("conversion", ["vote", "sample"])
+@pytest.mark.parametrize("binary", [True, False])
+def test_vote_and_sample_models_round_trip(tmp_path, conversion, binary):
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    if binary:
+        y = np.where(y > 4, 1, -1)
+    est = Perceptron(conversion=conversion, random_state=0).fit(X, y)
+    save_model(est, tmp_path / "v.npz")
+    m = load_model(tmp_path / "v.npz")
+    np.testing.assert_array_equal(m.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(m.predict(X), est.predict(X))
+    assert m.meta["kind"] == conversion and evaluate(m, X, y)["error"] == pytest.approx(np.mean(est.predict(X) != y))
+    # a tampered file (negative votes) is refused with its name
+    with np.load(tmp_path / "v.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["w"] = -arrays["w"]
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match=f"bad.npz: inconsistent {conversion} model"):
+        load_model(tmp_path / "bad.npz")
