@@ -96,3 +96,11 @@ def test_cli_experiment(store, tmp_path, capsys):
                  "--problems", "CCAT-vs-FOO"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "problem 'CCAT-vs-FOO'" in err
+
+
+def test_cli_experiment_list(capsys):
+    assert main(["experiment", "--list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["rcv1-cutoff", "celegans-obpm"]
+    assert main(["experiment", "rcv1-cutoff"]) == 2
+    assert "give an experiment name and --out DIR" in capsys.readouterr().err
