@@ -610,7 +610,10 @@ def _cmd_train(a: argparse.Namespace) -> int:
             from .distributed.cluster import get_client, make_security
 
             sec = make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config) if tls else None
-            est.set_params(scheduler=stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec)))
+            client = stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec))
+            if not a.json:
+                print(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
+            est.set_params(scheduler=client)
         elif not on_dask and (a.scheduler or a.workers):
             raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards; {a.model} alone "
                              "trains in process")
