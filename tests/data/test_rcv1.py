@@ -132,6 +132,8 @@ def test_weightings_and_unit_rows(files, tmp_path, weighting):
              "tfidf": np.where(c > 0, (1 + np.log(np.where(c > 0, c, 1))) * np.log(3 / df), 0.0)}[weighting]
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     np.testing.assert_allclose(X, v / np.where(norms > 0, norms, 1), rtol=1e-12)
+    row_norms = np.linalg.norm(X, axis=1)
+    assert np.allclose(row_norms[norms.ravel() > 0], 1.0)
 
 
 def test_min_df_and_given_vocabulary(files, tmp_path):
