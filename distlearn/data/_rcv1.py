@@ -63,7 +63,7 @@ import scipy.sparse as sp
 
 from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
+from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, ordered_tasks, sniff_compression, strip_bom
 from ._svmlight import line_aligned_ranges
 
 __all__ = [
@@ -438,38 +438,6 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int], weight
 # =========================================================================== the conversion
 
 
-class _Runner:
-    """Part tasks in order: on a Dask client (a bounded window in flight) or in this process."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def map(self, fn: Any, jobs: Sequence[tuple[Any, ...]], **shared: Any) -> Iterator[Any]:
-        if self.client is None:
-            for job in jobs:
-                yield fn(*job, **shared)
-            return
-        c = self.client
-        # a list around each value: scatter() would spread a dict's items as separate futures
-        shared = {k: (c.scatter([v], broadcast=True, hash=False)[0] if isinstance(v, (dict, np.ndarray)) else v)
-                  for k, v in shared.items()}
-        window = 2 * max(1, len(c.scheduler_info().get("workers", {})))
-        futures: list[Any] = []
-        nxt = 0
-        try:
-            for i in range(len(jobs)):
-                while nxt < len(jobs) and nxt < i + window:
-                    futures.append(c.submit(fn, *jobs[nxt], pure=False, **shared))
-                    nxt += 1
-                res = futures[i].result()
-                futures[i] = None
-                yield res
-        finally:
-            for f in futures:
-                if f is not None:
-                    f.cancel()
-
-
 def _raise(path: str, part_line: int, err: tuple[Any, str, Any]) -> None:
     line, reason, token = err
     raise InputFormatError(path, reason, line=None if line is None else part_line + line - 1, token=token)
@@ -538,7 +506,6 @@ def convert_rcv1(
     topics = read_qrels(qrels)
     hier = read_hierarchy(hierarchy) if hierarchy is not None else None
     top = topics.top_level(hier)
-    runner = _Runner(client)
     params: dict[str, Any] = {"format": "rcv1", "files": [os.path.basename(p) for p in paths],
                               "qrels": os.path.basename(os.fspath(qrels)),
                               "hierarchy": None if hierarchy is None else os.path.basename(os.fspath(hierarchy)),
@@ -557,7 +524,7 @@ def convert_rcv1(
             vocab = Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
             at, last = 1, None
-            for (p, _, _), res in zip(jobs, runner.map(_vocabulary_task, jobs)):
+            for (p, _, _), res in zip(jobs, ordered_tasks(client, _vocabulary_task, jobs)):
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
@@ -579,7 +546,7 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
-        for p, docids, lines, X, done in _rows(paths, kind, runner, terms, idf, weighting, normalize, part_bytes):
+        for p, docids, lines, X, done in _rows(paths, kind, client, terms, idf, weighting, normalize, part_bytes):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
             if bad.size:
@@ -649,7 +616,7 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
-def _rows(paths: list[str], kind: str, runner: _Runner, terms: list[bytes] | None, idf: np.ndarray | None,
+def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, idf: np.ndarray | None,
           weighting: str, normalize: bool, part_bytes: int
           ) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
     """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
@@ -676,7 +643,7 @@ def _rows(paths: list[str], kind: str, runner: _Runner, terms: list[bytes] | Non
     jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
-    for (path, _, stop), res in zip(jobs, runner.map(_rows_task, jobs, index=index, weighting=weighting, idf=idf,
+    for (path, _, stop), res in zip(jobs, ordered_tasks(client, _rows_task, jobs, index=index, weighting=weighting, idf=idf,
                                                      normalize=normalize)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:

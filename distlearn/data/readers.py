@@ -21,7 +21,7 @@ from typing import Any
 
 from .._config import PARALLEL_PART_BYTES
 from ._errors import InputFormatError
-from ._io import open_binary
+from ._io import open_binary, ordered_tasks
 from ._svmlight import (
     SvmlightReader,
     count_lines_before,
@@ -253,29 +253,14 @@ def _svmlight_width(reader: SvmlightReader, client: Any, part_bytes: int) -> int
 
 def _iter_parts(reader: SvmlightReader, client: Any, part_bytes: int):
     """Parsed byte ranges in file order, keeping a bounded number of tasks in flight."""
-    ranges = line_aligned_ranges(reader.path, part_bytes)
-    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-    window = 2 * n_workers
-    futures: list[Any] = []
+    jobs = [(reader.path, a, b) for a, b in line_aligned_ranges(reader.path, part_bytes)]
     kwargs = {"zero_based": reader.zero_based, "n_features": reader.n_features, "dtype": reader.dtype.name}
-    nxt = 0
-    try:
-        for i in range(len(ranges)):
-            while nxt < len(ranges) and nxt < i + window:
-                a, b = ranges[nxt]
-                futures.append(client.submit(parse_svmlight_range, reader.path, a, b, pure=True, **kwargs))
-                nxt += 1
-            part = futures[i].result()
-            futures[i] = None  # let the worker drop it
-            if "error" in part:
-                line, reason, token = part["error"]
-                before = count_lines_before(reader.path, part["start"])
-                raise InputFormatError(reader.path, reason, line=before + line, token=token)
-            yield part
-    finally:
-        for f in futures:
-            if f is not None:
-                f.cancel()
+    for part in ordered_tasks(client, parse_svmlight_range, jobs, **kwargs):
+        if "error" in part:
+            line, reason, token = part["error"]
+            before = count_lines_before(reader.path, part["start"])
+            raise InputFormatError(reader.path, reason, line=before + line, token=token)
+        yield part
 
 
 def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: Any, part_bytes: int, bar: Any) -> None:

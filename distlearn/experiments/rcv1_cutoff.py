@@ -222,8 +222,9 @@ def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems:
         if radius is None:
             radius = math.sqrt(ex.result(ex.submit("rcv1-cutoff-radius", max_row_norm, path, token)) ** 2 + 1.0)
             book.remember(radius=radius)
-        tasks = [(f"{p}.split{s}", run_cell, (f"{path}#{p}", store_token(open_dataset(f"{path}#{p}")), s, seed,
-                                              test_fraction, sizes, radius)) for p, s, sizes in todo]
+        tokens = {p: store_token(open_dataset(f"{path}#{p}")) for p in {p for p, _, _ in todo}}  # one open per view
+        tasks = [(f"{p}.split{s}", run_cell, (f"{path}#{p}", tokens[p], s, seed, test_fraction, sizes, radius))
+                 for p, s, sizes in todo]
 
         def told(name: str, res: dict[str, Any]) -> None:
             cells[(res["problem"], res["split"])] = res
