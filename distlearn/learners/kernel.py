@@ -281,7 +281,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     m = order.shape[0]
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
-    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
+    for lo, hi, rows, Xd, yd, od in _compacted_pieces(X, y, order):
         state.compact()
         state._grow(int(state.meta[0]) + (hi - lo))
         t0 = state.t
@@ -310,6 +310,20 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         if bad >= 0:
             raise_kernel_non_finite(X, int(rows[bad]), lo + bad)
     return out
+
+
+#: Rounds per engine call: the driver compacts the dead slots between calls, so a long dense
+#: chunk never scans more than this many removed patterns (same model bit for bit; the live
+#: slots keep their insertion order, and every sum runs over them in that order).
+_COMPACT_ROWS = 1024
+
+
+def _compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray):
+    """:func:`dense_pieces` cut further into runs of at most ``_COMPACT_ROWS`` rounds."""
+    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
+        for a in range(0, hi - lo, _COMPACT_ROWS):
+            b = min(hi - lo, a + _COMPACT_ROWS)
+            yield lo + a, lo + b, rows[a:b], Xd, yd, od[a:b]
 
 
 def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
