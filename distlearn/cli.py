@@ -6,12 +6,14 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ._version import __version__
+from .experiments.named import PAPERS, describe_papers, run_experiment
 from .training import MODELS
 
 _DESCRIPTION = """\
@@ -263,29 +265,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_cmd_evaluate)
 
     # -- experiment
-    # -- experiment
     x = sub.add_parser(
         "experiment",
         help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
         formatter_class=_Formatter,
         description=(
             "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
-            "Cells are written to OUT/cells as they finish; rerunning the same command resumes.\n\n"
-            "  rcv1-cutoff  Dekel (2008) sec. 4, Figs. 2-3: the ten pairwise problems among\n"
-            "               CCAT/ECAT/GCAT/MCAT/OTHER, 80/20 splits, one online pass of the perceptron\n"
-            "               (last/average/cutoff, 0-1 error) and the finite-horizon margin perceptron\n"
-            "               (last/average/cutoff, hinge loss) paused at log-spaced training-set sizes.\n"
-            "               Data: --store, or --tokens + --qrels (the LYRL2004 files), or neither: an\n"
-            "               RCV1-v2-sized corpus (--n-docs) is generated first.\n"
-            "  celegans-obpm  Harrington et al. (2003) Table 2 on splice sites: perceptron, ALMA\n"
-            "               (B=3.33, C=0.70), OBPM (--tau x --n-estimators) after each of --epochs\n"
-            "               epochs, --permutations seeds each, against LinearSVC (C tuned on 10% of\n"
-            "               the training rows), on weighted-degree features (--degree). Data:\n"
-            "               --train-store/--test-store, or --train/--test sequence files, or neither:\n"
-            "               a C. elegans-sized stand-in (--n-train) is generated first."
+            "Cells are written to OUT/cells as they finish; rerunning the same command resumes (finished\n"
+            "cells are read, not rerun). Each run writes OUT/NAME.md (the table, the paper's numbers beside\n"
+            "ours), OUT/NAME.json (every raw number) and OUT/NAME.png (the figure). --quick is a small\n"
+            "version (under a minute on one core): a smoke test, not the result.\n\n"
+            + "\n".join(f"  {n:<19}{textwrap.fill(d, 78, subsequent_indent=' ' * 21)}"
+                        for n, d in EXPERIMENTS.items())
+            + "\n\nData: obpm-table1/-figure1 generate theirs; obpm-drift, cutoff-curves and obpm-batch read\n"
+            "Fashion-MNIST (--fashion-dir, the four IDX .gz files of github.com/zalandoresearch/fashion-mnist);\n"
+            "letter-conversions and obpm-batch read LETTER (--letter, the 20,000 UCI examples as one svmlight\n"
+            "file); rcv1-cutoff and celegans-obpm read the corpora's files or generate stand-ins."
         ),
         epilog=(
             "examples:\n"
+            "  distlearn experiment --list\n"
+            "  distlearn experiment obpm-table1 --out results --quick\n"
+            "  distlearn experiment obpm-figure1 --out results --workers 2\n"
+            "  distlearn experiment cutoff-curves --out results --fashion-dir ~/data/fashion-mnist\n"
+            "  distlearn experiment letter-conversions --out results --letter letter.svm --scheduler tcp://10.0.0.1:8786\n"
             "  distlearn experiment rcv1-cutoff --out rcv1-run --n-docs 200000 --workers 2\n"
             "  distlearn experiment rcv1-cutoff --out rcv1-run --tokens lyrl2004_tokens_*.dat.gz \\\n"
             "      --qrels rcv1-v2.topics.qrels.gz --scheduler tcp://10.0.0.1:8786\n"
@@ -308,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
     x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
     x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
+    x.add_argument("--quick", action="store_true", help="a small version of the protocol (under a minute)")
+    x.add_argument("--repeats", type=_positive_int, metavar="R",
+                   help="Monte Carlo runs / trials / splits / folds (default: the paper's)")
+    x.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER)")
+    x.add_argument("--fashion-dir", metavar="DIR",
+                   help="the Fashion-MNIST IDX files (default: $DISTLEARN_FASHION_MNIST)")
     cel = x.add_argument_group("celegans-obpm")
     cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
     cel.add_argument("--test", metavar="FILE", help="test sequences")
@@ -521,6 +530,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = {
+    **describe_papers(),
     "rcv1-cutoff": "Dekel (2008) sec. 4, Figs. 2-3: cutoff averaging vs last/average on the ten RCV1 "
                    "problems (perceptron 0-1 error, margin perceptron hinge loss), 80/20 splits, 12 sizes",
     "celegans-obpm": "Harrington et al. (2003) Table 2: OBPM vs ALMA, the perceptron and LinearSVC on "
@@ -528,12 +538,30 @@ EXPERIMENTS = {
 }
 
 
+def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, quick: bool) -> None:
+    """OUT/NAME.json, .md and .png for the corpus protocols, as for every named experiment."""
+    import shutil
+
+    from .experiments._cells import write_json
+
+    write_json(out / f"{name}.json", res)
+    figs = [Path(f) for f in res.get("figures", [])]
+    if figs:
+        shutil.copyfile(figs[0], out / f"{name}.png")
+    (out / f"{name}.md").write_text(
+        f"# {name}\n\n{EXPERIMENTS[name]}.\n\n"
+        + ("**Quick run** (a small version of the protocol: a smoke test, not the result).\n\n" if quick else "")
+        + f"```text\n{table}\n```\n\n" + (f"![{name}]({name}.png)\n\n" if figs else "")
+        + f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s. "
+        f"Raw numbers: `{name}.json`.\n")
+
+
 def _cmd_experiment(a: argparse.Namespace) -> int:
     from .experiments import rcv1_cutoff
 
     if a.list:
         for name, what in EXPERIMENTS.items():
-            print(f"{name:<15} {what}")
+            print(f"{name:<19} {what}")
         return 0
     if a.name is None or a.out is None:
         raise ValueError("give an experiment name and --out DIR (distlearn experiment --list names them)")
@@ -548,6 +576,32 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
         log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
+    if a.name in PAPERS:
+        def cell_done(done: int, total: int, cell: str) -> None:
+            log(f"  [{done}/{total}] {cell}")
+
+        doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, scheduler=scheduler,
+                             n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
+                             overwrite=a.overwrite, figures=a.figures, log=log, progress=cell_done)
+        if a.json:
+            print(json.dumps({k: v for k, v in doc.items() if k != "text"}, indent=1))
+        else:
+            print(doc["text"])
+            print(f"{doc['cells_run']} cells run, {doc['cells_resumed']} resumed, {doc['seconds']:.1f} s; "
+                  + ", ".join(doc["files"]))
+        return 0
+    if a.quick:  # the corpus protocols' small versions
+        if a.name == "rcv1-cutoff":
+            a.n_docs, a.splits, a.sizes = min(a.n_docs, 4000), min(a.splits, 2), min(a.sizes, 5)
+            a.problems = a.problems or ["CCAT-vs-GCAT"]
+        else:
+            a.n_train, a.degree, a.epochs, a.permutations = min(a.n_train, 2000), 2, [1, 2], 1
+            a.tau, a.n_estimators = [0.05], [20]
+    if a.repeats:
+        if a.name == "rcv1-cutoff":
+            a.splits = a.repeats
+        else:
+            a.permutations = a.repeats
     if a.name == "celegans-obpm":
         from .experiments import celegans_obpm
 
@@ -567,6 +621,7 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
                                    log=log, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
                                    overwrite=a.overwrite, progress=progress, figures=a.figures)
         table = rcv1_cutoff.format_table(res)
+    _named_outputs(a.name, Path(a.out), res, table, quick=a.quick)
     if a.json:
         print(json.dumps(res, indent=1))
     else:

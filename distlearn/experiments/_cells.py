@@ -7,6 +7,8 @@ written atomically; a rerun reads the cells that exist and runs only the others.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -26,6 +28,26 @@ def pyplot() -> Any:
         print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
         return None
     return plt
+
+
+def render_text(fn: Callable[..., None], *args: Any) -> str:
+    """What a module's ``print_*`` function prints, as a string."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        fn(*args)
+    return buf.getvalue().strip("\n")
+
+
+_LOADED: dict[Any, Any] = {}
+
+
+def loaded(key: Any, load: Callable[[], Any]) -> Any:
+    """``load()``, read once per process and kept while the same ``key`` is asked for: the cells of
+    one experiment on one worker share the data set they read (one at a time, to bound memory)."""
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load()
+    return _LOADED[key]
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -1,0 +1,117 @@
+"""The paper reproductions as named, resumable jobs: ``distlearn experiment NAME --out DIR``.
+
+Every reproduction module listed in :data:`PAPERS` describes its protocol as
+*cells* -- one Monte Carlo run, one trial, one fold, one (pair, split) -- each a
+seeded, pure task whose JSON result does not depend on where it ran.  This
+runner submits the cells that ``DIR`` does not hold yet to the executor (this
+process, a LocalCluster or a cluster), writes each one as it finishes
+(``DIR/cells/NAME/``), then aggregates all of them and writes
+
+* ``DIR/NAME.json``: every raw number, the aggregates and the paper's numbers;
+* ``DIR/NAME.md``: the table, the paper's numbers beside ours, and the verdicts;
+* ``DIR/NAME.png``: the figure (when matplotlib is installed).
+
+A rerun with the same options resumes: finished cells are read, not rerun.
+
+A reproduction module provides ``TITLE``, ``SUMMARY``, ``VERSION``,
+``plan(quick, repeats, data) -> (key, [(cell name, function, args)])``,
+``report(key, cells) -> doc``, ``render(doc) -> str`` (the text of the table)
+and ``plot(doc, path)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..distributed import executor_for
+from . import cutoff_curves, letter_conversions, obpm_artificial, obpm_batch, obpm_drift
+from ._cells import Cells, pyplot, write_json
+
+__all__ = ["PAPERS", "run_experiment", "describe_papers"]
+
+#: name -> (module, which part of it); obpm-table1 and obpm-figure1 share one module.
+PAPERS: dict[str, tuple[ModuleType, str]] = {
+    "obpm-table1": (obpm_artificial, "table"),
+    "obpm-figure1": (obpm_artificial, "figure"),
+    "obpm-drift": (obpm_drift, ""),
+    "obpm-batch": (obpm_batch, ""),
+    "cutoff-curves": (cutoff_curves, ""),
+    "letter-conversions": (letter_conversions, ""),
+}
+
+
+def describe_papers() -> dict[str, str]:
+    """name -> one line: the paper, the table or figure, what runs."""
+    return {name: _summary(name) for name in PAPERS}
+
+
+def _summary(name: str) -> str:
+    mod, part = PAPERS[name]
+    return mod.SUMMARY[part] if isinstance(mod.SUMMARY, dict) else mod.SUMMARY
+
+
+def run_experiment(name: str, out: str | Path, *, quick: bool = False, repeats: int | None = None,
+                   scheduler: Any = None, n_workers: int | None = None, data: dict[str, Any] | None = None,
+                   overwrite: bool = False, figures: bool = True,
+                   log: Callable[[str], None] = lambda msg: None,
+                   progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) the named reproduction into ``out``; return its JSON document.
+
+    ``quick`` is the small version (under a minute in one process); ``repeats``
+    overrides the protocol's number of Monte Carlo runs, trials or splits;
+    ``data`` names data files (``letter``, ``fashion``) where the protocol needs them.
+    """
+    if name not in PAPERS:
+        raise ValueError(f"unknown experiment {name!r}; distlearn experiment --list names them")
+    if repeats is not None and repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    mod, part = PAPERS[name]
+    t0 = time.perf_counter()
+    out = Path(out)
+    key, todo = mod.plan(part, quick=quick, repeats=repeats, data=dict(data or {}))
+    key = {"experiment": name, "version": mod.VERSION, **key}
+    book = Cells(out / "cells" / name, key, overwrite=overwrite)
+    cells = {n: c for n, _, _ in todo if (c := book.get(n)) is not None}
+    pending = [t for t in todo if t[0] not in cells]
+    log(f"{name}: {len(todo)} cells, {len(cells)} already done, {len(pending)} to run")
+    if pending:
+        with executor_for(scheduler, n_workers=n_workers) as ex:
+            client = getattr(ex, "client", None)
+            if client is not None:
+                log(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}")
+            done = [0]
+
+            def told(cell: str, res: dict[str, Any]) -> None:
+                done[0] += 1
+                if progress is not None:
+                    progress(done[0], len(pending), cell)
+
+            cells.update(book.run(ex, pending, told))
+    doc = mod.report(part, key, {n: cells[n] for n, _, _ in todo})
+    doc.update({"experiment": name, "title": mod.TITLE[part] if isinstance(mod.TITLE, dict) else mod.TITLE,
+                "config": {**key, **doc.get("config", {})}, "cells_run": len(pending),
+                "cells_resumed": len(todo) - len(pending), "seconds": time.perf_counter() - t0})
+    text = mod.render(part, doc)
+    files = [out / f"{name}.json", out / f"{name}.md"]
+    if figures and (plt := pyplot()) is not None:
+        png = out / f"{name}.png"
+        mod.plot(part, doc, png)
+        plt.close("all")
+        files.append(png)
+    doc["files"] = [str(f) for f in files]
+    write_json(out / f"{name}.json", doc)
+    md = (f"# {doc['title']}\n\n{_summary(name)}.\n\n"
+          + ("**Quick run** (a small version of the protocol: a smoke test, not the result).\n\n" if quick else "")
+          + f"```text\n{text}\n```\n\n"
+          + (f"![{name}]({name}.png)\n\n" if len(files) > 2 else "")
+          + f"{len(todo)} cells ({len(pending)} run now, {len(todo) - len(pending)} resumed), "
+          f"{doc['seconds']:.1f} s. Raw numbers: `{name}.json`.\n")
+    tmp = out / f".{name}.md.tmp"
+    tmp.write_text(md)
+    tmp.replace(out / f"{name}.md")
+    doc["text"] = text
+    return doc
