@@ -305,6 +305,7 @@ class Interval:
         return IntervalTracker(int(self.max_updates), self.C, self.loss)
 
 
+#: Conversion name -> its class (what ``conversion="cutoff"`` and the like mean).
 NAMES = {"last": Last, "average": Average, "vote": Vote, "sample": Sample, "survivor": Survivor,
          "suffix": Suffix, "interval": Interval, "tree": Tree, "cutoff": Cutoff}
 

@@ -22,10 +22,10 @@ is generated whole and cut).
 
 References
 ----------
-.. [1] E. Harrington, R. Herbrich, J. Kivinen, J. Platt and R. C. Williamson,
-   "Online Bayes Point Machines", PAKDD 2003, LNAI 2637, pp. 241-252.
-.. [2] D. D. Lewis, Y. Yang, T. G. Rose and F. Li, "RCV1: A New Benchmark
-   Collection for Text Categorization Research", JMLR 5 (2004) 361-397.
+* E. Harrington, R. Herbrich, J. Kivinen, J. Platt and R. C. Williamson,
+  "Online Bayes Point Machines", PAKDD 2003, LNAI 2637, pp. 241-252.
+* D. D. Lewis, Y. Yang, T. G. Rose and F. Li, "RCV1: A New Benchmark
+  Collection for Text Categorization Research", JMLR 5 (2004) 361-397.
 """
 
 from __future__ import annotations
@@ -233,8 +233,8 @@ def make_obpm_artificial(
 
     References
     ----------
-    .. [1] E. Harrington, R. Herbrich, J. Kivinen, J. Platt and
-       R. C. Williamson, "Online Bayes Point Machines", PAKDD 2003, sec. 4.1.
+    E. Harrington, R. Herbrich, J. Kivinen, J. Platt and R. C. Williamson,
+    "Online Bayes Point Machines", PAKDD 2003, sec. 4.1.
 
     Examples
     --------
@@ -731,8 +731,8 @@ def make_drifting_stream(
 
     References
     ----------
-    .. [1] E. Harrington, R. Herbrich, J. Kivinen, J. Platt and
-       R. C. Williamson, "Online Bayes Point Machines", PAKDD 2003, sec. 4.2.
+    E. Harrington, R. Herbrich, J. Kivinen, J. Platt and R. C. Williamson,
+    "Online Bayes Point Machines", PAKDD 2003, sec. 4.2.
 
     Examples
     --------
