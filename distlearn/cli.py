@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
     t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    t.add_argument("--save-members", action="store_true",
+                   help="with --save and --model obpm: also store every member's weights (model.members_)")
     t.add_argument("--json", action="store_true", help="print the result as JSON")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
@@ -639,6 +641,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
     from .training import evaluate, fit_summary, make_estimator
 
     params = dict(_param(p) for p in a.param)
+    if a.save_members and not (a.save and a.model == "obpm"):
+        raise ValueError("--save-members needs --save MODEL.npz and --model obpm (the members of its Bayes point)")
     if a.shards and a.model == "obpm":
         raise ValueError("--shards applies to single learners; OBPM parallelises over its learners "
                          "(--workers/--scheduler)")
@@ -692,7 +696,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
         result["test_error"] = evaluate(est, a.test)["error"]
         result["test_store"] = str(a.test)
     if a.save:
-        save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds})
+        save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds},
+                   members=a.save_members)
         result["saved"] = str(a.save)
     if a.json:
         print(json.dumps(result, indent=2, default=str))

@@ -23,6 +23,7 @@ import numpy as np
 
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
+from .conversions.kernel import VotedKernelHypothesis
 from .data.store import open_dataset
 from .learners.kernel import KERNELS, kernel_decision, make_kernel
 from .stream import is_store
@@ -44,10 +45,19 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
-def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] | None = None) -> Path:
-    """Save a fitted distlearn estimator: a linear hypothesis (``coef_``/``intercept_``) or a
-    kernel expansion (``support_vectors_``/``dual_coef_`` and its kernel)."""
-    kernel = "support_vectors_" in est.__dict__ and "hypothesis_" not in est.__dict__
+def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] | None = None,
+               members: bool = False) -> Path:
+    """Save a fitted distlearn estimator: a linear hypothesis (``coef_``/``intercept_``), a
+    kernel expansion (``support_vectors_``/``dual_coef_`` and its kernel), a linear or kernel
+    vote / sample conversion, or a Bayes point.
+
+    ``members=True`` also stores a linear Bayes point's members (``members_`` and
+    ``weights_`` of OBPM and PermutationBPM), read back as the model's ``members_`` and
+    ``weights_`` (member ``j``'s hypothesis is ``members_[j]``, shape (n_outputs, n_features + 1),
+    the intercept last).
+    """
+    voted_kernel = isinstance(est.__dict__.get("hypothesis_"), VotedKernelHypothesis)
+    kernel = "support_vectors_" in est.__dict__ and ("hypothesis_" not in est.__dict__ or voted_kernel)
     ensemble = est.__dict__.get("hypothesis_")
     if not isinstance(ensemble, (VotedHypothesis, SampledHypothesis)):
         ensemble = None
@@ -72,6 +82,11 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
                                    "coef0": float(k.params[2])})
         arrays = {"support_vectors": np.asarray(est.support_vectors_, dtype=np.float64),
                   "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64)}
+        if voted_kernel:  # the vote's events: pattern ev_p enters (ev_s = +1) or leaves (-1) at ev_t
+            h = est.hypothesis_
+            meta["vote_span"] = [int(h.a), int(h.b)]
+            arrays.update(vote_t=np.asarray(h.ev_t, np.int64), vote_p=np.asarray(h.ev_p, np.int64),
+                          vote_s=np.asarray(h.ev_s, np.float64), vote_lab=np.asarray(h.lab, np.int64))
     elif ensemble is not None:  # H[i]: hypothesis i as (n_outputs, n_features + 1), w[i] its votes / weight
         meta["n_features"] = int(ensemble.H.shape[2] - 1)
         if isinstance(ensemble, SampledHypothesis):
@@ -80,6 +95,11 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     else:
         meta["n_features"] = int(est.coef_.shape[1])
         arrays = {"coef": np.asarray(est.coef_), "intercept": np.asarray(est.intercept_)}
+    if members:
+        if "members_" not in est.__dict__:
+            raise ValueError(f"members=True: {type(est).__name__} has no members_ (not a Bayes point)")
+        arrays["members"] = np.asarray(est.members_, dtype=np.float64)
+        arrays["member_weights"] = np.asarray(est.weights_, dtype=np.float64)
     meta["distlearn_version"] = __version__
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
     try:
@@ -149,6 +169,9 @@ class KernelModel(LinearModel):
         self.kernel_ = make_kernel(meta["kernel"], **meta["kernel_params"])
 
     def _scores(self, X: Any) -> np.ndarray:
+        if "hypothesis_" in self.__dict__:  # a kernel vote: the vote shares
+            s = self.hypothesis_.decision_function(X)
+            return s[:, None] if s.ndim == 1 else s
         return kernel_decision(self.kernel_, self.support_vectors_, self.dual_coef_.T, X)
 
 
@@ -170,12 +193,26 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
             if missing:
                 raise ValueError(f"{p}: not a distlearn model (missing {sorted(missing)})")
             a, b, classes = z[names[0]], z[names[1]], z["classes"]
+            more = {n: z[n] for n in ("vote_t", "vote_p", "vote_s", "vote_lab", "members", "member_weights")
+                    if n in z.files}
     except (OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise ValueError(f"{p}: not a readable model file ({exc})") from exc
     if meta.get("format") != FORMAT:
         raise ValueError(f"{p}: model format {meta.get('format')!r}, this distlearn reads {FORMAT}")
+    model = _build(p, kind, a, b, classes, meta, more)
+    if "members" in more:
+        M, W = more["members"], more["member_weights"] if "member_weights" in more else None
+        if M.ndim != 3 or W is None or W.shape not in ((M.shape[0],), (M.shape[1], M.shape[0])):
+            raise ValueError(f"{p}: inconsistent members (members {M.shape}, weights "
+                             f"{None if W is None else W.shape})")
+        model.members_, model.weights_ = M, W
+    return model
+
+
+def _build(p: Path, kind: str, a: np.ndarray, b: np.ndarray, classes: np.ndarray, meta: dict[str, Any],
+           more: dict[str, np.ndarray]) -> LinearModel:
     if kind == "linear":
         if a.ndim != 2 or b.shape != (a.shape[0],):
             raise ValueError(f"{p}: inconsistent shapes coef {a.shape}, intercept {b.shape}")
@@ -190,6 +227,18 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
         raise ValueError(f"{p}: inconsistent kernel model (support {a.shape}, dual_coef {b.shape}, "
                          f"kernel {meta.get('kernel')!r})")
     try:
-        return KernelModel(a, b, classes, meta)
+        model = KernelModel(a, b, classes, meta)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{p}: bad kernel parameters in the model file ({exc})") from None
+    if "vote_span" in meta:
+        ev = [more.get(n) for n in ("vote_t", "vote_p", "vote_s", "vote_lab")]
+        span = meta["vote_span"]
+        P = a.shape[0]
+        if (any(e is None or e.ndim != 1 for e in ev) or not (len(ev[0]) == len(ev[1]) == len(ev[2]))
+                or len(ev[3]) != P or (len(ev[1]) and not (0 <= ev[1].min() and ev[1].max() < P))
+                or not (isinstance(span, list) and len(span) == 2 and 0 <= span[0] <= span[1])):
+            raise ValueError(f"{p}: inconsistent kernel vote (events or span do not match {P} patterns)")
+        model.hypothesis_ = VotedKernelHypothesis(model.kernel_, np.ascontiguousarray(a),
+                                                  np.ascontiguousarray(b.T), ev[3], ev[0], ev[1], ev[2],
+                                                  int(span[0]), int(span[1]))
+    return model

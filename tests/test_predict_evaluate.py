@@ -109,3 +109,54 @@ def test_vote_and_sample_models_round_trip(tmp_path, conversion, binary):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(ValueError, match=f"bad.npz: inconsistent {conversion} model"):
         load_model(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_kernel_vote_model_round_trip(tmp_path, binary):
+    from distlearn import KernelPerceptron
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600] / 16.0, y[:600]
+    if binary:
+        y = np.where(y > 4, 1, -1)
+    est = KernelPerceptron(kernel="rbf", gamma=0.05, budget=100, conversion="vote", random_state=0).fit(X, y)
+    save_model(est, tmp_path / "kv.npz")
+    m = load_model(tmp_path / "kv.npz")
+    np.testing.assert_array_equal(m.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(m.predict(X), est.predict(X))
+    assert m.meta["kind"] == "kernel" and m.meta["vote_span"][1] >= m.meta["vote_span"][0]
+    # events pointing past the stored patterns: refused, naming the file
+    with np.load(tmp_path / "kv.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["vote_p"] = arrays["vote_p"] + len(arrays["support_vectors"])
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match="bad.npz: inconsistent kernel vote"):
+        load_model(tmp_path / "bad.npz")
+
+
+def test_obpm_members_saved_on_request(digits, tmp_path, capsys):
+    from distlearn import OBPM
+
+    d, _, Xte, yte = digits
+    est = OBPM(n_estimators=8, tau=0.5, random_state=0).fit(str(d / "train.zarr"))
+    save_model(est, tmp_path / "plain.npz")
+    save_model(est, tmp_path / "members.npz", members=True)
+    plain, full = load_model(tmp_path / "plain.npz"), load_model(tmp_path / "members.npz")
+    assert not hasattr(plain, "members_")
+    np.testing.assert_array_equal(full.members_, est.members_)
+    np.testing.assert_array_equal(full.weights_, est.weights_)
+    np.testing.assert_array_equal(full.predict(Xte), est.predict(Xte))
+    # member j alone is a linear hypothesis (intercept last)
+    Wj = full.members_[3]
+    assert Wj.shape == (10, Xte.shape[1] + 1)
+    with pytest.raises(ValueError, match="has no members_"):
+        save_model(Perceptron(random_state=0).fit(Xte, yte), tmp_path / "p.npz", members=True)
+    # the CLI: --save-members with OBPM; refused up front otherwise
+    assert main(["train", str(d / "train.zarr"), "--model", "obpm", "--param", "n_estimators=4", "--save",
+                 str(tmp_path / "cli.npz"), "--save-members", "--in-process"]) == 0
+    assert load_model(tmp_path / "cli.npz").members_.shape[0] == 4
+    capsys.readouterr()
+    assert main(["train", str(d / "train.zarr"), "--model", "perceptron", "--save", str(tmp_path / "x.npz"),
+                 "--save-members"]) == 2
+    assert "--save-members needs" in capsys.readouterr().err
+    assert not (tmp_path / "x.npz").exists()
