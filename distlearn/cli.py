@@ -211,7 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
     t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
     where = t.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address or scheduler file")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a Dask scheduler address or scheduler file, or slurm:JOBQUEUE.yaml[:N] / "
+                            "pbs:JOBQUEUE.yaml[:N] to start N batch jobs of workers (cluster/README.md)")
     where.add_argument("--workers", type=_positive_int, metavar="N", help="start a LocalCluster of N worker processes")
     where.add_argument("--in-process", action="store_true", help="no Dask: train in this process")
     t.add_argument("--tls-ca", metavar="FILE", help="TLS: CA certificate (PEM)")
@@ -333,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
     where_x = x.add_mutually_exclusive_group()
     where_x.add_argument("--workers", type=_positive_int, metavar="N", help="run on a LocalCluster of N workers")
-    where_x.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler (address or scheduler file)")
+    where_x.add_argument("--scheduler", metavar="ADDRESS",
+                         help="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
     x.add_argument("--overwrite", action="store_true", help="discard OUT's finished cells and start again")
     x.add_argument("--no-figures", dest="figures", action="store_false", help="skip fig2.png / fig3.png")
     x.add_argument("--json", action="store_true", help="print the results as JSON")

@@ -270,7 +270,10 @@ def get_client(
         ``tls://10.0.0.1:8786``) or a scheduler file path (``*.json``);
         ``None`` starts a LocalCluster on 127.0.0.1 with one single-threaded
         worker process per core (numba kernels release the GIL, but the
-        parsers do not).
+        parsers do not); ``"slurm:FILE[:N]"`` or ``"pbs:FILE[:N]"`` submits
+        ``N`` batch jobs of dask workers as the dask-jobqueue configuration
+        FILE describes (:func:`start_jobqueue_cluster`, e.g.
+        ``cluster/jobqueue.yaml``) and cancels them afterwards.
     n_workers : int, default=None
         LocalCluster size (default: ``os.cpu_count()``).
     threads_per_worker : int, default=1
@@ -319,6 +322,15 @@ def get_client(
             f"security must be a distributed.Security (see make_security) or None, "
             f"got {type(security).__name__}"
         )
+    if is_jobqueue_scheduler(scheduler):
+        client = start_jobqueue_cluster(scheduler, security=security)
+        try:
+            yield client
+        finally:
+            cluster = client.cluster
+            client.close()
+            cluster.close()
+        return
     if scheduler is not None:
         s = str(scheduler)
         is_file = s.endswith(".json")
@@ -426,3 +438,216 @@ def describe(client: Any) -> str:
         f"scheduler {address}, {plural(workers, 'worker')}, {plural(threads, 'thread')}, "
         + (f"dashboard {link}" if link else "no dashboard")
     )
+
+
+# --------------------------------------------------------------------------- batch systems
+
+#: ``scheduler=`` prefixes that start a dask-jobqueue cluster -> (dask-jobqueue class, yaml section).
+JOBQUEUE_KINDS = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+#: Keys of a jobqueue section that distlearn reads itself (not passed to the cluster class).
+_JOBQUEUE_OWN_KEYS = ("jobs", "wait_for_workers")
+#: Cluster/Job arguments a yaml section may not set: distlearn or dask-jobqueue sets them
+#: (``security`` comes from ``--tls-*``; ``n_workers`` is ``jobs``; host/dashboard go in
+#: ``scheduler_options``).
+_JOBQUEUE_RESERVED = {"self", "scheduler", "name", "n_workers", "job_cls", "loop", "asynchronous",
+                      "scheduler_cls", "config_name", "security", "host", "dashboard_address"}
+_JOBQUEUE_LISTS = ("worker_extra_args", "job_extra_directives", "job_script_prologue", "job_directives_skip")
+_INSTALL_HINT = "pip install 'distlearn[cluster]'"
+
+
+def is_jobqueue_scheduler(scheduler: Any) -> bool:
+    """Whether ``scheduler`` is a ``"slurm:FILE[:N]"`` or ``"pbs:FILE[:N]"`` string."""
+    return isinstance(scheduler, str) and scheduler.partition(":")[0] in JOBQUEUE_KINDS and ":" in scheduler
+
+
+def parse_jobqueue_scheduler(scheduler: str) -> tuple[str, str, int | None]:
+    """``"slurm:cluster/jobqueue.yaml:4"`` -> ``("slurm", "cluster/jobqueue.yaml", 4)``.
+
+    Examples
+    --------
+    >>> parse_jobqueue_scheduler("pbs:cluster/jobqueue.yaml")
+    ('pbs', 'cluster/jobqueue.yaml', None)
+    >>> parse_jobqueue_scheduler("slurm:/shared/jq.yaml:8")
+    ('slurm', '/shared/jq.yaml', 8)
+    """
+    kind, _, rest = scheduler.partition(":")
+    if kind not in JOBQUEUE_KINDS:
+        raise ValueError(f"scheduler={scheduler!r}: expected slurm:FILE[:N] or pbs:FILE[:N]")
+    path, sep, tail = rest.rpartition(":")
+    jobs: int | None = None
+    if sep and tail.isdigit():
+        jobs = int(tail)
+        if jobs < 1:
+            raise ValueError(f"scheduler={scheduler!r}: the number of jobs after the last ':' must be >= 1")
+    else:
+        path = rest
+    if not path:
+        raise ValueError(f"scheduler={scheduler!r}: no configuration file after '{kind}:' "
+                         f"(e.g. {kind}:cluster/jobqueue.yaml)")
+    return kind, path, jobs
+
+
+class MissingExtraError(ImportError, ValueError):
+    """An optional dependency is not installed (a ValueError too, so the CLI reports it in one line)."""
+
+
+def _import_jobqueue(kind: str) -> Any:
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise MissingExtraError(f"scheduler '{kind}:...' needs dask-jobqueue, which is not installed: "
+                          f"{_INSTALL_HINT}") from None
+    return getattr(dask_jobqueue, JOBQUEUE_KINDS[kind])
+
+
+def _jobqueue_keys(cls: Any) -> set[str]:
+    """The keyword arguments ``cls`` (a JobQueueCluster) and its Job class accept."""
+    import inspect
+
+    keys: set[str] = set()
+    for f in (cls.__init__, *(c.__init__ for c in cls.job_cls.__mro__ if "__init__" in vars(c))):
+        keys.update(p.name for p in inspect.signature(f).parameters.values()
+                    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return keys - _JOBQUEUE_RESERVED
+
+
+def load_jobqueue_config(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
+    """Read the ``jobqueue: KIND:`` section of a dask-jobqueue YAML file (``cluster/jobqueue.yaml``).
+
+    Keys may be written with ``-`` or ``_`` (as in dask's own config files);
+    the result uses ``_``, i.e. the keyword arguments of ``SLURMCluster`` /
+    ``PBSCluster``, plus distlearn's own ``jobs`` (default 1) and
+    ``wait_for_workers`` (default: every worker of those jobs).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not YAML, no ``jobqueue: KIND:`` mapping, a missing ``cores``/``memory``,
+        a key the cluster class does not take, or a value of the wrong type;
+        the one-line message names the file.
+    MissingExtraError
+        dask-jobqueue is not installed (an ImportError and a ValueError).
+    """
+    import yaml  # a dependency of dask
+
+    if kind not in JOBQUEUE_KINDS:
+        raise ValueError(f"unknown batch system {kind!r}; expected one of {sorted(JOBQUEUE_KINDS)}")
+    p = Path(_check_file(path, f"{kind} cluster configuration"))
+    source = f"jobqueue config {str(p)!r}"
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (yaml.YAMLError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{source}: not valid YAML ({first})") from None
+    top = data.get("jobqueue") if isinstance(data, Mapping) else None
+    section = top.get(kind) if isinstance(top, Mapping) else None
+    if not isinstance(section, Mapping):
+        raise ValueError(f"{source}: no 'jobqueue: {kind}:' mapping (expected a dask-jobqueue configuration "
+                         f"like cluster/jobqueue.yaml)")
+    conf = {str(k).replace("-", "_"): v for k, v in section.items()}
+    cls = _import_jobqueue(kind)
+    allowed = _jobqueue_keys(cls)
+    unknown = sorted(set(conf) - allowed - set(_JOBQUEUE_OWN_KEYS))
+    if unknown:
+        reserved = sorted(set(unknown) & _JOBQUEUE_RESERVED)
+        why = (f"; {reserved} are set by distlearn (use 'jobs' for the number of jobs, --tls-* for security "
+               f"and scheduler_options for host/dashboard_address)" if reserved else "")
+        raise ValueError(f"{source}: unknown key(s) {unknown} in 'jobqueue: {kind}:' "
+                         f"({JOBQUEUE_KINDS[kind]} does not take them){why}")
+    for key in ("cores", "memory"):
+        if conf.get(key) is None:
+            raise ValueError(f"{source}: 'jobqueue: {kind}:' needs '{key}' (per job)")
+    from dask.utils import parse_bytes
+
+    try:
+        parse_bytes(conf["memory"])
+    except (TypeError, ValueError):
+        raise ValueError(f"{source}: {kind}.memory={conf['memory']!r}; expected a size per job like 64GiB") from None
+    for key in ("cores", "processes", "jobs", "wait_for_workers"):
+        v = conf.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "wait_for_workers" else 1)):
+            raise ValueError(f"{source}: {kind}.{key}={v!r}; expected a positive integer")
+    for key in _JOBQUEUE_LISTS:
+        v = conf.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(a, (str, int, float)) for a in v)):
+            raise ValueError(f"{source}: {kind}.{key} must be a list of strings, got {v!r}")
+    if "scheduler_options" in conf and not isinstance(conf["scheduler_options"] or {}, Mapping):
+        raise ValueError(f"{source}: {kind}.scheduler_options must be a mapping")
+    conf.setdefault("jobs", 1)
+    return conf
+
+
+def make_jobqueue_cluster(scheduler: str, *, security: Any = None, **overrides: Any) -> tuple[Any, int, int | None]:
+    """Build (do not scale) the ``SLURMCluster``/``PBSCluster`` that ``scheduler`` names.
+
+    ``scheduler`` is ``"slurm:FILE[:N]"`` or ``"pbs:FILE[:N]"``; FILE is read
+    by :func:`load_jobqueue_config` and its section becomes the keyword
+    arguments of the class, updated by ``overrides``.  The cluster's
+    scheduler starts in this process at once (on the yaml's ``interface`` or
+    ``scheduler_options: {host: ...}``); no job is submitted.
+
+    Returns
+    -------
+    (cluster, jobs, wait_for_workers)
+        ``jobs`` is ``N`` from the string, else the yaml's ``jobs`` (default 1);
+        ``wait_for_workers`` the yaml's value or ``None`` (all of them).
+    """
+    kind, path, jobs = parse_jobqueue_scheduler(scheduler)
+    conf = load_jobqueue_config(path, kind)
+    n_jobs = jobs if jobs is not None else int(conf.pop("jobs"))
+    conf.pop("jobs", None)
+    wait = conf.pop("wait_for_workers", None)
+    conf.update(overrides)
+    cls = _import_jobqueue(kind)
+    if security is not None:
+        conf["security"] = security
+    try:
+        cluster = cls(**conf)
+    except (TypeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"jobqueue config {path!r}: {JOBQUEUE_KINDS[kind]} refused the "
+                         f"'jobqueue: {kind}:' section: {first}") from None
+    return cluster, n_jobs, wait
+
+
+def jobqueue_workers(cluster: Any, jobs: int) -> int:
+    """The Dask workers that ``jobs`` batch jobs of a dask-jobqueue ``cluster`` start (jobs x processes)."""
+    return int(jobs) * len(cluster.new_spec.get("group", [""]))
+
+
+def start_jobqueue_cluster(scheduler: str, *, security: Any = None, quiet: bool = False) -> Any:
+    """Start a SLURM or PBS cluster from ``"slurm:FILE[:N]"`` / ``"pbs:FILE[:N]"``; return a ``Client``.
+
+    Builds the cluster (:func:`make_jobqueue_cluster`), submits ``N`` batch
+    jobs (``cluster.scale(jobs=N)``) and waits until the yaml's
+    ``wait_for_workers`` workers (default: all of them, ``N`` x
+    ``processes``) have joined -- as long as the batch queue takes; Ctrl-C
+    gives up.  Close with ``client.close(); client.cluster.close()`` (which
+    cancels the jobs); :func:`get_client` does that for you.
+
+    Examples
+    --------
+    >>> client = start_jobqueue_cluster("slurm:cluster/jobqueue.yaml:4")  # doctest: +SKIP
+    """
+    from distributed import Client
+
+    cluster, n_jobs, wait = make_jobqueue_cluster(scheduler, security=security)
+    try:
+        cluster.scale(jobs=n_jobs)
+        client = Client(cluster, security=security)
+        try:
+            n = jobqueue_workers(cluster, n_jobs) if wait is None else wait
+            if n:
+                if not quiet:
+                    print(f"distlearn: submitted {n_jobs} {scheduler.partition(':')[0]} job(s); waiting for "
+                          f"{n} worker(s) to join {cluster.scheduler_address}", file=sys.stderr)
+                client.wait_for_workers(n)
+        except BaseException:
+            client.close()
+            raise
+    except BaseException:
+        cluster.close()
+        raise
+    return client

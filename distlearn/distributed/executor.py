@@ -18,6 +18,9 @@ accepts it, means what :func:`executor_for` says, and nothing else:
 ``"tcp://host:8786"``       the scheduler at that address (``tls://`` with TLS
                             from dask's configuration or :func:`make_security`)
 ``"path/scheduler.json"``   the scheduler a scheduler file names
+``"slurm:FILE[:N]"``        N SLURM (``"pbs:FILE[:N]"``: PBS) jobs of dask workers, as
+                            the dask-jobqueue file FILE describes (e.g.
+                            ``cluster/jobqueue.yaml``), cancelled after the call
 a ``distributed.Client``    that client's cluster (not closed afterwards)
 ==========================  =======================================================
 
@@ -216,6 +219,7 @@ def executor_for(scheduler: Any, *, n_jobs: int = 1, retries: int = 1, n_workers
         return
     if isinstance(scheduler, str) and scheduler in ("sync", "threads", ""):
         raise ValueError(f"scheduler={scheduler!r} is not a distlearn scheduler; use None or 'in-process' (this "
-                         "process), 'local', an address, a scheduler file or a distributed.Client")
+                         "process), 'local', an address, a scheduler file, 'slurm:FILE', 'pbs:FILE' "
+                         "or a distributed.Client")
     with get_client(None if scheduler == "local" else scheduler, n_workers=n_workers, security=security) as client:
         yield OnDask(client, retries=retries)
