@@ -242,18 +242,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="labels or scores of a saved model (train --save) for a store or a data file",
         formatter_class=_Formatter,
         description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
-                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv or .txt.",
+                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
         epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
-               "  distlearn predict m.npz new.svm --decision --out scores.csv",
+               "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
+            "  distlearn predict m.npz new.svm --decision --out scores.csv",
     )
     pr.add_argument("model", help="a model file written by distlearn train --save")
     pr.add_argument("input", help="a store, a view, or a data file")
-    pr.add_argument("--out", metavar="FILE", help="write .npy, .csv or .txt (default: print a summary)")
+    pr.add_argument("--out", metavar="FILE", help="write .npy, .csv, .txt or .zarr (default: print a summary)")
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
     pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
     pr.add_argument("--json", action="store_true", help="print the result as JSON")
+    where_p = pr.add_mutually_exclusive_group()
+    where_p.add_argument("--workers", type=_positive_int, metavar="N",
+                         help="predict the blocks of a store on a LocalCluster of N workers")
+    where_p.add_argument("--scheduler", metavar="ADDRESS",
+                         help="predict the blocks of a store on this Dask scheduler (workers open the model "
+                              "file and the store by path)")
     pr.set_defaults(func=_cmd_predict)
 
     ev = sub.add_parser(
@@ -496,7 +503,11 @@ def _cmd_predict(a: argparse.Namespace) -> int:
 
     if a.proba:
         raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
-    res = predict(load_model(a.model), a.input, decision=a.decision, out=a.out, format=a.format)
+    model = load_model(a.model)
+    if a.workers or a.scheduler:
+        res = _predict_on_dask(a, model)
+    else:
+        res = predict(model, a.input, decision=a.decision, out=a.out, format=a.format)
     values = res.pop("values", None)
     if a.json:
         if values is not None:
@@ -509,6 +520,36 @@ def _cmd_predict(a: argparse.Namespace) -> int:
         print(f"{res['n']:,} {'scores' if a.decision else 'labels'}: {shown}{', ...' if res['n'] > 10 else ''} "
               "(--out FILE writes them all)")
     return 0
+
+
+def _predict_on_dask(a: argparse.Namespace, model: Any) -> dict[str, Any]:
+    """``predict --workers/--scheduler``: one task per block of the store, written in order as they come."""
+    import numpy as np
+
+    from .data import open_dataset
+    from .data._io import ordered_tasks
+    from .distributed.cluster import get_client
+    from .model import predict_block
+    from .stream import is_store
+    from .training import write_values
+
+    if not is_store(a.input) or os.path.isfile(a.input):
+        raise ValueError(f"--workers/--scheduler predict the blocks of a store; {a.input} is not one "
+                         "(distlearn convert makes one)")
+    ds = open_dataset(a.input)
+    want = model.meta.get("n_features")
+    if want is not None and ds.n_features > want:
+        raise ValueError(f"{a.input}: {ds.n_features} features, the model knows {want}")
+    model_path, store = os.path.abspath(a.model), os.path.abspath(str(a.input).split("#")[0]) + (
+        "#" + str(a.input).split("#", 1)[1] if "#" in str(a.input) else "")
+    with get_client(a.scheduler, n_workers=a.workers) as client:
+        print(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
+        blocks = ordered_tasks(client, predict_block, [(model_path, store, b, a.decision) for b in range(ds.n_blocks)])
+        if a.out:
+            return {"n": write_values(blocks, a.out), "out": a.out, "blocks": ds.n_blocks}
+        parts = list(blocks)
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    return {"n": int(len(values)), "out": None, "values": values, "blocks": ds.n_blocks}
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> int:

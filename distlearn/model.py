@@ -242,3 +242,18 @@ def _build(p: Path, kind: str, a: np.ndarray, b: np.ndarray, classes: np.ndarray
                                                   np.ascontiguousarray(b.T), ev[3], ev[0], ev[1], ev[2],
                                                   int(span[0]), int(span[1]))
     return model
+
+
+_OPEN: dict[tuple[str, float], LinearModel] = {}
+
+
+def predict_block(model_path: str, store: str, block: int, decision: bool = False) -> np.ndarray:
+    """Labels (or scores) of one block of a store with a model file: the task of a prediction on a
+    Dask cluster (the model is read once per worker process and file version)."""
+    key = (os.path.abspath(model_path), os.path.getmtime(model_path))
+    if key not in _OPEN:
+        _OPEN.clear()
+        _OPEN[key] = load_model(model_path)
+    m = _OPEN[key]
+    X = open_dataset(store).read_block(block).X
+    return np.asarray(m.decision_function(X) if decision else m.predict(X))

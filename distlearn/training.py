@@ -18,6 +18,9 @@ keys for every estimator.
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -28,7 +31,7 @@ from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
 from .learners import RULES
 from .stream import is_store
 
-__all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator"]
+__all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "write_values"]
 
 #: Model name -> one line: ``"obpm"``, every rule of the registry, and the kernel learners.
 MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME)",
@@ -167,36 +170,90 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
     """Labels (or ``decision`` scores) of a fitted classifier or loaded model for arrays, a store
     (or view), or any readable data file, block by block.
 
-    ``out``: write them to ``.npy``, ``.csv`` or ``.txt`` (one row per line; scores of a
-    multiclass model as comma-separated columns).  Returns ``{"n", "out", "values"}`` (``values``
-    only without ``out``).
+    ``out``: stream them to ``.npy``, ``.csv``/``.txt`` (one row per line; scores of a multiclass
+    model as comma-separated columns) or a ``.zarr`` array (:func:`write_values`).  Returns
+    ``{"n", "out", "values"}`` (``values`` only without ``out``).
     """
     d = _width(est)
-    parts = []
-    for Xb, _, where in _pieces(X, None, format=format):
-        if Xb.shape[0]:
-            Xb = _fit_width(Xb, d, where)
-            parts.append(np.asarray(est.decision_function(Xb) if decision else est.predict(Xb)))
-    values = np.concatenate(parts) if parts else np.zeros(0)
-    res: dict[str, Any] = {"n": int(values.shape[0]), "out": None}
+
+    def blocks() -> Iterator[np.ndarray]:
+        for Xb, _, where in _pieces(X, None, format=format):
+            if Xb.shape[0]:
+                Xb = _fit_width(Xb, d, where)
+                yield np.asarray(est.decision_function(Xb) if decision else est.predict(Xb))
+
     if out is None:
-        res["values"] = values
-        return res
+        parts = list(blocks())
+        values = np.concatenate(parts) if parts else np.zeros(0)
+        return {"n": int(values.shape[0]), "out": None, "values": values}
+    return {"n": write_values(blocks(), out), "out": os.fspath(out)}
+
+
+def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str]) -> int:
+    """Stream row blocks of predictions to ``out`` and return the number of rows.
+
+    ``.npy`` (numbers go to a raw temporary file block by block, then behind the header;
+    labels that are strings are gathered first), ``.csv``/``.txt`` (``%.17g`` for floats), or a
+    zarr v3 array ``.zarr`` (appended block by block, one chunk per block).  The file appears
+    under its name only when complete: a failure leaves nothing that looks valid.
+    """
     out = os.fspath(out)
-    suffix = os.path.splitext(out)[1].lower()
-    if suffix == ".npy":
-        tmp = out + ".partial.npy"
-        np.save(tmp, values)
+    suffix = os.path.splitext(out.rstrip("/"))[1].lower()
+    if suffix not in (".npy", ".csv", ".txt", ".zarr"):
+        raise ValueError(f"--out {out}: write .npy, .csv, .txt or .zarr")
+    tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
+    n = 0
+    try:
+        if suffix == ".zarr":
+            import zarr
+
+            arr = None
+            for v in blocks:
+                if arr is None:
+                    arr = zarr.create_array(tmp, shape=(0, *v.shape[1:]), chunks=(max(1, len(v)), *v.shape[1:]),
+                                            dtype=str if v.dtype.kind in "UO" else v.dtype)
+                arr.append(v)
+                n += len(v)
+            if arr is None:
+                arr = zarr.create_array(tmp, shape=(0,), chunks=(1,), dtype="float64")
+        elif suffix == ".npy":
+            first = None
+            with open(tmp, "wb") as f:
+                strings: list[np.ndarray] = []
+                for v in blocks:
+                    first = v if first is None else first
+                    if v.dtype.kind in "UO" or strings:
+                        strings.append(v)
+                    else:
+                        f.write(np.ascontiguousarray(v.astype(first.dtype, copy=False)).tobytes())
+                    n += len(v)
+            if strings or first is None:
+                np.save(tmp, np.concatenate(strings) if strings else np.zeros(0))
+                os.replace(tmp + ".npy", tmp)
+            else:
+                raw = tmp + ".raw"
+                os.replace(tmp, raw)
+                with open(tmp, "wb") as f, open(raw, "rb") as r:
+                    np.lib.format.write_array_header_2_0(
+                        f, {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
+                            "shape": (n, *first.shape[1:])})
+                    shutil.copyfileobj(r, f, 1 << 22)
+                os.unlink(raw)
+        else:
+            with open(tmp, "w") as f:
+                for v in blocks:
+                    np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s", delimiter=",")
+                    n += len(v)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
         os.replace(tmp, out)
-    elif suffix in (".csv", ".txt"):
-        tmp = out + ".partial"
-        fmt = "%.17g" if values.dtype.kind == "f" else "%s"
-        np.savetxt(tmp, values.reshape(len(values), -1), fmt=fmt, delimiter=",")
-        os.replace(tmp, out)
-    else:
-        raise ValueError(f"--out {out}: write .npy, .csv or .txt")
-    res["out"] = out
-    return res
+    finally:
+        for t in (tmp, tmp + ".raw", tmp + ".npy"):
+            if os.path.isdir(t):
+                shutil.rmtree(t)
+            elif os.path.exists(t):
+                os.unlink(t)
+    return n
 
 
 def fit_summary(est: Any) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def test_cli_predict_evaluate(digits, tmp_path, capsys):
     assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--proba"]) == 2
     assert "not calibrated probabilities" in capsys.readouterr().err
     assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--out", str(tmp_path / "x.parquet")]) == 2
-    assert "write .npy, .csv or .txt" in capsys.readouterr().err
+    assert "write .npy, .csv, .txt or .zarr" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("conversion", ["vote", "sample"])
@@ -160,3 +160,49 @@ def test_obpm_members_saved_on_request(digits, tmp_path, capsys):
                  "--save-members"]) == 2
     assert "--save-members needs" in capsys.readouterr().err
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_predictions_stream_to_npy_zarr_and_text(digits, tmp_path):
+    import zarr
+
+    d, est, Xt, yt = digits
+    m = load_model(d / "m.npz")
+    store = str(d / "test.zarr")  # 3 blocks of at most 200 rows
+    for name, read in (("l.npy", np.load), ("l.zarr", lambda p: zarr.open_array(p, mode="r")[:]),
+                       ("l.txt", lambda p: np.loadtxt(p, dtype=np.int64))):
+        res = predict(m, store, out=tmp_path / name)
+        np.testing.assert_array_equal(read(tmp_path / name), est.predict(Xt))
+        assert res["n"] == len(yt)
+    res = predict(m, store, decision=True, out=tmp_path / "s.zarr")
+    z = zarr.open_array(tmp_path / "s.zarr", mode="r")
+    assert z.shape == (len(yt), 10) and z.chunks[0] == 200
+    np.testing.assert_allclose(z[:], est.decision_function(Xt), rtol=1e-12)
+    np.testing.assert_allclose(np.load(predict(m, store, decision=True, out=tmp_path / "s.npy")["out"]), z[:])
+    # a failure mid-stream leaves no file under the name, and no temporary either
+    from distlearn.training import write_values
+
+    def broken():
+        yield np.arange(3)
+        raise RuntimeError("disk full")
+
+    for name in ("x.npy", "x.zarr", "x.csv"):
+        with pytest.raises(RuntimeError):
+            write_values(broken(), tmp_path / name)
+        assert not any(p.name.startswith(name) for p in tmp_path.iterdir()), sorted(tmp_path.iterdir())
+    with pytest.raises(ValueError, match="write .npy, .csv, .txt or .zarr"):
+        write_values(iter([]), tmp_path / "x.parquet")
+
+
+def test_cli_predict_on_a_dask_cluster(digits, tmp_path, dask_scheduler, capsys):
+    d, est, Xt, yt = digits
+    out = tmp_path / "labels.zarr"
+    assert main(["predict", str(d / "m.npz"), str(d / "test.zarr"), "--scheduler", dask_scheduler["address"],
+                 "--out", str(out), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == len(yt) and res["blocks"] == 3  # 597 rows in blocks of 200
+    import zarr
+
+    np.testing.assert_array_equal(zarr.open_array(out, mode="r")[:], est.predict(Xt))
+    (tmp_path / "rows.svm").write_bytes(b"1 3:1\n")
+    assert main(["predict", str(d / "m.npz"), str(tmp_path / "rows.svm"), "--workers", "1"]) == 2
+    assert "is not one" in capsys.readouterr().err
