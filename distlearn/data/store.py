@@ -28,8 +28,10 @@ a writer that fails (or is killed) never leaves anything that
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -56,6 +58,33 @@ __all__ = [
 LAYOUTS = ("dense", "csr")
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _PARTIAL = ".partial-"
+
+
+#: This machine, in the names of the temporary directories of unfinished writes (with the writer's pid).
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def remove_stale_partials(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary directories ``.NAME.partial-HOST-PID-*`` that a killed write to ``path``
+    left behind: those written on this machine by a process that no longer runs.  A write still
+    running, or one from another machine (which this one cannot check), is left alone."""
+    p = Path(path)
+    gone = []
+    for d in p.parent.glob(f".{p.name}{_PARTIAL}*"):
+        parts = d.name[len(f".{p.name}{_PARTIAL}"):].split("-")
+        if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        try:
+            os.kill(pid, 0)
+            continue  # the writer still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # a live process of another user
+        shutil.rmtree(d, ignore_errors=True)
+        gone.append(d)
+    return gone
 
 
 class StoreError(ValueError):
@@ -201,7 +230,8 @@ class DatasetWriter:
         self.index_dtype = np.dtype(np.int64 if (n_features or 0) >= 2**31 else np.int32)
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.parent / f".{self.path.name}{_PARTIAL}{uuid.uuid4().hex[:12]}"
+        remove_stale_partials(self.path)
+        self._tmp = self.path.parent / f".{self.path.name}{_PARTIAL}{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._group = zarr.open_group(store=str(self._tmp), mode="w-")
         self._closed = False
 

@@ -207,3 +207,31 @@ def test_many_processes_read_one_store(tmp_path):
     for first, xs, ys in got:
         assert xs == pytest.approx(float(X[first : first + 250].sum()))
         assert ys == float(y[first : first + 250].sum())
+
+
+def test_the_partial_of_a_killed_convert_is_removed_by_the_next(tmp_path):
+    """A convert killed mid-write leaves .NAME.partial-HOST-PID-*; the next write to the same target
+    removes it once that process is gone, and leaves a live writer's alone."""
+    import subprocess
+    import sys
+
+    from distlearn.cli import main
+
+    src = tmp_path / "d.svm"
+    src.write_text("".join(f"{i % 2} 1:{i} 3:0.5\n" for i in range(50)))
+    code = ("import os, sys; from distlearn.data.readers import convert; import distlearn.data.store as s\n"
+            "orig = s.DatasetWriter.close\n"
+            "s.DatasetWriter.close = lambda self: os._exit(9)  # killed before the rename\n"
+            f"convert({str(src)!r}, {str(tmp_path / 'd.zarr')!r})\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 9, r.stderr
+    (stale,) = [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
+    assert stale.startswith(".d.zarr.partial-") and not (tmp_path / "d.zarr").exists()
+    live = DatasetWriter(tmp_path / "d.zarr", layout="csr", block_rows=8)  # this process: alive
+    assert stale not in os.listdir(tmp_path), "the dead writer's partial was kept"
+    other = DatasetWriter(tmp_path / "d.zarr", layout="csr", block_rows=8)  # a second write to the target
+    assert live._tmp.is_dir() and other._tmp.is_dir(), "a live writer's partial was removed"
+    live.abort()
+    other.abort()
+    assert main(["convert", str(src), str(tmp_path / "d.zarr")]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["d.svm", "d.zarr"]
