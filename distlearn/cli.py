@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
             "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
             "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
+            "  distlearn convert clicks.svm clicks.zarr --hash-bits 22   # open-ended indices into 2^22 columns\n"
             "  distlearn info rcv1.zarr#CCAT-vs-GCAT"
         ),
     )
@@ -123,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="RCV1-v2 tokens: value of a count c: log2(1+c) (default), c, 1, or (1+ln c) ln(N/df)")
     c.add_argument("--normalize", action="store_true", default=None, help="RCV1-v2 tokens: unit-norm rows")
     c.add_argument("--min-df", type=_positive_int, metavar="N", help="RCV1-v2 tokens: keep terms in at least N documents")
+    c.add_argument("--hash-bits", type=_positive_int, metavar="B",
+                   help="svmlight indices / RCV1-v2 tokens: hash them into 2^B columns (MurmurHash3, as "
+                        "Vowpal Wabbit's -b and scikit-learn's HashingVectorizer), no vocabulary")
     c.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new store is whole)")
     par = c.add_mutually_exclusive_group()
     par.add_argument("--jobs", type=_positive_int, metavar="N", help="parse with a LocalCluster of N worker processes")
@@ -381,7 +385,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     if a.zero_based:
         opts["zero_based"] = True
     for name in ("labels", "label_column", "delimiter", "features", "degree", "k", "iupac", "qrels", "hierarchy",
-                 "weighting", "normalize", "min_df"):
+                 "weighting", "normalize", "min_df", "hash_bits"):
         if getattr(a, name) is not None:
             opts[name] = getattr(a, name)
     if a.header is not None:

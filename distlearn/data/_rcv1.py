@@ -63,6 +63,7 @@ import scipy.sparse as sp
 
 from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
+from ._hashing import HASH, check_hash_bits, hash_columns, hash_token
 from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, ordered_tasks, sniff_compression, strip_bom
 from ._svmlight import line_aligned_ranges
 
@@ -401,13 +402,26 @@ def _weights(counts: np.ndarray, cols: np.ndarray, weighting: str, idf: np.ndarr
     return (1.0 + np.log(counts)) * idf[cols]
 
 
-def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int], weighting: str,
+def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, weighting: str,
                idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
-    """One part's documents as float64 CSR rows over the frozen vocabulary (unknown tokens dropped)."""
+    """One part's documents as float64 CSR rows over the frozen vocabulary (unknown tokens dropped),
+    or, when ``index`` is an int, over the ``2**index`` columns the tokens hash to."""
     out: dict[str, list[Any]] = {"docids": [], "lines": [], "indptr": [], "indices": [], "data": []}
     n_lines = 0
-    v = max(len(index), 1)
-    get = index.get
+    if isinstance(index, int):
+        bits = index
+        seen: dict[bytes, int] = {}
+
+        def get(tok: bytes, _missing: int) -> int:
+            col = seen.get(tok)
+            if col is None:
+                col = seen[tok] = hash_token(tok, bits)
+            return col
+
+        v = 1 << bits
+    else:
+        v = max(len(index), 1)
+        get = index.get
     try:
         for piece, first in _read_part(path, start, stop):
             docs = _parse_documents(piece, path, first)
@@ -453,6 +467,7 @@ def convert_rcv1(
     normalize: bool = False,
     min_df: int = 1,
     vocabulary: Sequence[str] | None = None,
+    hash_bits: int | None = None,
     dtype: str = "float32",
     block_rows: int | None = None,
     overwrite: bool = False,
@@ -477,6 +492,10 @@ def convert_rcv1(
     vocabulary : list of str, default=None
         Token files only: use this vocabulary (e.g. the training files') instead of building one;
         tokens outside it are dropped and ``tfidf`` is refused (it needs the training ``df``).
+    hash_bits : int, default=None
+        Hash tokens (or the vector files' term ids) into ``2**hash_bits`` columns instead of
+        building a vocabulary (:mod:`distlearn.data._hashing`): no first pass, bounded width,
+        no ``vocabulary`` group; ``tfidf``, ``min_df`` and ``vocabulary`` do not apply.
     client : distributed.Client, default=None
         Run the vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
         whole compressed files.  Results are written in file order, so the store is the same.
@@ -512,7 +531,16 @@ def convert_rcv1(
                               "other_rule": "no topic under CCAT/ECAT/GCAT/MCAT", "kind": kind}
     terms: list[bytes] | None = None
     df = None
-    if kind == "tokens":
+    if hash_bits is not None:
+        hash_bits = check_hash_bits(hash_bits)
+        if weighting == "tfidf" or vocabulary is not None or min_df != 1:
+            raise ValueError("hash_bits (--hash-bits) replaces the vocabulary: weighting='tfidf', min_df and "
+                             "vocabulary do not apply")
+        params.update({"hash_bits": hash_bits, "hash": HASH})
+        if kind == "tokens":
+            params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": 1,
+                           "n_terms": 1 << hash_bits, "vocabulary_docs": 0})
+    elif kind == "tokens":
         if vocabulary is not None:
             if weighting == "tfidf":
                 raise ValueError("weighting='tfidf' builds its own vocabulary (it needs the documents' df)")
@@ -536,7 +564,7 @@ def convert_rcv1(
                 raise InputFormatError(paths[0], f"no token is in at least min_df={min_df} documents")
         params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": int(min_df),
                        "n_terms": len(terms), "vocabulary_docs": n_vocab_docs})
-    n_features = len(terms) if terms is not None else None
+    n_features = (1 << hash_bits) if hash_bits is not None else len(terms) if terms is not None else None
     idf = np.log(params["vocabulary_docs"] / df) if weighting == "tfidf" and df is not None else None
     seen = np.zeros(len(topics.docids), dtype=np.int64)  # 0, or 1 + the document's index in all rows
     where: list[tuple[str, np.ndarray]] = []  # per file: its rows' lines (for errors)
@@ -546,7 +574,8 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
-        for p, docids, lines, X, done in _rows(paths, kind, client, terms, idf, weighting, normalize, part_bytes):
+        for p, docids, lines, X, done in _rows(paths, kind, client, terms, idf, weighting, normalize, part_bytes,
+                                               hash_bits):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
             if bad.size:
@@ -617,7 +646,7 @@ def _kind(path: str) -> str:
 
 
 def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, idf: np.ndarray | None,
-          weighting: str, normalize: bool, part_bytes: int
+          weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None
           ) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
     """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
     sizes = [os.path.getsize(p) for p in paths]
@@ -636,10 +665,16 @@ def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, i
                     if bad.size:
                         raise InputFormatError(path, f"docid {y[bad[0]]!r} is not a positive integer",
                                                line=int(lines[bad[0]]))
+                    if hash_bits is not None:
+                        X = hash_columns(X, hash_bits, 1)  # the term ids as written (1-based)
                     yield path, y.astype(np.int64), lines, X, sum(sizes[:k]) + f.raw_tell()
         return
-    assert terms is not None
-    index = {t: i for i, t in enumerate(terms)}
+    index: dict[bytes, int] | int
+    if hash_bits is not None:
+        index, width = hash_bits, 1 << hash_bits
+    else:
+        assert terms is not None
+        index, width = {t: i for i, t in enumerate(terms)}, len(terms)
     jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
@@ -651,7 +686,7 @@ def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, i
         done = before[path] + (os.path.getsize(path) if stop < 0 else stop)
         for docids, lines, indptr, indices, data in zip(res["docids"], res["lines"], res["indptr"],
                                                         res["indices"], res["data"]):
-            X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), len(terms)))
+            X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), width))
             X.has_sorted_indices = True
             yield path, docids, lines + at - 1, X, done
         at += res["n_lines"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._config import PARALLEL_PART_BYTES
 from ._errors import InputFormatError
+from ._hashing import HASH, check_hash_bits, hash_columns
 from ._io import open_binary, ordered_tasks
 from ._svmlight import (
     SvmlightReader,
@@ -108,7 +109,7 @@ def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
         "idx": {"labels", "dtype", "chunk_rows"},
         "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
         "dna": {"labels", "features", "degree", "k", "iupac"},
-        "rcv1": {"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary"},
+        "rcv1": {"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary", "hash_bits"},
     }[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
@@ -159,6 +160,10 @@ def convert(
         byte ranges of ``part_bytes``; results are written in file order.
     progress : bool or callable
         ``True`` shows a progress bar (bytes of input); a callable gets ``(done, total)``.
+    hash_bits : int, default=None
+        svmlight and RCV1-v2 input: hash feature indices (RCV1 tokens) into ``2**hash_bits``
+        columns (MurmurHash3, as Vowpal Wabbit's ``-b`` and scikit-learn's ``HashingVectorizer``;
+        :mod:`distlearn.data._hashing`), so open-ended index spaces fit a bounded width.
     **reader_options
         Format options (``zero_based``, ``labels``, ``label_column``, ``delimiter``, ``header``, ...).
 
@@ -179,6 +184,14 @@ def convert(
         raise ValueError(f"several input files are read only for RCV1-v2 (--format rcv1); {fmt} takes one")
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
+    hash_bits = reader_options.pop("hash_bits", None) if fmt != "rcv1" else None
+    if hash_bits is not None:
+        hash_bits = check_hash_bits(hash_bits)
+        if fmt != "svmlight":
+            raise ValueError(f"--hash-bits hashes svmlight feature indices and RCV1-v2 tokens, not {fmt} columns")
+        if n_features is not None or layout == "dense":
+            raise ValueError("--hash-bits sets the width (2**bits columns, sparse): --n-features and --dense "
+                             "do not apply")
     if fmt == "svmlight":
         reader_options = {**reader_options, "n_features": n_features}
     opts = _reader_options(fmt, reader_options)
@@ -215,6 +228,9 @@ def convert(
     if layout == "dense" and width is None:
         width = _svmlight_width(reader, client if parallel else None, part_bytes)
     params = {"format": fmt, **reader.params}
+    if hash_bits is not None:
+        layout, width = "csr", 1 << hash_bits
+        params.update(hash_bits=hash_bits, hash=HASH)
     bar = _Progress(progress, reader.size_bytes, Path(input).name)
     with DatasetWriter(
         output,
@@ -228,10 +244,10 @@ def convert(
     ) as writer:
         try:
             if parallel:
-                _parallel_svmlight(reader, writer, client, part_bytes, bar)
+                _parallel_svmlight(reader, writer, client, part_bytes, bar, hash_bits)
             else:
                 for X, y in reader:
-                    writer.append(X, y)
+                    writer.append(X if hash_bits is None else hash_columns(X, hash_bits, 1 - reader.zero_based), y)
                     bar.update_to(reader.bytes_read)
             bar.update_to(reader.size_bytes)
         finally:
@@ -263,7 +279,8 @@ def _iter_parts(reader: SvmlightReader, client: Any, part_bytes: int):
         yield part
 
 
-def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: Any, part_bytes: int, bar: Any) -> None:
+def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: Any, part_bytes: int, bar: Any,
+                       hash_bits: int | None = None) -> None:
     import scipy.sparse as sp
 
     n = 0
@@ -272,7 +289,12 @@ def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: An
         rows = len(part["y"])
         if rows:
             width = writer.n_features or part["n_cols"]
-            X = sp.csr_matrix((part["data"], part["indices"], part["indptr"]), shape=(rows, max(width, part["n_cols"])))
+            if hash_bits is None:
+                X = sp.csr_matrix((part["data"], part["indices"], part["indptr"]),
+                                  shape=(rows, max(width, part["n_cols"])))
+            else:
+                X = hash_columns(sp.csr_matrix((part["data"], part["indices"], part["indptr"]),
+                                               shape=(rows, part["n_cols"])), hash_bits, 1 - reader.zero_based)
             writer.append(X, part["y"])
             n += rows
         done += part["n_bytes"]
