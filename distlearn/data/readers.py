@@ -48,6 +48,16 @@ _SUFFIXES = {
 }
 
 
+_IUPAC = frozenset(b"ACGTNRYSWKMBDHVacgtnryswkmbdhv")
+
+
+def _dna_lines(head: bytes) -> bool:
+    """Whether the first line reads ``label<TAB>sequence`` (Sonnenburg's splice-site files)."""
+    first = next((ln for ln in head.split(b"\n") if ln.strip()), b"").rstrip(b"\r")
+    parts = first.split(b"\t")
+    return len(parts) == 2 and len(parts[1]) >= 8 and set(parts[1]) <= _IUPAC
+
+
 def detect_format(path: str | os.PathLike[str]) -> str:
     """Guess a file's format from its name, then from its first bytes."""
     name = Path(path).name.lower()
@@ -57,16 +67,16 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if "idx1" in name or "idx3" in name or "-ubyte" in name:
         return "idx"
     suffix = Path(name).suffix
-    if suffix in _SUFFIXES:
-        return _SUFFIXES[suffix]
     try:
         with open_binary(path) as f:
             head = f.read(4096)
     except (OSError, EOFError):
         head = b""
+    if suffix in _SUFFIXES and not (suffix in (".tsv", ".txt") and _dna_lines(head)):
+        return _SUFFIXES[suffix]
     if head[:2] == b"\x00\x00" and len(head) >= 4 and head[2] in (8, 9, 11, 12, 13, 14):
         return "idx"
-    if head[:1] == b">":
+    if head[:1] == b">" or _dna_lines(head):
         return "dna"
     if head.lstrip()[:3] in (b".I ", b".I\t"):
         return "rcv1"
@@ -173,6 +183,8 @@ def convert(
         The new store, opened.
     """
     inputs = [str(p) for p in input] if isinstance(input, (list, tuple)) else [str(input)]
+    if client is not None:  # workers open the files by path, from their own working directory
+        inputs = [os.path.abspath(p) for p in inputs]
     if not inputs:
         raise ValueError("no input files")
     for p in inputs:
