@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BIN = Path(sys.executable).parent
