@@ -216,6 +216,46 @@ def _pick(n_slots, mode, K, A, F, kd, lab, born, alive, floor, mus):
     return v
 
 
+#: Slack of the removal-margin bounds per score update, relative to the bound (far above the
+#: rounding of an update to the scores, so a bound is never below the margin it bounds).
+BOUND_SLACK = 1e-9
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub):
+    """:func:`_pick`, the same choice and the same ties, computing exact removal margins only
+    for the slots whose upper bound ``ub`` reaches ``floor``.
+
+    ``ub[i]`` bounds slot ``i``'s margin: set to the exact margin when computed, it grows by
+    ``2 max|c| |k|`` (plus :data:`BOUND_SLACK`) whenever a pattern of coefficients ``c`` with
+    kernel value ``k`` enters or leaves the cache, the most that can move a margin (its own
+    score and its rival's each move by at most ``max|c| |k|``).  Slots below ``floor`` are
+    never eligible, so skipping them changes nothing; with a variable cache most slots sit far
+    below ``beta``, and each is recomputed only every few dozen updates instead of every update.
+    """
+    best = -np.inf
+    for i in range(n_slots):
+        if alive[i] and ub[i] >= floor:
+            mu = _mu(i, mode, K, A, F, kd, lab)
+            ub[i] = mu
+            if mu >= floor and mu > best:
+                best = mu
+    if best == -np.inf:
+        return -1
+    cut = best - TIE_RTOL * max(1.0, abs(best))
+    v = -1
+    for i in range(n_slots):
+        if alive[i] and ub[i] >= floor and ub[i] >= cut and (v < 0 or born[i] < born[v]):
+            v = i
+    return v
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _grow_bound(ub, i, step):
+    u = ub[i]
+    ub[i] = u + step + BOUND_SLACK * (abs(u) + 1.0)
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
     """The rule's step on scores ``m`` of an example of class ``c``: ``tau[k]`` becomes the
@@ -259,15 +299,21 @@ def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
 
 
 @njit(**NUMBA_FLAGS)
-def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta):
-    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots."""
+def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub):
+    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots (and,
+    when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
     n_slots = meta[0]
     xv = S[v]
+    amax = 0.0
+    for k in range(K):
+        amax = max(amax, abs(A[v, k]))
     for i in range(n_slots):
         if alive[i] and i != v:
             kv = _kval(kernel, kp, xv, S[i], sq[v], sq[i])
             for k in range(K):
                 F[i, k] -= A[v, k] * kv
+            if bounded:
+                _grow_bound(ub, i, 2.0 * amax * abs(kv))
     alive[v] = False
     died[v] = t
     meta[1] -= 1
@@ -308,6 +354,9 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
+    # the variable cache tests removal margins against bounds first (_pick_bounded)
+    bounded = budget == BUDGET_VARIABLE
+    ub = np.full(S.shape[0] if bounded else 0, np.inf)
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
@@ -400,7 +449,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                             seen += 1
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta)
+                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
@@ -413,22 +462,28 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             died[s] = -1
             for k in range(K):
                 A[s, k] = tau[k]
+            tmax = 0.0
+            for k in range(K):
+                tmax = max(tmax, abs(tau[k]))
             for i in range(n_slots):
                 if alive[i]:
                     kv = krow[i]
                     for k in range(K):
                         F[i, k] += tau[k] * kv
+                    if bounded:
+                        _grow_bound(ub, i, 2.0 * tmax * abs(kv))
             for k in range(K):
                 F[s, k] = m[k] + tau[k] * kxx
             alive[s] = True
             meta[0] = s + 1
             meta[1] += 1
-            if budget == BUDGET_VARIABLE:
+            if bounded:
+                ub[s] = np.inf  # computed exactly at the pick below
                 while True:
-                    v = _pick(meta[0], mode, K, A, F, kd, lab, born, alive, beta, mus)
+                    v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub)
                     if v < 0:
                         break
-                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta)
+                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub)
                     n_rem += 1
         out_fired[ii] = fire
         out_removed[ii] = n_rem
