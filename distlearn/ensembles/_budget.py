@@ -40,9 +40,11 @@ from ..learners._budget import (
     REMOVE_MARGIN,
     REMOVE_OLDEST,
     ROW_BLOCK,
+    _grow_bound,
     _kval,
     _next_block,
     _pick,
+    _pick_bounded,
     _taus,
 )
 
@@ -51,16 +53,22 @@ __all__ = ["learn_kernel_ensemble_block"]
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F, alive, died,
-                   gdied, mmeta):
-    """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows)."""
+                   gdied, mmeta, bounded, ub):
+    """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
+    ``bounded``, its margin bounds grow as the single learner's do)."""
     pv = pidx[j, v]
     xv = PS[pv]
+    amax = 0.0
+    for k in range(K):
+        amax = max(amax, abs(A[j, v, k]))
     for i in range(mmeta[j, 0]):
         if alive[j, i] and i != v:
             pi = pidx[j, i]
             kv = _kval(kernel, kp, xv, PS[pi], psq[pv], psq[pi])
             for k in range(K):
                 F[j, i, k] -= A[j, v, k] * kv
+            if bounded:
+                _grow_bound(ub[j], i, 2.0 * amax * abs(kv))
     alive[j, v] = False
     died[j, v] = tj
     gdied[j, v] = T
@@ -106,6 +114,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
+    bounded = budget == BUDGET_VARIABLE  # removal margins tested against bounds first (_pick_bounded)
+    ub = np.full((A.shape[0], A.shape[1]) if bounded else (0, 0), np.inf)
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
@@ -187,7 +197,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                     for k in range(K):
                         m[k] -= A[j, v, k] * kv
                     _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F,
-                                   alive, died, gdied, mmeta)
+                                   alive, died, gdied, mmeta, bounded, ub)
                     n_rem += 1
                 if pt < 0:
                     pt = pmeta[0]
@@ -217,11 +227,16 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 gdied[j, s] = -1
                 for k in range(K):
                     A[j, s, k] = tau[k]
+                tmax = 0.0
+                for k in range(K):
+                    tmax = max(tmax, abs(tau[k]))
                 for i in range(n_slots):
                     if alive[j, i]:
                         kv = kpool[pidx[j, i]]
                         for k in range(K):
                             F[j, i, k] += tau[k] * kv
+                        if bounded:
+                            _grow_bound(ub[j], i, 2.0 * tmax * abs(kv))
                 for k in range(K):
                     F[j, s, k] = m[k] + tau[k] * kxx
                     Abar[pt, k] += tau[k]
@@ -230,13 +245,15 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 mmeta[j, 0] = s + 1
                 mmeta[j, 1] += 1
                 n_upd += 1
-                if budget == BUDGET_VARIABLE:
+                if bounded:
+                    ub[j, s] = np.inf
                     while True:
-                        v = _pick(mmeta[j, 0], mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], beta, mus)
+                        v = _pick_bounded(mmeta[j, 0], mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], beta,
+                                          ub[j])
                         if v < 0:
                             break
                         _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A,
-                                       F, alive, died, gdied, mmeta)
+                                       F, alive, died, gdied, mmeta, bounded, ub)
                         n_rem += 1
             mmeta[j, 2] = tj + 1
         out_updates[ii] = n_upd

@@ -25,7 +25,7 @@ from ..learners.kernel import (
     REMOVALS,
     Kernel,
     budget_code,
-    dense_pieces,
+    compacted_pieces,
     raise_kernel_non_finite,
 )
 from ..learners.linear import Rule
@@ -249,7 +249,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
                             np.zeros(m, dtype=np.int64))
     random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
     seeds = [member_seed(seed, j) for j in range(N)] if random else []
-    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
+    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         mask = rng.obpm_mask(seed, epoch, tids[rows], N, tau)
         if random:
             # member j's draw for its own round counter t_j, as the single learner keys them

@@ -55,6 +55,7 @@ __all__ = [
     "BudgetLog",
     "init_budget_state",
     "budget_code",
+    "compacted_pieces",
     "dense_pieces",
     "raise_kernel_non_finite",
     "learn_budget_chunk",
@@ -281,7 +282,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     m = order.shape[0]
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
-    for lo, hi, rows, Xd, yd, od in _compacted_pieces(X, y, order):
+    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         state.compact()
         state._grow(int(state.meta[0]) + (hi - lo))
         t0 = state.t
@@ -318,7 +319,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 _COMPACT_ROWS = 1024
 
 
-def _compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray):
+def compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray):
     """:func:`dense_pieces` cut further into runs of at most ``_COMPACT_ROWS`` rounds."""
     for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
         for a in range(0, hi - lo, _COMPACT_ROWS):
