@@ -53,7 +53,7 @@ __all__ = ["learn_kernel_ensemble_block"]
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F, alive, died,
-                   gdied, mmeta, bounded, ub):
+                   gdied, mmeta, bounded, ub, keep_scores):
     """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
     ``bounded``, its margin bounds grow as the single learner's do)."""
     pv = pidx[j, v]
@@ -61,7 +61,7 @@ def _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Aba
     amax = 0.0
     for k in range(K):
         amax = max(amax, abs(A[j, v, k]))
-    for i in range(mmeta[j, 0]):
+    for i in range(mmeta[j, 0] if keep_scores else 0):
         if alive[j, i] and i != v:
             pi = pidx[j, i]
             kv = _kval(kernel, kp, xv, PS[pi], psq[pv], psq[pi])
@@ -115,6 +115,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
     bounded = budget == BUDGET_VARIABLE  # removal margins tested against bounds first (_pick_bounded)
+    keep_scores = bounded or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)  # F read only then
     ub = np.full((A.shape[0], A.shape[1]) if bounded else (0, 0), np.inf)
     n0 = 0
     b0 = 0
@@ -197,7 +198,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                     for k in range(K):
                         m[k] -= A[j, v, k] * kv
                     _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F,
-                                   alive, died, gdied, mmeta, bounded, ub)
+                                   alive, died, gdied, mmeta, bounded, ub, keep_scores)
                     n_rem += 1
                 if pt < 0:
                     pt = pmeta[0]
@@ -230,7 +231,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 tmax = 0.0
                 for k in range(K):
                     tmax = max(tmax, abs(tau[k]))
-                for i in range(n_slots):
+                for i in range(n_slots if keep_scores else 0):
                     if alive[j, i]:
                         kv = kpool[pidx[j, i]]
                         for k in range(K):
@@ -253,7 +254,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                         if v < 0:
                             break
                         _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A,
-                                       F, alive, died, gdied, mmeta, bounded, ub)
+                                       F, alive, died, gdied, mmeta, bounded, ub, keep_scores)
                         n_rem += 1
             mmeta[j, 2] = tj + 1
         out_updates[ii] = n_upd

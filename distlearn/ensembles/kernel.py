@@ -26,6 +26,8 @@ from ..learners.kernel import (
     Kernel,
     budget_code,
     compacted_pieces,
+    kernel_decision,
+    keeps_scores,
     raise_kernel_non_finite,
 )
 from ..learners.linear import Rule
@@ -75,6 +77,19 @@ class KernelEnsembleState:
     retired: list = field(default_factory=list)  # (S, A, key, life, lab, member) of removed member slots
     n_inserted: int = 0
     n_removed: int = 0
+    #: Whether the members' scores ``F`` are current (kept only under margin-based removal, as
+    #: :class:`~distlearn.learners.kernel.BudgetState` keeps them).
+    scores_kept: bool = True
+
+    def refresh_scores(self, kernel: Kernel) -> None:
+        """Recompute every member's ``F`` from its live slots and mark it kept."""
+        for j in range(self.n_members):
+            n = int(self.mmeta[j, 0])
+            live = np.flatnonzero(self.alive[j, :n])
+            if live.size:
+                S = self.PS[self.pidx[j, live]]
+                self.F[j, live] = kernel_decision(kernel, S, self.A[j, live], S).reshape(live.size, -1)
+        self.scores_kept = True
 
     @property
     def mode(self) -> int:
@@ -239,6 +254,9 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
                          "inverse Gram matrix); use None, 'variable' or a size")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    keep = keeps_scores(bcode, removal)
+    if keep and not state.scores_kept:
+        state.refresh_scores(kernel)
     N, K = state.n_members, state.n_outputs
     n = X.shape[0]
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
@@ -267,6 +285,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             state.pref, state.palive, state.pmeta, state.Abar, state.pidx, state.A, state.F, state.kdm, state.labm,
             state.born, state.died, state.gborn, state.gdied, state.alive, state.mmeta, kpool, out.margin[lo:hi],
             out.updates[lo:hi], out.removed[lo:hi], out.pool_size[lo:hi])
+        state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updates[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())

@@ -10,6 +10,9 @@ subtracts ``a_v * k(x_v, x_i)`` (one kernel row of the removed pattern).  So
 every removal test is O(1) per cached pattern and a budget round costs
 O(|C|) kernel evaluations per insertion or removal, never O(|C|^2).
 
+``F`` is kept only where a removal test reads it (DistillCache, a fixed cache removing by
+margin); otherwise it is not updated and the driver marks it stale.
+
 Slots are only appended within a call (``meta[0]`` is the high-water mark);
 removed slots stay, marked dead with their death round, until the Python driver
 compacts them between calls -- the averaged hypothesis needs their lifetimes.
@@ -299,10 +302,10 @@ def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
 
 
 @njit(**NUMBA_FLAGS)
-def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub):
-    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots (and,
-    when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
-    n_slots = meta[0]
+def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores):
+    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots when
+    the scores are kept (and, when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
+    n_slots = meta[0] if keep_scores else 0
     xv = S[v]
     amax = 0.0
     for k in range(K):
@@ -357,6 +360,9 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     # the variable cache tests removal margins against bounds first (_pick_bounded)
     bounded = budget == BUDGET_VARIABLE
     ub = np.full(S.shape[0] if bounded else 0, np.inf)
+    # the scores F of the cached patterns are read only by margin-based removal; without it they
+    # are not kept (the driver marks them stale: BudgetState.scores_kept)
+    keep_scores = bounded or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
@@ -423,7 +429,6 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                 for i in range(n_slots):
                     for k in range(K):
                         A[i, k] += tau[k] * dd[i]
-                        F[i, k] += tau[k] * krow[i]
             else:
                 _grow_inverse(n_slots, delta2, dd, Kinv)
         if fire and not projected:
@@ -449,7 +454,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                             seen += 1
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub)
+                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
@@ -465,7 +470,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             tmax = 0.0
             for k in range(K):
                 tmax = max(tmax, abs(tau[k]))
-            for i in range(n_slots):
+            for i in range(n_slots if keep_scores else 0):
                 if alive[i]:
                     kv = krow[i]
                     for k in range(K):
@@ -483,7 +488,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                     v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub)
                     if v < 0:
                         break
-                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub)
+                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores)
                     n_rem += 1
         out_fired[ii] = fire
         out_removed[ii] = n_rem

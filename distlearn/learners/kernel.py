@@ -60,6 +60,7 @@ __all__ = [
     "raise_kernel_non_finite",
     "learn_budget_chunk",
     "kernel_decision",
+    "keeps_scores",
     "kernel_matrix",
     "removal_margins",
 ]
@@ -137,10 +138,22 @@ class BudgetState:
     Kinv: np.ndarray = field(default=None)     # type: ignore[assignment]  the Projectron's inverse Gram matrix
     n_inserted: int = 0
     n_removed: int = 0
+    #: Whether ``F`` holds the current scores: kept only by the calls whose removal reads them
+    #: (:func:`keeps_scores`); stale after any other call until recomputed (:meth:`refresh_scores`).
+    scores_kept: bool = True
 
     @property
     def mode(self) -> int:
         return _mode(self.n_outputs, self.native)
+
+    def refresh_scores(self, kernel: Kernel) -> None:
+        """Recompute ``F`` of the live slots from the cache (one kernel matrix) and mark it kept."""
+        n = int(self.meta[0])
+        live = np.flatnonzero(self.alive[:n])
+        if live.size:
+            S = self.S[live]
+            self.F[live] = kernel_decision(kernel, S, self.A[live], S).reshape(live.size, -1)
+        self.scores_kept = True
 
     @property
     def t(self) -> int:
@@ -272,6 +285,9 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     bit; ``False`` is one row per round, kept for the benchmark).
     """
     bcode, n_budget = budget_code(budget)
+    keep = keeps_scores(bcode, removal)
+    if keep and not state.scores_kept:
+        state.refresh_scores(kernel)
     if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
     if removal not in REMOVALS:
@@ -305,6 +321,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
             state.S, state.sq, state.kd, state.A, state.F, state.lab, state.born, state.died, state.alive,
             state.meta, krow, out.mistake[lo:hi], out.hinge[lo:hi], out.updated[lo:hi], out.cache_size[lo:hi],
             out.removed[lo:hi], bool(blocked), float(eta), Kinv)
+        state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())
@@ -354,8 +371,19 @@ def raise_kernel_non_finite(X: Any, r: int, position: int) -> None:
                          "or lower gamma or degree)", r, position)
 
 
-def removal_margins(state: BudgetState) -> np.ndarray:
-    """``mu_p`` of every live pattern (insertion order), recomputed from the cache for checks."""
+def keeps_scores(bcode: int, removal: str) -> bool:
+    """Whether a call with this budget keeps the cached patterns' scores ``F`` (only margin-based
+    removal reads them: DistillCache and a fixed cache removing by margin)."""
+    return bcode == B.BUDGET_VARIABLE or (bcode == B.BUDGET_FIXED and REMOVALS.get(removal) == B.REMOVE_MARGIN)
+
+
+def removal_margins(state: BudgetState, kernel: Kernel | None = None) -> np.ndarray:
+    """``mu_p`` of every live pattern (insertion order), from the kept scores, for checks; when the
+    scores are not kept (no budget, oldest or random removal) they are recomputed with ``kernel``."""
+    if not state.scores_kept:
+        if kernel is None:
+            raise ValueError("this cache does not keep its scores (no margin-based removal): pass the kernel")
+        state.refresh_scores(kernel)
     n = int(state.meta[0])
     idx = np.flatnonzero(state.alive[:n])
     out = np.empty(idx.size)

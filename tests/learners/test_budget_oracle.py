@@ -66,7 +66,7 @@ def test_engine_equals_oracle_round_by_round(rule, budget, kernel, mode):
         assert state.born[live].tolist() == want["cache"], where
         np.testing.assert_allclose(state.A[live], np.array(want["coef"]).reshape(len(live), K), rtol=1e-9,
                                    atol=1e-12, err_msg=where)
-        np.testing.assert_allclose(removal_margins(state), want["mu"], rtol=1e-9, atol=1e-9, err_msg=where)
+        np.testing.assert_allclose(removal_margins(state, kern), want["mu"], rtol=1e-9, atol=1e-9, err_msg=where)
 
 
 # eta = 0 with the RBF kernel only: a polynomial kernel's span fills its 20 dimensions, and deciding
