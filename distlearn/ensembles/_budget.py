@@ -43,7 +43,6 @@ from ..learners._budget import (
     _grow_bound,
     _kval,
     _next_block,
-    _pick,
     _pick_bounded,
     _taus,
 )
@@ -109,13 +108,12 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
-    mus = np.zeros(A.shape[1], dtype=np.float64)
     m = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
-    bounded = budget == BUDGET_VARIABLE  # removal margins tested against bounds first (_pick_bounded)
-    keep_scores = bounded or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)  # F read only then
+    keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)  # F read only then
+    bounded = keep_scores  # removal margins tested against bounds first (_pick_bounded)
     ub = np.full((A.shape[0], A.shape[1]) if bounded else (0, 0), np.inf)
     n0 = 0
     b0 = 0
@@ -178,7 +176,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 if budget == BUDGET_FIXED and mmeta[j, 1] >= n_budget:
                     v = -1
                     if removal == REMOVE_MARGIN:
-                        v = _pick(n_slots, mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], -np.inf, mus)
+                        v = _pick_bounded(n_slots, mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], -np.inf,
+                                          ub[j])
                     elif removal == REMOVE_OLDEST:
                         for i in range(n_slots):
                             if alive[j, i] and (v < 0 or born[j, i] < born[j, v]):
@@ -248,6 +247,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 n_upd += 1
                 if bounded:
                     ub[j, s] = np.inf
+                if budget == BUDGET_VARIABLE:
                     while True:
                         v = _pick_bounded(mmeta[j, 0], mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], beta,
                                           ub[j])

@@ -198,27 +198,6 @@ def _mu(i, mode, K, A, F, kd, lab):
 TIE_RTOL = 1e-9
 
 
-@njit(inline="always", **NUMBA_FLAGS)
-def _pick(n_slots, mode, K, A, F, kd, lab, born, alive, floor, mus):
-    """The slot of largest removal margin ``mu >= floor`` (-1 if none); margins within
-    ``TIE_RTOL`` of the largest tie, and the earliest inserted of them wins."""
-    best = -np.inf
-    for i in range(n_slots):
-        if alive[i]:
-            mu = _mu(i, mode, K, A, F, kd, lab)
-            mus[i] = mu
-            if mu >= floor and mu > best:
-                best = mu
-    if best == -np.inf:
-        return -1
-    cut = best - TIE_RTOL * max(1.0, abs(best))
-    v = -1
-    for i in range(n_slots):
-        if alive[i] and mus[i] >= floor and mus[i] >= cut and (v < 0 or born[i] < born[v]):
-            v = i
-    return v
-
-
 #: Slack of the removal-margin bounds per score update, relative to the bound (far above the
 #: rounding of an update to the scores, so a bound is never below the margin it bounds).
 BOUND_SLACK = 1e-9
@@ -226,19 +205,33 @@ BOUND_SLACK = 1e-9
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub):
-    """:func:`_pick`, the same choice and the same ties, computing exact removal margins only
-    for the slots whose upper bound ``ub`` reaches ``floor``.
+    """The slot of largest removal margin ``mu >= floor`` (-1 if none); margins within
+    ``TIE_RTOL`` of the largest tie, and the earliest inserted of them wins.  Exact margins
+    (:func:`_mu`) are computed only where an upper bound says the slot could win.
 
     ``ub[i]`` bounds slot ``i``'s margin: set to the exact margin when computed, it grows by
     ``2 max|c| |k|`` (plus :data:`BOUND_SLACK`) whenever a pattern of coefficients ``c`` with
     kernel value ``k`` enters or leaves the cache, the most that can move a margin (its own
-    score and its rival's each move by at most ``max|c| |k|``).  Slots below ``floor`` are
-    never eligible, so skipping them changes nothing; with a variable cache most slots sit far
-    below ``beta``, and each is recomputed only every few dozen updates instead of every update.
+    score and its rival's each move by at most ``max|c| |k|``).  The slot of largest bound is
+    computed first; if it reaches ``floor`` its margin ``b`` (less the tie tolerance) becomes
+    the threshold, else ``floor`` is.  Slots whose bound is below the threshold can neither win
+    nor tie, so only the others are computed.  With a variable cache most slots sit far below
+    ``beta``; with a fixed cache most sit far below the largest margin.
     """
+    top = -1
+    for i in range(n_slots):
+        if alive[i] and ub[i] >= floor and (top < 0 or ub[i] > ub[top]):
+            top = i
+    if top < 0:
+        return -1
+    mu = _mu(top, mode, K, A, F, kd, lab)
+    ub[top] = mu
+    lo = floor
+    if mu >= floor:
+        lo = max(floor, mu - TIE_RTOL * max(1.0, abs(mu)))
     best = -np.inf
     for i in range(n_slots):
-        if alive[i] and ub[i] >= floor:
+        if alive[i] and ub[i] >= lo:
             mu = _mu(i, mode, K, A, F, kd, lab)
             ub[i] = mu
             if mu >= floor and mu > best:
@@ -348,7 +341,6 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     G = np.zeros((ROW_BLOCK, S.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
-    mus = np.zeros(S.shape[0], dtype=np.float64)
     dd = np.zeros(S.shape[0] if budget == BUDGET_PROJECTRON else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
@@ -357,12 +349,12 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
-    # the variable cache tests removal margins against bounds first (_pick_bounded)
-    bounded = budget == BUDGET_VARIABLE
-    ub = np.full(S.shape[0] if bounded else 0, np.inf)
     # the scores F of the cached patterns are read only by margin-based removal; without it they
-    # are not kept (the driver marks them stale: BudgetState.scores_kept)
-    keep_scores = bounded or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)
+    # are not kept (the driver marks them stale: BudgetState.scores_kept).  Removal by margin
+    # tests bounds first (_pick_bounded).
+    keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)
+    bounded = keep_scores
+    ub = np.full(S.shape[0] if bounded else 0, np.inf)
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
@@ -435,7 +427,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             if budget == BUDGET_FIXED and meta[1] >= n_budget:
                 v = -1
                 if removal == REMOVE_MARGIN:
-                    v = _pick(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, mus)
+                    v = _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, ub)
                 elif removal == REMOVE_OLDEST:
                     for i in range(n_slots):
                         if alive[i] and (v < 0 or born[i] < born[v]):
@@ -483,7 +475,8 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             meta[0] = s + 1
             meta[1] += 1
             if bounded:
-                ub[s] = np.inf  # computed exactly at the pick below
+                ub[s] = np.inf  # computed exactly at its next pick
+            if budget == BUDGET_VARIABLE:
                 while True:
                     v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub)
                     if v < 0:
