@@ -295,19 +295,23 @@ def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
 
 
 @njit(**NUMBA_FLAGS)
-def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores):
+def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols):
     """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots when
     the scores are kept (and, when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
     n_slots = meta[0] if keep_scores else 0
     xv = S[v]
     amax = 0.0
+    nz = 0
     for k in range(K):
         amax = max(amax, abs(A[v, k]))
+        if A[v, k] != 0.0:
+            cols[nz] = k
+            nz += 1
     for i in range(n_slots):
         if alive[i] and i != v:
             kv = _kval(kernel, kp, xv, S[i], sq[v], sq[i])
-            for k in range(K):
-                F[i, k] -= A[v, k] * kv
+            for q in range(nz):
+                F[i, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
                 _grow_bound(ub, i, 2.0 * amax * abs(kv))
     alive[v] = False
@@ -354,6 +358,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     # tests bounds first (_pick_bounded).
     keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)
     bounded = keep_scores
+    cols = np.zeros(K, dtype=np.int64)  # the nonzero columns of an update (a zero changes no score)
     ub = np.full(S.shape[0] if bounded else 0, np.inf)
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
@@ -446,7 +451,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                             seen += 1
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores)
+                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
@@ -460,13 +465,17 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             for k in range(K):
                 A[s, k] = tau[k]
             tmax = 0.0
+            nz = 0
             for k in range(K):
                 tmax = max(tmax, abs(tau[k]))
+                if tau[k] != 0.0:
+                    cols[nz] = k
+                    nz += 1
             for i in range(n_slots if keep_scores else 0):
                 if alive[i]:
                     kv = krow[i]
-                    for k in range(K):
-                        F[i, k] += tau[k] * kv
+                    for q in range(nz):
+                        F[i, cols[q]] += tau[cols[q]] * kv
                     if bounded:
                         _grow_bound(ub, i, 2.0 * tmax * abs(kv))
             for k in range(K):
@@ -481,7 +490,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                     v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub)
                     if v < 0:
                         break
-                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores)
+                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols)
                     n_rem += 1
         out_fired[ii] = fire
         out_removed[ii] = n_rem
