@@ -33,7 +33,15 @@ Start with `distlearn demo`, or convert your own data:
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Raw descriptions; a default is shown only where it says something (not None, not a flag's
+    False/True, and not when the help text already names its default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help = action.help or ""
+        if ("default" in help or action.default in (None, False, argparse.SUPPRESS)
+                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
+            return help
+        return super()._get_help_string(action)
 
 
 def _positive_int(text: str) -> int:
@@ -349,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     where_x.add_argument("--scheduler", metavar="ADDRESS",
                          help="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
     x.add_argument("--overwrite", action="store_true", help="discard OUT's finished cells and start again")
-    x.add_argument("--no-figures", dest="figures", action="store_false", help="skip fig2.png / fig3.png")
+    x.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures (NAME.png; fig2.png / fig3.png of rcv1-cutoff)")
     x.add_argument("--json", action="store_true", help="print the results as JSON")
     x.set_defaults(func=_cmd_experiment)
 
