@@ -10,25 +10,29 @@ registry), :mod:`distlearn.conversions`, :mod:`distlearn.ensembles`,
 
 from __future__ import annotations
 
-from ._version import __version__  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .data import Dataset, create_dataset, open_dataset  # noqa: E402
-from .estimators import (  # noqa: E402
-    ALMA,
-    LMS,
-    MIRA,
-    OBPM,
-    ROMMA,
-    GeneralizedPerceptron,
-    KernelMIRA,
-    KernelPA,
-    KernelPerceptron,
-    MarginPerceptron,
-    ParameterMixing,
-    PassiveAggressive,
-    Perceptron,
-    PermutationBPM,
-)
+from ._version import __version__
+
+if TYPE_CHECKING:  # the names below are imported on first use (import distlearn stays fast)
+    from .data import Dataset, create_dataset, open_dataset
+    from .estimators import (
+        ALMA,
+        LMS,
+        MIRA,
+        OBPM,
+        ROMMA,
+        GeneralizedPerceptron,
+        KernelMIRA,
+        KernelPA,
+        KernelPerceptron,
+        MarginPerceptron,
+        ParameterMixing,
+        PassiveAggressive,
+        Perceptron,
+        PermutationBPM,
+    )
 
 __all__ = [
     "ALMA",
@@ -50,3 +54,19 @@ __all__ = [
     "create_dataset",
     "open_dataset",
 ]
+
+_FROM = {"Dataset": ".data", "create_dataset": ".data", "open_dataset": ".data"}
+
+
+def __getattr__(name: str) -> Any:
+    """The estimators and data entry points, imported on first use (PEP 562): ``import distlearn``
+    and the ``distlearn`` command's start do not pay for scikit-learn and numba until needed."""
+    if name not in __all__ or name == "__version__":
+        raise AttributeError(f"module 'distlearn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_FROM.get(name, ".estimators"), __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

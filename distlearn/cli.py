@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
-from .experiments.named import PAPERS, describe_papers, run_experiment
+from .experiments.named import PAPERS, describe_papers
 from .training import MODELS
 
 _DESCRIPTION = """\
@@ -635,6 +635,8 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
     if a.name in PAPERS:
+        from .experiments.named import run_experiment
+
         def cell_done(done: int, total: int, cell: str) -> None:
             log(f"  [{done}/{total}] {cell}")
 

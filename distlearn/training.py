@@ -27,8 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .data.store import open_dataset
-from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
 from .learners import RULES
+
+# the estimators (scikit-learn) are imported where they are used: the distlearn command's start
+# and the commands that never fit (info, convert, generate) do not pay for them
 from .stream import is_store
 
 __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "write_values"]
@@ -65,6 +67,8 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
     params = dict(params or {})
+    from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
+
     est: Any = OBPM() if model == "obpm" else (KERNEL_ESTIMATORS[model]() if model in KERNEL_ESTIMATORS
                                                else ESTIMATORS[model]())
     _check_names(est, params)
@@ -269,6 +273,8 @@ def fit_summary(est: Any) -> dict[str, Any]:
     per_epoch = getattr(est, "epoch_online_errors_", None)
     t = int(getattr(est, "t_", 0))
     if per_epoch is not None:
+        from .estimators import ParameterMixing
+
         rows = t // epochs if isinstance(est, ParameterMixing) else t  # OBPM's t_ counts the first epoch
         out["epoch_online_errors"] = [int(v) for v in per_epoch]
         out["online_errors"] = int(per_epoch[0])

@@ -360,8 +360,6 @@ def plot_curves(results: dict, sizes: list[int], path: str, n_splits: int) -> No
 # -- main --------------------------------------------------------------------------------
 # -- the named experiment (distlearn.experiments.named) ------------------------------------
 TITLE = "Cutoff averaging (Dekel 2008), Figs. 2-3, on Fashion-MNIST pairs"
-SUMMARY = ("Dekel (2008) Figs. 2-3 on Fashion-MNIST pairs: perceptron test error and margin-perceptron hinge loss "
-           "of the last, average and cutoff hypotheses against the training-set size, 10 splits")
 VERSION = 1
 
 

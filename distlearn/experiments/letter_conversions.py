@@ -265,8 +265,6 @@ def table(results, conversions) -> str:
 
 # -- the named experiment (distlearn.experiments.named) ------------------------------------
 TITLE = "Dekel & Singer (2005), Table 1 on LETTER: conversions of the Gaussian-kernel multiclass PA"
-SUMMARY = ("Dekel & Singer (2005) Table 1, LETTER rows: one pass of the Gaussian-kernel multiclass PA on one of "
-           "k parts (k = 5, 10), tested on the rest; last, average, suffix, tree, interval, vote, vote-suffix")
 VERSION = 1
 
 

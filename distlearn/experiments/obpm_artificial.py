@@ -420,10 +420,6 @@ def plot_figure(fig: dict, path: Path) -> None:
 # -- the named experiments (distlearn.experiments.named) -----------------------------------
 TITLE = {"table": "Online Bayes Point Machines (Harrington et al. 2003), Table 1",
          "figure": "Online Bayes Point Machines (Harrington et al. 2003), Figure 1"}
-SUMMARY = {"table": "Harrington et al. (2003) Table 1: perceptron, ALMA and OBPM test error on the margin-0.05 "
-                    "artificial problem at label noise 0/1/10 %, 30 Monte Carlo runs, one epoch",
-           "figure": "Harrington et al. (2003) Figure 1: OBPM test error and training margin against tau for "
-                     "N = 25 and 100, noise-free, 30 runs, with ALMA's margin for reference"}
 VERSION = 1
 FIG_QUICK_TAUS = (0.01, 0.05, 0.1, 0.3, 0.5, 1.0)
 

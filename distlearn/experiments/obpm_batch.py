@@ -364,9 +364,6 @@ def print_table(doc: dict) -> None:
 # --------------------------------------------------------------------------- main
 # -- the named experiment (distlearn.experiments.named) ------------------------------------
 TITLE = "Online Bayes Point Machines (Harrington et al. 2003), Table 2 style: batch setting"
-SUMMARY = ("Harrington et al. (2003) Table 2 style on LETTER (26 classes and its most confused pairs) and "
-           "Fashion-MNIST (T-shirt/Shirt, 10 classes): OBPM, the perceptron and ALMA after 1/2/3 epochs against "
-           "a tuned LinearSVC")
 VERSION = 1
 PAPER = {"table2": {"Adult": {"obpm": 15.17, "svm": 15.05}, "Web": {"obpm": 1.31, "svm": 1.25},
                     "C. elegans (20 epochs)": {"obpm": 1.59, "svm": 1.58}},

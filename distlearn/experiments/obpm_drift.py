@@ -351,8 +351,6 @@ def plot_drift(summ: dict, args: argparse.Namespace, path: str, n_trials: int) -
 # -- CLI ---------------------------------------------------------------------------------
 # -- the named experiment (distlearn.experiments.named) ------------------------------------
 TITLE = "Online Bayes Point Machines (Harrington et al. 2003), sec. 4.2, Fig. 2: a drifting concept"
-SUMMARY = ("Harrington et al. (2003) Fig. 2: cumulative online errors of LMS, ALMA, the perceptron and OBPM "
-           "(tau 0.4, N 100) on a drifting Fashion-MNIST concept (positive class 1 -> 2 -> 3), 10 trials of T = 1000")
 VERSION = 1
 OPTIONS = {"n_samples": 1000, "labels": [1, 2, 3], "tau": 0.4, "n_estimators": 100, "alma_alpha": 0.5,
            "alma_alphas": [0.5, 0.7, 0.9, 1.0], "seed": 0}
