@@ -101,7 +101,7 @@ def test_cli_experiment(store, tmp_path, capsys):
 def test_cli_experiment_list(capsys):
     assert main(["experiment", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["obpm-table1", "obpm-figure1", "obpm-drift", "obpm-batch", "cutoff-curves",
+    assert names == ["obpm-table1", "obpm-figure1", "obpm-drift", "obpm-batch", "cutoff-curves", "budget-fig4",
                      "letter-conversions", "rcv1-cutoff", "celegans-obpm"]
     assert main(["experiment", "rcv1-cutoff"]) == 2
     assert "give an experiment name and --out DIR" in capsys.readouterr().err

@@ -53,6 +53,10 @@ PAPERS: dict[str, tuple[str, str, str]] = {
                       "Dekel (2008) Figs. 2-3 on Fashion-MNIST pairs: perceptron test error and margin-perceptron "
                       "hinge loss of the last, average and cutoff hypotheses against the training-set size, "
                       "10 splits"),
+    "budget-fig4": ("budget_cache_sizes", "",
+                    "Crammer, Kandola & Singer (2003) Fig. 4: multiclass kernel MIRA (beta 0.01, one pass) without "
+                    "budget, with DistillCache and at 10 fixed cache sizes against a tuned SVC, 11 permutations; "
+                    "digits (bundled), LETTER and Fashion-MNIST when given"),
     "letter-conversions": ("letter_conversions", "",
                            "Dekel & Singer (2005) Table 1, LETTER rows: one pass of the Gaussian-kernel multiclass "
                            "PA on one of k parts (k = 5, 10), tested on the rest; last, average, suffix, tree, "
