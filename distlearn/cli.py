@@ -600,18 +600,14 @@ def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, qui
     """OUT/NAME.json, .md and .png for the corpus protocols, as for every named experiment."""
     import shutil
 
-    from .experiments._cells import write_json
+    from .experiments._cells import write_json, write_markdown
 
     write_json(out / f"{name}.json", res)
     figs = [Path(f) for f in res.get("figures", [])]
     if figs:
         shutil.copyfile(figs[0], out / f"{name}.png")
-    (out / f"{name}.md").write_text(
-        f"# {name}\n\n{EXPERIMENTS[name]}.\n\n"
-        + ("**Quick run** (a small version of the protocol: a smoke test, not the result).\n\n" if quick else "")
-        + f"```text\n{table}\n```\n\n" + (f"![{name}]({name}.png)\n\n" if figs else "")
-        + f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s. "
-        f"Raw numbers: `{name}.json`.\n")
+    write_markdown(out, name, name, EXPERIMENTS[name], table, quick=quick, figure=bool(figs),
+                   n_run=res["cells_run"], n_resumed=res["cells_resumed"], seconds=res["seconds"])
 
 
 def _cmd_experiment(a: argparse.Namespace) -> int:

@@ -50,6 +50,38 @@ def loaded(key: Any, load: Callable[[], Any]) -> Any:
     return _LOADED[key]
 
 
+def write_markdown(out: Path, name: str, title: str, summary: str, text: str, *, quick: bool, figure: bool,
+                   n_run: int, n_resumed: int, seconds: float) -> Path:
+    """``OUT/NAME.md`` of an experiment: its title and protocol line, the table, the figure and how
+    many cells ran (written under a temporary name and renamed)."""
+    md = (f"# {title}\n\n{summary}.\n\n"
+          + ("**Quick run** (a small version of the protocol: a smoke test, not the result).\n\n" if quick else "")
+          + f"```text\n{text}\n```\n\n"
+          + (f"![{name}]({name}.png)\n\n" if figure else "")
+          + f"{n_run + n_resumed} cells ({n_run} run now, {n_resumed} resumed), {seconds:.1f} s. "
+          f"Raw numbers: `{name}.json`.\n")
+    path = Path(out) / f"{name}.md"
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(md)
+    os.replace(tmp, path)
+    return path
+
+
+def ours_vs_paper(ax: Any, labels: Sequence[str], ours: Sequence[float], ours_err: Sequence[float],
+                  paper: Sequence[float], paper_err: Sequence[float], *, title: str,
+                  ylabel: str = "test error (%)", rotation: float = 0) -> None:
+    """Side-by-side bars with error bars: our numbers and the paper's, per label."""
+    import numpy as np
+
+    xs = np.arange(len(labels))
+    ax.bar(xs - 0.2, ours, 0.4, yerr=ours_err, capsize=3, label="distlearn")
+    ax.bar(xs + 0.2, paper, 0.4, yerr=paper_err, capsize=3, label="paper")
+    ax.set_xticks(xs, labels, rotation=rotation)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` atomically (a temporary file renamed into place)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

@@ -93,7 +93,7 @@ from .. import estimators as distlearn
 from .._version import __version__
 from ..data.public import LETTER_ENV, letter_file
 from ..rng import block_generator
-from ._cells import loaded, render_text
+from ._cells import loaded, ours_vs_paper, render_text
 
 #: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data" above).
 LETTER_HELP = ("the 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file, 1-based indices, "
@@ -194,15 +194,10 @@ def run(X, y, ks, scalings, learners, conversions, *, seed, epochs, max_folds, l
                 errs = {c: [] for c in conversions}
                 online = []
                 for f in range(n_eval):
-                    tr = parts[f]
-                    te = np.concatenate([parts[j] for j in range(k) if j != f])
-                    Xtr, Xte = scale(X[tr], X[te], how)
-                    fseed = seed + f
+                    cell = fold(X, y, parts, f, seed, epochs, conversions, how, lname)
                     for c in conversions:
-                        clf = make_learner(lname, fseed, epochs, conversion_spec(c)).fit(Xtr, y[tr])
-                        errs[c].append(100.0 * float(np.mean(clf.predict(Xte) != y[te])))
-                        if c == conversions[0]:
-                            online.append(100.0 * clf.online_errors_ / clf.t_)
+                        errs[c].append(cell["errors"][c])
+                    online.append(cell["online_error"])
                 secs = time.perf_counter() - t0
                 results[k][how][lname] = {"errors": errs, "online_error": online, "seconds": secs,
                                           "train_size": [int(len(parts[f])) for f in range(n_eval)],
@@ -210,6 +205,23 @@ def run(X, y, ks, scalings, learners, conversions, *, seed, epochs, max_folds, l
                 log(f"  {k}-fold {how:<8} {lname:<10}: {n_eval} folds x {len(conversions)} conversions "
                     f"in {secs:.1f} s")
     return results
+
+
+def fold(X, y, parts, f, seed, epochs, conversions, how, learner) -> dict:
+    """Train on part ``f`` (seed ``seed + f``), test on the others: every conversion's percent error,
+    the learner's own online error during its pass, the sizes and the seconds."""
+    t0 = time.perf_counter()
+    tr = parts[f]
+    te = np.concatenate([parts[j] for j in range(len(parts)) if j != f])
+    Xtr, Xte = scale(X[tr], X[te], how)
+    errs, online = {}, None
+    for c in conversions:
+        clf = make_learner(learner, seed + f, epochs, conversion_spec(c)).fit(Xtr, y[tr])
+        errs[c] = 100.0 * float(np.mean(clf.predict(Xte) != y[te]))
+        if online is None:
+            online = 100.0 * clf.online_errors_ / clf.t_
+    return {"errors": errs, "online_error": online, "train_size": int(len(tr)), "test_size": int(len(te)),
+            "seconds": time.perf_counter() - t0}
 
 
 def mean_std(v: list[float]) -> tuple[float, float]:
@@ -275,20 +287,8 @@ def _letter(path: str) -> tuple[np.ndarray, np.ndarray]:
 def fold_cell(path: str, k: int, f: int, seed: int, epochs: int, conversions: list[str], how: str,
               learner: str) -> dict:
     """Fold ``f`` of the ``k``-part split: train on part f, test on the others, every conversion."""
-    t0 = time.perf_counter()
     X, y = _letter(path)
-    parts = folds(len(y), k, seed)
-    tr = parts[f]
-    te = np.concatenate([parts[j] for j in range(k) if j != f])
-    Xtr, Xte = scale(X[tr], X[te], how)
-    errs, online = {}, None
-    for c in conversions:
-        clf = make_learner(learner, seed + f, epochs, conversion_spec(c)).fit(Xtr, y[tr])
-        errs[c] = 100.0 * float(np.mean(clf.predict(Xte) != y[te]))
-        if online is None:
-            online = 100.0 * clf.online_errors_ / clf.t_
-    return {"errors": errs, "online_error": online, "train_size": int(len(tr)), "test_size": int(len(te)),
-            "seconds": time.perf_counter() - t0}
+    return fold(X, y, folds(len(y), k, seed), f, seed, epochs, conversions, how, learner)
 
 
 def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
@@ -347,16 +347,11 @@ def plot(part: str, doc: dict, path: Path) -> None:
     f, axes = plt.subplots(1, len(ks), figsize=(5.5 * len(ks), 4), squeeze=False)
     for ax, k in zip(axes[0], ks):
         r = doc["results"][k][doc["config"]["scale"]][doc["config"]["learner"]]
-        xs = np.arange(len(convs))
         ms = [mean_std(r["errors"][c]) for c in convs]
-        ax.bar(xs - 0.2, [m for m, _ in ms], 0.4, yerr=[s for _, s in ms], capsize=3, label="distlearn")
         ref = PAPER_TABLE1.get(int(k), {})
-        ax.bar(xs + 0.2, [ref[c][0] if c in ref else 0 for c in convs], 0.4,
-               yerr=[ref[c][1] if c in ref else 0 for c in convs], capsize=3, label="paper")
-        ax.set_xticks(xs, convs, rotation=30)
-        ax.set_ylabel("test error (%)")
-        ax.set_title(f"LETTER, {k}-fold (train on 1/{k})")
-        ax.legend(fontsize=8)
+        ours_vs_paper(ax, convs, [m for m, _ in ms], [sd for _, sd in ms],
+                      [ref[c][0] if c in ref else 0 for c in convs], [ref[c][1] if c in ref else 0 for c in convs],
+                      title=f"LETTER, {k}-fold (train on 1/{k})", rotation=30)
     f.tight_layout()
     f.savefig(path, dpi=120)
     plt.close(f)

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._cells import Cells, pyplot, write_json
+from ._cells import Cells, pyplot, write_json, write_markdown
 
 __all__ = ["PAPERS", "run_experiment", "describe_papers"]
 
@@ -126,14 +126,7 @@ def run_experiment(name: str, out: str | Path, *, quick: bool = False, repeats: 
         files.append(png)
     doc["files"] = [str(f) for f in files]
     write_json(out / f"{name}.json", doc)
-    md = (f"# {doc['title']}\n\n{PAPERS[name][2]}.\n\n"
-          + ("**Quick run** (a small version of the protocol: a smoke test, not the result).\n\n" if quick else "")
-          + f"```text\n{text}\n```\n\n"
-          + (f"![{name}]({name}.png)\n\n" if len(files) > 2 else "")
-          + f"{len(todo)} cells ({len(pending)} run now, {len(todo) - len(pending)} resumed), "
-          f"{doc['seconds']:.1f} s. Raw numbers: `{name}.json`.\n")
-    tmp = out / f".{name}.md.tmp"
-    tmp.write_text(md)
-    tmp.replace(out / f"{name}.md")
+    write_markdown(out, name, doc["title"], PAPERS[name][2], text, quick=quick, figure=len(files) > 2,
+                   n_run=len(pending), n_resumed=len(todo) - len(pending), seconds=doc["seconds"])
     doc["text"] = text
     return doc

@@ -96,7 +96,7 @@ from scipy import stats
 
 from ..data.synthetic import make_obpm_artificial
 from ..estimators import ALMA, OBPM, Perceptron
-from ._cells import render_text
+from ._cells import ours_vs_paper, render_text
 
 NOISES = (0.0, 0.01, 0.1)
 PAPER = {  # noise -> learner -> (mean %, half-width %)
@@ -469,15 +469,9 @@ def plot(part: str, doc: dict, path: Path) -> None:
     names = ("perceptron", "alma", "obpm")
     for ax, e in zip(axes, NOISES):
         rows = doc["table"][f"{e:g}"]["rows"]
-        xs = np.arange(len(names))
-        ax.bar(xs - 0.2, [rows[n]["summary"]["test_error"] for n in names], 0.4,
-               yerr=[rows[n]["summary"]["test_error_ci"] for n in names], label="distlearn", capsize=3)
-        ax.bar(xs + 0.2, [PAPER[e][n][0] for n in names], 0.4, yerr=[PAPER[e][n][1] for n in names],
-               label="paper", capsize=3)
-        ax.set_xticks(xs, names)
-        ax.set_title(f"label noise {100 * e:g} %")
-        ax.set_ylabel("test error (%)")
-        ax.legend(fontsize=8)
+        ours_vs_paper(ax, names, [rows[n]["summary"]["test_error"] for n in names],
+                      [rows[n]["summary"]["test_error_ci"] for n in names], [PAPER[e][n][0] for n in names],
+                      [PAPER[e][n][1] for n in names], title=f"label noise {100 * e:g} %")
     f.tight_layout()
     f.savefig(path, dpi=120)
     plt.close(f)
