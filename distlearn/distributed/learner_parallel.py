@@ -60,7 +60,7 @@ class ObpmJob:
     n_outputs: int
     rule: Rule
     seed: int
-    tau: float
+    tau: float | tuple[float, ...]  #: a tuple: tau groups of ``tau_block`` learners (OBPM(tau="auto"))
     fit_intercept: bool
     acc_mode: int
     dtype: str
@@ -71,6 +71,12 @@ class ObpmJob:
     segment_blocks: int
     checkpoint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tau_block: int | None = None
+
+    @property
+    def n_taus(self) -> int:
+        """Tau groups; 0 for a single float tau (counters are then plain ints)."""
+        return len(self.tau) if isinstance(self.tau, tuple) else 0
 
     def block_order(self, epoch: int) -> np.ndarray:
         return stream.block_order(self.seed, epoch, self.n_blocks, self.shuffle)
@@ -89,7 +95,8 @@ class ObpmJob:
             "n_features": self.n_features, "n_blocks": self.n_blocks, "classes": np.asarray(self.classes).tolist(),
             "rule": self.rule.name, "rule_code": int(self.rule.code),
             "rule_params": [float(v) for v in np.asarray(self.rule.params)], "seed": int(self.seed),
-            "tau": float(self.tau), "fit_intercept": bool(self.fit_intercept), "acc_mode": int(self.acc_mode),
+            "tau": [float(t) for t in self.tau] if self.n_taus else float(self.tau),
+            "tau_block": self.tau_block, "fit_intercept": bool(self.fit_intercept), "acc_mode": int(self.acc_mode),
             "dtype": self.dtype, "n_learners": int(self.n_learners), "groups": [list(g) for g in self.groups],
             "shuffle": bool(self.shuffle), "segment_blocks": int(self.segment_blocks),
         }
@@ -136,25 +143,25 @@ def obpm_segment(job: ObpmJob, g: int, prev: SegmentResult | tuple | None, epoch
     a, _ = job.groups[g]
     ds = stream.open_store(job.path, job.token)
     margins, ys = [], []
-    updates = 0
+    updates: Any = np.zeros(job.n_taus, np.int64) if job.n_taus else 0
     blocks = job.segment(epoch, s)
     for ch in stream.epoch_chunks(ds, seed=job.seed, epoch=epoch, shuffle=job.shuffle, classes=job.classes,
                                   dtype=job.dtype, blocks=blocks):
         try:
             m, u = learn_ensemble_chunk(job.rule, st, ch.X, ch.y, ch.tids, seed=job.seed, tau=job.tau, epoch=epoch,
                                         order=ch.order, fit_intercept=job.fit_intercept, acc_mode=job.acc_mode,
-                                        first_learner=a)
+                                        first_learner=a, tau_block=job.tau_block)
         except NonFiniteError as exc:
             row = ch.first_row + int(exc.row)
             raise NonFiniteError(f"store {job.path}, block {ch.block}, store row {row} (epoch {epoch}): {exc}",
                                  row, exc.round) from None
         margins.append(m)
-        updates += int(u.sum())
+        updates = updates + (u.sum(axis=0).astype(np.int64) if job.n_taus else int(u.sum()))
         if g == 0:
             ys.append(ch.y if ch.order is None else ch.y[ch.order])
     if job.checkpoint is not None:
         ckpt.write_part(job.checkpoint, epoch, s, g, st)
-    margin = np.concatenate(margins) if margins else np.zeros((0, job.n_outputs))
+    margin = np.concatenate(margins) if margins else np.zeros((0, job.n_taus, job.n_outputs)[int(not job.n_taus):])
     y = np.concatenate(ys) if g == 0 and ys else None
     return SegmentResult(st, margin, y, updates, len(blocks))
 
@@ -182,12 +189,16 @@ def score_report(rep: SegmentReport, record: bool = False) -> dict[str, Any]:
     m, y = rep.margin, rep.y
     if y is None:
         raise ValueError("the merged report lost group 0's labels")
-    if m.shape[1] == 1:
-        mistakes = (m[:, 0] >= 0.0) != (y == 1)
+    yk = y if m.ndim == 2 else y[:, None]  # (rows, T, K): per tau group
+    if m.shape[-1] == 1:
+        mistakes = (m[..., 0] >= 0.0) != (yk == 1)
     else:
-        mistakes = np.argmax(m, axis=1) != y
-    out: dict[str, Any] = {"errors": int(mistakes.sum()), "rows": int(len(y)), "updates": int(rep.updates),
-                           "group_blocks": int(rep.n_blocks)}
+        mistakes = np.argmax(m, axis=-1) != yk
+    errors = mistakes.sum(axis=0)
+    out: dict[str, Any] = {"errors": errors.astype(int).tolist() if m.ndim == 3 else int(errors),
+                           "rows": int(len(y)), "group_blocks": int(rep.n_blocks),
+                           "updates": (np.asarray(rep.updates, np.int64).reshape(-1).tolist() if m.ndim == 3
+                                       else int(rep.updates))}
     if record:
         out["mistakes"] = mistakes.astype(np.uint8)
     return out
@@ -215,7 +226,9 @@ def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: 
     t0 = time.perf_counter()
     G = len(job.groups)
     n_seg = job.n_segments
-    counters: dict[str, Any] = {"epoch_errors": [0] * job.epochs, "epoch_updates": [0] * job.epochs,
+    zero = (lambda: [0] * job.n_taus) if job.n_taus else (lambda: 0)
+    counters: dict[str, Any] = {"epoch_errors": [zero() for _ in range(job.epochs)],
+                                "epoch_updates": [zero() for _ in range(job.epochs)],
                                 "epoch_rows": [0] * job.epochs}
     start = None
     if job.checkpoint is not None:
@@ -227,7 +240,7 @@ def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: 
         old = start["counters"]
         for name in ("epoch_errors", "epoch_updates", "epoch_rows"):
             for i, v in enumerate(old.get(name, [])[: job.epochs]):
-                counters[name][i] = int(v)
+                counters[name][i] = [int(x) for x in v] if isinstance(v, list) else int(v)
         todo = [(e, s) for (e, s) in todo if (e, s) > (e0, s0)]
         prev = [("checkpoint", e0, s0)] * G
     # Keys: unique per call (nonce) so that repeated jobs are really recomputed,
@@ -255,8 +268,9 @@ def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: 
         runner.wait(res)
         if record and e == 0:
             mistakes.append(sc["mistakes"])
-        counters["epoch_errors"][e] += sc["errors"]
-        counters["epoch_updates"][e] += sc["updates"]
+        for name, key in (("epoch_errors", "errors"), ("epoch_updates", "updates")):
+            c = counters[name][e]
+            counters[name][e] = [a + b for a, b in zip(c, sc[key])] if isinstance(c, list) else c + sc[key]
         counters["epoch_rows"][e] += sc["rows"]
         group_blocks += sc["group_blocks"]
         done_blocks += sc["group_blocks"] // G
@@ -267,8 +281,14 @@ def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: 
             bar.set_postfix_str(f"epoch {e + 1}/{job.epochs}, blocks {done_blocks}/{job.epochs * job.n_blocks}")
         if s == n_seg - 1 and (verbose or bar is not None):
             rows = max(1, counters["epoch_rows"][e])
-            msg = (f"epoch {e + 1}/{job.epochs}: progressive error {counters['epoch_errors'][e] / rows:.4f} "
-                   f"({counters['epoch_errors'][e]} / {rows}), member updates {counters['epoch_updates'][e]}")
+            errs = counters["epoch_errors"][e]
+            if isinstance(errs, list):
+                msg = (f"epoch {e + 1}/{job.epochs}: progressive error by tau "
+                       + ", ".join(f"{t:g}: {v / rows:.4f}" for t, v in zip(job.tau, errs))
+                       + f" ({rows} rows), member updates {sum(counters['epoch_updates'][e])}")
+            else:
+                msg = (f"epoch {e + 1}/{job.epochs}: progressive error {errs / rows:.4f} "
+                       f"({errs} / {rows}), member updates {counters['epoch_updates'][e]}")
             (bar.write if bar is not None else print)(msg, file=sys.stderr)
 
     try:

@@ -91,20 +91,24 @@ def mask_words(key_epoch, t, n_pairs, out):
 @njit(**NUMBA_FLAGS)
 def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
               fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-              out_margin, out_updates, out_offset, acc_mode, accP, accq, learner0=0):
+              out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
     """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)
     over the rows ``order`` of a CSR chunk.
 
-    ``learner0`` is the ensemble index of the state's first learner, for the
-    draws only: a task that holds learners ``a .. b - 1`` of a larger ensemble
-    passes a state of just those columns and ``learner0 = a``.
+    Per learner ``i`` of the call (``i = 0 .. (c1 - c0) // K - 1``):
+    ``draw[i]`` is its learner index in the draws (a task holding learners
+    ``a .. b - 1`` of a larger ensemble passes ``a + i``; a member of a tau
+    group its index within the group), ``thr[i]`` (uint64) its 32-bit
+    threshold (``b = 1`` iff the learner's 32 bits are below it; ``2**32``
+    means always) and ``slot[i]`` the output slot (tau group, ``< n_slots``)
+    its margins and updates are summed into.
 
     ``tids[r]`` is the global example index of row ``r`` (the ``t`` of
-    ``b_{j,t}``); ``key_epoch`` the hash of ``(seed, stream, epoch)``;
-    ``thr`` the 32-bit threshold (``b = 1`` iff the learner's 32 bits are
-    below it; ``2**32`` means always).  Writes, for round ``ii``, the sum over
-    the group of member margins into ``out_margin[out_offset + ii, :]`` and the
-    number of member updates into ``out_updates[out_offset + ii]``.
+    ``b_{j,t}``); ``key_epoch`` the hash of ``(seed, stream, epoch)``.
+    Writes, for round ``ii``, the sum over slot ``s``'s members of their
+    margins into ``out_margin[((out_offset + ii) * n_slots + s) * K + k]`` and
+    the number of its members that updated into
+    ``out_updates[(out_offset + ii) * n_slots + s]``.
 
     Returns -1, or the first round whose margins are not finite (that round
     and later ones are not applied).
@@ -131,9 +135,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
     uproj = np.zeros(n_cols, dtype=np.bool_)
     uinv = np.zeros(n_cols, dtype=np.float64)
     uqi = np.zeros(n_cols, dtype=np.float64)
-    thr64 = np.uint64(thr)
     line = max(1, 64 // W.itemsize)
-    always = thr >= (1 << 32)
     for ii in range(order.shape[0]):
         r = order[ii]
         lo = indptr[r]
@@ -144,8 +146,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
         g_prev = -1
         word = np.uint64(0)
         for i in range(n_learn):
-            j = learner0 + j0 + i
-            if always:
+            j = draw[i]
+            if thr[i] > _LOW32:
                 active[i] = True
                 continue
             g = j >> 1
@@ -153,7 +155,7 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 word = _mix(kt + np.uint64(g + 1) * _GOLDEN)
                 g_prev = g
             bits = (word >> _S32) if (j & 1) else (word & _LOW32)
-            active[i] = bits < thr64
+            active[i] = bits < thr[i]
         # prefetch the next row's weight lines (see _prefetch)
         if ii + _W_AHEAD < order.shape[0]:
             rn = order[ii + _W_AHEAD]
@@ -197,11 +199,12 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
             finite = finite and math.isfinite(mk)
         if not finite:
             return ii
-        base_out = (out_offset + ii) * K
-        for c in range(n_cols):
-            out_margin[base_out + (c % K)] += m[c]
+        row_out = (out_offset + ii) * n_slots
+        for i in range(n_learn):
+            base_out = (row_out + slot[i]) * K
+            for k in range(K):
+                out_margin[base_out + k] += m[i * K + k]
         xsq = -1.0
-        n_upd_row = 0
         # 3. the masked updates: each firing column's scalar part first (rescale,
         # step), then ONE sweep over the row's nonzeros applies every column's
         # sparse step (the row's weight lines are touched once, not once per
@@ -263,9 +266,8 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                     uproj[nu] = project
                     nu += 1
             if nu > nu0:
-                n_upd_row += 1
+                out_updates[row_out + slot[i]] += 1
         if nu == 0:
-            out_updates[out_offset + ii] += 0
             continue
         if need_norm and xsq < 0.0:
             xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
@@ -315,5 +317,4 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
             if acc_mode != 0:
                 _check_rebase(W, scale, c, accP, accq)
             n_updates[c] += 1
-        out_updates[out_offset + ii] += n_upd_row
     return -1

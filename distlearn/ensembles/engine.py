@@ -116,7 +116,7 @@ def learn_ensemble_chunk(
     tids: np.ndarray,
     *,
     seed: int,
-    tau: float,
+    tau: float | tuple[float, ...],
     epoch: int = 0,
     order: np.ndarray | None = None,
     fit_intercept: bool = False,
@@ -125,6 +125,7 @@ def learn_ensemble_chunk(
     groups: int = 1,
     n_jobs: int = 1,
     first_learner: int = 0,
+    tau_block: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every member over one chunk (rows ``order`` of X, in that order).
 
@@ -136,8 +137,16 @@ def learn_ensemble_chunk(
     holding learners ``a .. b - 1`` of a larger ensemble passes their columns
     as ``state`` and ``first_learner=a``.
 
+    ``tau`` may be a tuple of T values (``OBPM(tau="auto")``): ensemble
+    member ``j`` (global index, ``first_learner`` included) then belongs to
+    *tau group* ``j // tau_block``, draws with that group's tau and with the
+    learner index ``j % tau_block`` -- the draws of a separate OBPM with that
+    tau and ``tau_block`` members, so each group is bit for bit that OBPM.
+
     Returns ``(margin_sum, n_updates)``: per round, the sum of the members'
-    margins (shape (n, K), true units) and the number of members that updated.
+    margins (shape (n, K), true units) and the number of members that updated
+    (shape (n,)); with a tuple of T taus, per tau group: shapes (n, T, K) and
+    (n, T).
     """
     n_rows = X.shape[0]
     order = np.arange(n_rows, dtype=np.int64) if order is None else np.ascontiguousarray(order, dtype=np.int64)
@@ -165,9 +174,25 @@ def learn_ensemble_chunk(
     data = Xc.data if Xc.data.dtype == dt else Xc.data.astype(dt)
     indptr, indices = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64)
     key = np.uint64(rng.epoch_key(seed, epoch))
-    thr = rng.mask_threshold(tau)
+    multi = isinstance(tau, (tuple, list, np.ndarray))
+    taus = tuple(float(t) for t in tau) if multi else (float(tau),)
+    if multi:
+        if tau_block is None or int(tau_block) < 1:
+            raise ValueError("a tuple of taus needs tau_block, the number of members per tau value")
+        M = int(tau_block)
+        if (first_learner + N + M - 1) // M > len(taus):
+            raise ValueError(f"learners {first_learner}..{first_learner + N - 1} need "
+                             f"{(first_learner + N + M - 1) // M} taus of {M} members each; got {len(taus)}")
+    else:
+        M = first_learner + N  # one tau group: every learner in group 0
+    T = len(taus)
+    thrs = np.array([rng.mask_threshold(t) for t in taus], np.uint64)
+    glob = first_learner + np.arange(N, dtype=np.int64)  # ensemble index of each state learner
+    slot = glob // M                                        # its tau group
+    draw = glob - slot * M                                  # its learner index in the draws
+    thr = thrs[slot]
     ranges = learner_groups(N, groups)
-    outs = [(np.zeros(n * K), np.zeros(n, np.int32)) for _ in ranges]
+    outs = [(np.zeros(n * T * K), np.zeros(n * T, np.int32)) for _ in ranges]
     accP = state.accP.reshape(-1)
     accq = state.accq.reshape(-1)
     if acc_mode == EK.ACC_NONE:
@@ -175,10 +200,10 @@ def learn_ensemble_chunk(
 
     def run(g: int) -> int:
         a, b = ranges[g]
-        return EK._obpm_csr(indptr, indices, data, y, order, tids, key, thr, a * K, b * K, K, rule.code,
+        return EK._obpm_csr(indptr, indices, data, y, order, tids, key, thr[a:b], a * K, b * K, K, rule.code,
                             rule.params, bool(fit_intercept), float(bias), state.W, state.scale, state.sqnorm,
                             state.n_updates, state.member_rounds, outs[g][0], outs[g][1], 0, acc_mode,
-                            accP, accq, int(first_learner))
+                            accP, accq, draw[a:b], slot[a:b], T)
 
     if n_jobs > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(min(n_jobs, len(ranges))) as pool:
@@ -195,9 +220,11 @@ def learn_ensemble_chunk(
     state.n_rounds[0] += n
     margin = outs[0][0]
     upd = outs[0][1]
-    for m2, u2 in outs[1:]:
+    for m2, u2 in outs[1:]:  # left to right
         margin = margin + m2
         upd = upd + u2
+    if multi:
+        return margin.reshape(n, T, K), upd.reshape(n, T)
     return margin.reshape(n, K), upd
 
 

@@ -41,7 +41,53 @@ from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier
 from .linear import ESTIMATORS
 
-__all__ = ["OBPM", "PermutationBPM", "resolve_base"]
+__all__ = ["OBPM", "PermutationBPM", "TAU_GRID", "resolve_base"]
+
+#: The taus that ``OBPM(tau="auto")`` tries: the OBPM paper's values (0.05 and
+#: 0.2 on the splice sites, 0.3 elsewhere) and their neighbours.
+TAU_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+class TauChoice:
+    """``tau``: a real number in (0, 1], ``"auto"`` (:data:`TAU_GRID`), or a sequence of distinct ones."""
+
+    def check(self, name: str, value: Any) -> None:
+        if isinstance(value, str) and value == "auto":
+            return
+        one = Real(0.0, 1.0, "right")
+        if isinstance(value, (tuple, list, np.ndarray)) and not isinstance(value, str):
+            vals = list(value)
+            if not vals:
+                raise ValueError(f"{name} must be a real number in (0, 1], 'auto' or a non-empty sequence of them; "
+                                 "got an empty sequence")
+            for v in vals:
+                one.check(f"every value of {name}", v)
+            if len({float(v) for v in vals}) != len(vals):
+                raise ValueError(f"{name} has repeated values: {list(map(float, vals))}")
+            return
+        try:
+            one.check(name, value)
+        except ValueError:
+            raise ValueError(f"{name} must be a real number in (0, 1], 'auto' or a sequence of such numbers; "
+                             f"got {value!r}") from None
+
+
+def _tau_values(tau: Any) -> tuple[float, ...]:
+    """The tau groups of an OBPM: one value, or the grid of ``"auto"``/a sequence."""
+    if isinstance(tau, str) and tau == "auto":
+        return TAU_GRID
+    if isinstance(tau, (tuple, list, np.ndarray)):
+        return tuple(float(t) for t in tau)
+    return (float(tau),)
+
+
+def _mistakes_of(margin: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Progressive mistakes from summed member margins: (n, K) -> (n,), (n, T, K) -> (n, T)."""
+    if margin.shape[-1] == 1:
+        yb = (y == 1) if margin.ndim == 2 else (y == 1)[:, None]
+        return (margin[..., 0] >= 0.0) != yb
+    yk = y if margin.ndim == 2 else y[:, None]
+    return np.argmax(margin, axis=-1) != yk
 
 
 def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearClassifier:
@@ -142,9 +188,19 @@ class OBPM(OnlineLinearClassifier):
     ----------
     n_estimators : int, default=100
         N, the number of learners.
-    tau : float, default=0.3
+    tau : float, "auto" or sequence of float, default=0.3
         Probability that a learner is shown an example, in (0, 1].  The draw
         uses 32 random bits: ``P(b = 1) = round(tau * 2**32) / 2**32``.
+        ``"auto"`` (the values of :data:`TAU_GRID`) or a sequence of values
+        chooses tau from the data, as the paper does by training error: a
+        group of ``n_estimators`` members per value runs in the same fused
+        pass, and the group whose Bayes point makes the fewest progressive
+        (online) mistakes, summed over the fit's epochs, is kept (ties: the
+        earlier value).  Group ``g`` draws exactly as ``OBPM(tau=taus[g])``
+        with the same seed, so it *is* that model, bit for bit; the cost is
+        that of one OBPM with ``len(taus) * n_estimators`` members.  Rules
+        whose parameters depend on the horizon (``"margin"``) take it from
+        the largest tau.
     base : str or distlearn linear estimator, default="perceptron"
         The members' rule: ``"perceptron"`` (eta = 1, the paper's choice),
         ``"generalized"``, ``"margin"``, ``"alma"``, ``"romma"``, ``"pa"``,
@@ -233,6 +289,14 @@ class OBPM(OnlineLinearClassifier):
     epoch_online_errors_ : ndarray of shape (epochs,), int64
         ``fit``: the progressive mistakes of ``w~_{t-1}`` in every epoch
         (``online_errors_`` is the first epoch's).
+    tau_ : float
+        The tau of the kept members (``tau`` itself unless it chose).
+    taus_ : ndarray of shape (n_taus,)
+        The taus tried (one value unless ``tau`` is ``"auto"`` or a sequence).
+    tau_online_errors_ : ndarray of shape (n_taus,), int64
+        Per tau group, the progressive mistakes of its Bayes point summed over
+        the epochs of ``fit`` (over every call of ``partial_fit``): what chose
+        ``tau_``.
     job_ : dict
         Store fits: ``group_blocks`` (block passes run by this fit, summed
         over learner groups; a resumed fit runs fewer), ``groups``,
@@ -302,7 +366,7 @@ class OBPM(OnlineLinearClassifier):
 
     _params = {
         "n_estimators": Integral(1, None),
-        "tau": Real(0.0, 1.0, "right"),
+        "tau": TauChoice(),
         "normalize": Boolean(),
         "conversion": _ConversionChoice(),
         "conversion_scope": Options("ensemble", "members"),
@@ -319,7 +383,8 @@ class OBPM(OnlineLinearClassifier):
                                                 "online_mistakes_", "member_rounds_", "_base_est", "job_",
                                                 "_epoch_errors", "support_vectors_", "dual_coef_", "n_support_",
                                                 "n_removed_", "member_n_support_", "pool_size_", "gamma_",
-                                                "_kernel_obj")
+                                                "_kernel_obj", "tau_", "taus_", "tau_online_errors_", "_tau_epoch",
+                                                "_tau_online", "_tau_updates", "_tau_mistakes")
 
     def __init__(self, *, n_estimators: int = 100, tau: float = 0.3, base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 1, shuffle: bool = True,
@@ -355,7 +420,7 @@ class OBPM(OnlineLinearClassifier):
         super()._check_params()
         if self.learner_groups is not None:
             Integral(1, None).check("learner_groups", self.learner_groups)
-        if float(self.tau) <= 0.0:
+        if min(_tau_values(self.tau)) <= 0.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
         base = resolve_base(self.base, self.base_params)
         if isinstance(base, KernelClassifier):
@@ -380,6 +445,8 @@ class OBPM(OnlineLinearClassifier):
             bad.append("budget='projectron' (each member would need its own inverse Gram matrix)")
         if str(np.dtype(self.dtype)) != "float64":
             bad.append(f"dtype={self.dtype!r} (kernel learners compute in float64)")
+        if len(_tau_values(self.tau)) > 1:
+            bad.append(f"tau={self.tau!r} (a kernel OBPM runs one tau; compare taus with distlearn.run_grid)")
         if bad:
             raise ValueError(f"OBPM with a kernel base ({type(base).__name__}) does not support "
                              + "; ".join(bad))
@@ -404,12 +471,16 @@ class OBPM(OnlineLinearClassifier):
 
     def _prepare(self, X: Any, n_rows: int) -> None:
         # A member sees about tau * n_rows examples (the margin perceptron's horizon).
-        self._base_est._prepare(X, max(1, int(round(float(self.tau) * n_rows))))
+        self._base_est._prepare(X, max(1, int(round(max(self._taus) * n_rows))))
         if self._kernel_base:
             self.gamma_ = self._base_est.gamma_
             self._kernel_obj = self._base_est._kernel_obj
         elif hasattr(self._base_est, "_rule_obj"):
             self._rule_obj = self._base_est._rule_obj
+
+    @property
+    def _taus(self) -> tuple[float, ...]:
+        return _tau_values(self.tau)
 
     @property
     def _kernel_base(self) -> bool:
@@ -428,10 +499,15 @@ class OBPM(OnlineLinearClassifier):
                                                keep_retired=self._acc_mode != EK.ACC_NONE)
             self.n_removed_ = 0
         else:
-            self._state = init_ensemble(n_features, self.n_estimators, n_out, dtype=self._np_dtype,
-                                        running_sum=self._acc_mode != EK.ACC_NONE)
-        self.online_mistakes_ = np.zeros(0, np.uint8)
-        self._epoch_errors = np.zeros(self.epochs, np.int64)
+            self._state = init_ensemble(n_features, self.n_estimators * len(self._taus), n_out,
+                                        dtype=self._np_dtype, running_sum=self._acc_mode != EK.ACC_NONE)
+        T = len(self._taus)
+        self.taus_ = np.asarray(self._taus, np.float64)
+        # per tau group: mistakes per epoch, first-epoch (online) mistakes and updates, recorded mistakes
+        self._tau_epoch = np.zeros((self.epochs, T), np.int64)
+        self._tau_online = np.zeros(T, np.int64)
+        self._tau_updates = np.zeros(T, np.int64)
+        self._tau_mistakes = np.zeros((0, T), np.uint8)
 
     def _make_tracker(self, X: Any) -> None:
         self._conv = Last() if _conversion_name(self.conversion) == "last" else Average()
@@ -440,12 +516,12 @@ class OBPM(OnlineLinearClassifier):
 
     def _snapshot(self) -> tuple[Any, ...]:
         state = copy.deepcopy(self._state) if self._kernel_base else self._state.copy()
-        return (state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_, self.online_mistakes_,
-                getattr(self, "n_removed_", 0))
+        return (state, self.n_iter_, self.t_, self._tau_epoch.copy(), self._tau_online.copy(),
+                self._tau_updates.copy(), self._tau_mistakes, getattr(self, "n_removed_", 0))
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
-        (self._state, self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
-         self.online_mistakes_, n_removed) = snap
+        (self._state, self.n_iter_, self.t_, self._tau_epoch, self._tau_online, self._tau_updates,
+         self._tau_mistakes, n_removed) = snap
         if self._kernel_base:
             self.n_removed_ = n_removed
 
@@ -457,40 +533,51 @@ class OBPM(OnlineLinearClassifier):
             log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
                                               seed=self._seed, tau=float(self.tau), epoch=epoch, order=order,
                                               beta=b._beta(), budget=b.budget, removal=b.removal)
-            margin, upd = log.margin, log.updates
+            margin, upd = log.margin[:, None, :], log.updates[:, None]
             self.n_removed_ += int(log.removed.sum())
         else:
             margin, upd = learn_ensemble_chunk(
-                self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=float(self.tau), epoch=epoch,
+                self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=self._taus, epoch=epoch,
                 order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
-                n_jobs=self.n_jobs)
+                n_jobs=self.n_jobs, tau_block=self.n_estimators)
         yo = yi if order is None else yi[order]
-        if margin.shape[1] == 1:
-            mistakes = (margin[:, 0] >= 0.0) != (yo == 1)
-        else:
-            mistakes = np.argmax(margin, axis=1) != yo
-        if epoch < len(self._epoch_errors):
-            self._epoch_errors[epoch] += int(mistakes.sum())
+        mistakes = _mistakes_of(margin, yo)  # (n, T): per tau group
+        if epoch < len(self._tau_epoch):
+            self._tau_epoch[epoch] += mistakes.sum(axis=0)
         if not (count and epoch == 0):  # the online counters are the first epoch's (the paper's)
             return
-        self.online_errors_ += int(mistakes.sum())
-        self.n_updates_ += int(upd.sum())
+        self._tau_online += mistakes.sum(axis=0)
+        self._tau_updates += upd.sum(axis=0)
         self.t_ += len(yo)
         if self.record_online:
-            self.online_mistakes_ = np.concatenate([self.online_mistakes_, mistakes.astype(np.uint8)])
+            self._tau_mistakes = np.concatenate([self._tau_mistakes, mistakes.astype(np.uint8)])
+
+    def _choose_tau(self) -> int:
+        """Keep the tau group of fewest progressive mistakes; sets the counters from its own."""
+        errs = self._tau_epoch.sum(axis=0)  # partial_fit's calls all count as epoch 0
+        g = int(np.argmin(errs))
+        self.tau_online_errors_ = errs.astype(np.int64)
+        self.tau_ = float(self._taus[g])
+        self.online_errors_ = int(self._tau_online[g])
+        self.n_updates_ = int(self._tau_updates[g])
+        self._epoch_errors = self._tau_epoch[:, g].copy()
+        self.online_mistakes_ = self._tau_mistakes[:, g].copy()
+        return g
 
     def _finish(self) -> None:
         if self._kernel_base:
             return self._finish_kernel()
         st = self._state
-        N, K = st.n_learners, st.n_outputs
-        members = st.members()  # (N, K, d + 1)
+        g = self._choose_tau()
+        N, K = self.n_estimators, st.n_outputs
+        keep = slice(g * N, (g + 1) * N)  # the kept tau group's members
+        members = st.members()[keep]  # (N, K, d + 1)
         if self._acc_mode == EK.ACC_ENSEMBLE:
-            members = (st.member_sums() + members) / (int(st.n_rounds[0]) + 1)
+            members = (st.member_sums()[keep] + members) / (int(st.n_rounds[0]) + 1)
         elif self._acc_mode == EK.ACC_MEMBERS:
-            members = (st.member_sums() + members) / (st.member_rounds[:, None, None] + 1.0)
+            members = (st.member_sums()[keep] + members) / (st.member_rounds[keep, None, None] + 1.0)
         self.members_ = members
-        self.member_rounds_ = st.member_rounds.copy()
+        self.member_rounds_ = st.member_rounds[keep].copy()
         if "weights_" not in self.__dict__ or self.weights == "uniform" or np.shape(self.weights_) != (K, N):
             self.weights_ = np.full((K, N), 1.0 / N)
         self.summary_ = self._conv
@@ -498,6 +585,7 @@ class OBPM(OnlineLinearClassifier):
 
     def _finish_kernel(self) -> None:
         """The kernel Bayes point: one expansion, the mean of the members' coefficients per pattern."""
+        self._choose_tau()
         st = self._state
         S, coef, lab = st.bayes_point(average=self._acc_mode != EK.ACC_NONE)
         self.support_vectors_ = S
@@ -540,9 +628,12 @@ class OBPM(OnlineLinearClassifier):
                 path=str(ds.path.resolve()), token=store_token(ds), n_samples=ds.n_samples,
                 n_features=ds.n_features, n_blocks=ds.n_blocks,
                 block_bounds=tuple(int(v) for v in ds.block_bounds), classes=np.asarray(self.classes_),
-                n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed), tau=float(self.tau),
+                n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed),
+                tau=self._taus[0] if len(self._taus) == 1 else self._taus,
+                tau_block=None if len(self._taus) == 1 else self.n_estimators,
                 fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
-                n_learners=self.n_estimators, groups=tuple(learner_groups(self.n_estimators, G)), epochs=self.epochs,
+                n_learners=self._state.n_learners, groups=tuple(learner_groups(self._state.n_learners, G)),
+                epochs=self.epochs,
                 shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
                 checkpoint=None if self.checkpoint is None else str(Path(self.checkpoint).resolve()))
             where = ex.describe()
@@ -551,13 +642,14 @@ class OBPM(OnlineLinearClassifier):
             out = learner_parallel.run_obpm(job, ex, resume=self.resume, progress=self.progress,
                                             record=self.record_online)
         self._state = out["state"]
-        self.online_errors_ = int(out["epoch_errors"][0])
-        self.n_updates_ = int(out["epoch_updates"][0])
+        T = len(self._taus)  # per tau group (a single tau: one group)
+        self._tau_epoch = np.asarray(out["epoch_errors"], np.int64).reshape(self.epochs, T)
+        self._tau_online = self._tau_epoch[0].copy()
+        self._tau_updates = np.asarray(out["epoch_updates"][0], np.int64).reshape(T)
         self.t_ = int(out["epoch_rows"][0])
         self.n_iter_ = self.epochs
-        self._epoch_errors = np.asarray(out["epoch_errors"], np.int64)
         if self.record_online:
-            self.online_mistakes_ = out["mistakes"]
+            self._tau_mistakes = np.asarray(out["mistakes"], np.uint8).reshape(-1, T)
         self.job_ = {"group_blocks": int(out["group_blocks"]), "groups": [list(g) for g in job.groups],
                      "runner": where, "resumed_from": out["resumed_from"],
                      "seconds": float(out["seconds"])}
