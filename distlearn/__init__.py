@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (import distlearn
     from .data import Dataset, create_dataset, open_dataset
     from .estimators import (
         ALMA,
+        AROW,
         LMS,
         MIRA,
         OBPM,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (import distlearn
         KernelPA,
         KernelPerceptron,
         MarginPerceptron,
+        NormalizedGradient,
         ParameterMixing,
         PassiveAggressive,
         Perceptron,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (import distlearn
 
 __all__ = [
     "ALMA",
+    "AROW",
     "LMS",
     "MIRA",
     "OBPM",
@@ -46,6 +49,7 @@ __all__ = [
     "KernelPA",
     "KernelPerceptron",
     "MarginPerceptron",
+    "NormalizedGradient",
     "ParameterMixing",
     "PassiveAggressive",
     "Perceptron",

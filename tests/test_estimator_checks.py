@@ -18,6 +18,11 @@ ESTIMATORS = [
     distlearn.MIRA(random_state=0),
     distlearn.MIRA(multiclass="ovr", random_state=0),
     distlearn.LMS(random_state=0),
+    # Adaptive rules (per-feature statistics in the state).
+    distlearn.AROW(random_state=0),
+    distlearn.AROW(conversion="cutoff", random_state=0),
+    distlearn.NormalizedGradient(random_state=0),
+    distlearn.NormalizedGradient(loss="hinge", conversion="average", random_state=0),
     # Conversions: one-pass (running sum, tree) and two-pass (replay) summaries.
     distlearn.Perceptron(conversion="average", random_state=0),
     distlearn.PassiveAggressive(conversion="tree", random_state=0),

@@ -4,6 +4,8 @@
   (:class:`OnlineLinearClassifier`, with ``partial_fit``);
 - :mod:`.linear`: one estimator per linear rule of the registry
   (:data:`distlearn.learners.RULES`);
+- :mod:`.adaptive`: the adaptive rules (:class:`AROW`, :class:`NormalizedGradient`), with
+  per-feature statistics in their state (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`);
 - :mod:`.bayes_point`: :class:`OBPM` (online) and :class:`PermutationBPM` (batch);
 - :mod:`.kernel`: the kernel learners on a budget (:class:`KernelPerceptron`,
   :class:`KernelMIRA`, :class:`KernelPA`);
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+from .adaptive import ADAPTIVE_ESTIMATORS, AROW, AdaptiveLinearClassifier, NormalizedGradient
 from .base import LinearClassifier, OnlineLinearClassifier
 from .bayes_point import OBPM, PermutationBPM
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
@@ -29,7 +32,10 @@ from .linear import (
 from .mixing import ParameterMixing
 
 __all__ = [
+    "ADAPTIVE_ESTIMATORS",
     "ALMA",
+    "AROW",
+    "AdaptiveLinearClassifier",
     "ESTIMATORS",
     "KERNEL_ESTIMATORS",
     "LMS",
@@ -43,6 +49,7 @@ __all__ = [
     "KernelPerceptron",
     "LinearClassifier",
     "MarginPerceptron",
+    "NormalizedGradient",
     "OnlineLinearClassifier",
     "ParameterMixing",
     "PassiveAggressive",

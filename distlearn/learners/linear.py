@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_allocation
+from . import _adaptive as A
 from . import _kernels as K
 
 __all__ = [
@@ -246,7 +247,7 @@ def init_state(n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> L
 
 
 def copy_state(state: LinearState) -> LinearState:
-    return LinearState(*(a.copy() for a in state))
+    return type(state)(*(a.copy() for a in state))  # LinearState, or an adaptive rule's AdaptiveState
 
 
 def state_coef(state: LinearState) -> tuple[np.ndarray, np.ndarray]:
@@ -331,6 +332,12 @@ def learn_chunk(
     if offset < 0 or any(len(a) < offset + n for a in log):
         raise ValueError(f"log arrays of length {len(log.mistake)} cannot hold {n} rounds from offset {offset}")
     dt = state.W.dtype
+    # The adaptive rules (learners/_adaptive.py) also read and write their per-feature statistics.
+    adaptive = rule.code >= A.FIRST_ADAPTIVE
+    if adaptive != isinstance(state, A.AdaptiveState):
+        raise ValueError(f"rule {rule.name!r} needs {'an AdaptiveState' if adaptive else 'a LinearState'}, "
+                         f"got {type(state).__name__}")
+    extra = (state.A, state.S, state.T) if adaptive else ()
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
         if not X.has_canonical_format:
@@ -346,15 +353,19 @@ def learn_chunk(
             indptr = indptr.astype(np.int64)
             indices = indices.astype(np.int64)
 
+        csr = A.learn_csr if adaptive else K.learn_csr
+
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return K.learn_csr(indptr, indices, data, y, o, *args)
+            return csr(indptr, indices, data, y, o, *args, *extra)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
             Xd = np.ascontiguousarray(Xd, dtype=dt)
 
+        dense = A.learn_dense if adaptive else K.learn_dense
+
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return K.learn_dense(Xd, y, o, *args)
+            return dense(Xd, y, o, *args, *extra)
     cuts = [0, *sorted({int(c) for c in splits if 0 < int(c) < n}), n]
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         if acc is None:
