@@ -168,11 +168,13 @@ def bound_weights(est: LinearClassifier, members: np.ndarray, X: Any, yi: np.nda
 
 
 def _average_members(est: LinearClassifier, members: np.ndarray) -> np.ndarray:
-    """``sum_j weights_[k, j] members[j, k]`` per column, rescaled to norm <= 1 when ``normalize``."""
+    """``sum_j weights_[k, j] members[j, k]`` per column; with ``normalize``, every column divided by
+    ``max(1, max_k ||H_k||)``: one factor for all columns, so that no prediction changes (a factor per
+    column would change the one-vs-rest argmax)."""
     H = np.einsum("kn,nkd->kd", est.weights_, members)
     if est.normalize:
         norms = np.linalg.norm(H if est.fit_intercept else H[:, :-1], axis=1)
-        H = H / np.maximum(1.0, norms)[:, None]
+        H = H / max(1.0, float(norms.max(initial=0.0)))
     return H
 
 
@@ -222,9 +224,10 @@ class OBPM(OnlineLinearClassifier):
         stream's example ``t = t_ + i``, so the draws do not depend on how the
         stream is cut into calls.
     normalize : bool, default=True
-        Rescale the output hypothesis to norm at most 1, per output column
-        (bias weight included).  It changes no prediction, only the scale of
-        ``decision_function``.
+        Rescale the output hypothesis to norm at most 1 (step 15; bias weight
+        included).  With several output columns, all are divided by the same
+        factor, ``max(1, max_k ||w~_k||)``, so it changes no prediction, only
+        the scale of ``decision_function``.
     conversion : {"last", "average"}, default="last"
         ``"last"``: the members' final weights.  ``"average"``: the average
         of the hypotheses over the rounds (h_0 included), kept as a running
@@ -691,7 +694,8 @@ class PermutationBPM(LinearClassifier):
     weights : {"uniform", "margin_bound"}, default="uniform"
         ``1/N``, or the convex weights maximising eq. (2) on the training set.
     normalize : bool, default=False
-        Rescale the averaged hypothesis to norm at most 1 per column.
+        Rescale the averaged hypothesis to norm at most 1, all columns by the same factor (as
+        :class:`OBPM`), so no prediction changes.
     n_jobs : int, default=1
         Threads training members at once (the kernels release the GIL).
     random_state, fit_intercept, dtype
