@@ -43,6 +43,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._config import NUMBA_FLAGS
+from ._simd import dense_margins_1, dense_margins_2, dense_margins_3, dense_margins_4
 
 # Rule codes.  Binary rules act on each output column independently
 # (one-vs-rest when there are several); native rules couple the columns.
@@ -685,10 +686,211 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
     return -1
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _margins_dense(w, K, xf, lo, d, acc):
+    """acc[k] = sum_j W[j, k] x_j over the dense row ``xf[lo:lo + d]``, every column a
+    sequential sum in feature order held in a vector lane (:mod:`._simd`): up to 16
+    columns per pass over the row, so the K = 10 of a digit problem take one pass."""
+    k0 = 0
+    while K - k0 > 16:
+        dense_margins_4(w, K, k0, xf, lo, d, acc)
+        k0 += 16
+    left = K - k0
+    if left > 12:
+        dense_margins_4(w, K, k0, xf, lo, d, acc)
+    elif left > 8:
+        dense_margins_3(w, K, k0, xf, lo, d, acc)
+    elif left > 4:
+        dense_margins_2(w, K, k0, xf, lo, d, acc)
+    else:
+        dense_margins_1(w, K, k0, xf, lo, d, acc)
+
+
+@njit(**NUMBA_FLAGS)
+def _margins_nonzero(w, K, xf, lo, d, acc):
+    """The margins summed over the row's nonzeros only -- the CSR kernel's sums.  Used when
+    a dense margin is not finite: a zero feature times a non-finite weight is NaN in the
+    dense sum but absent from the sparse one."""
+    for k in range(K):
+        a = 0.0
+        for j in range(d):
+            v = xf[lo + j]
+            if v != 0:
+                a += w[j * K + k] * v
+        acc[k] = a
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
+                 fit_intercept, bias, accP, accq):
+    """:func:`_apply` on a dense row: the same operations on the row's nonzeros (a zero
+    feature's weight is left as it is, not given ``+ 0 * inv``, which could turn a -0
+    into +0), written branch-free so that the loop does not stall on the zeros."""
+    mk = _rescale(W, scale, sqnorm, k, c, mk, accP, accq)
+    if u != 0.0:
+        inv = u / scale[k]
+        if accq.shape[0] and accq[k] != 0.0:
+            qi = accq[k] * inv
+            for j in range(d):
+                v = xf[lo + j]
+                b = j * K + k
+                old = w[b]
+                new = old + v * inv
+                w[b] = new if v != 0 else old
+                oldp = accP[b]
+                newp = oldp - v * qi
+                accP[b] = newp if v != 0 else oldp
+            if fit_intercept:
+                w[d * K + k] += bias * inv
+                accP[d * K + k] -= bias * qi
+        else:
+            for j in range(d):
+                v = xf[lo + j]
+                b = j * K + k
+                old = w[b]
+                new = old + v * inv
+                w[b] = new if v != 0 else old
+            if fit_intercept:
+                w[d * K + k] += bias * inv
+        if need_norm:
+            if xsq < 0.0:
+                xsq = _sqnorm(xf, lo, lo + d, fit_intercept, bias)
+            sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
+            sqnorm[k] = sq if sq > 0.0 else 0.0
+    if project:
+        nrm = math.sqrt(sqnorm[k])
+        if nrm > 1.0:
+            scale[k] /= nrm
+            sqnorm[k] = sqnorm[k] / (nrm * nrm)
+    sk = abs(scale[k])
+    if sk < _TINY or sk > _HUGE:
+        _fold_scale(W, scale, k, accq)
+    if accq.shape[0]:
+        _check_rebase(W, scale, k, accP, accq)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqnorm, n_updates,
+               need_norm, acc, m, tau, work, accP, accq):
+    """:func:`_row_multi` on a dense row ``xf[lo:lo + d]``.  Returns (mistake, hinge, updated)."""
+    _margins_dense(w, K, xf, lo, d, acc)
+    for rep in range(2):
+        finite = True
+        for k in range(K):
+            mk = acc[k] * scale[k]
+            if fit_intercept:
+                mk = mk + w[d * K + k] * scale[k] * bias
+            m[k] = mk
+            finite = finite and math.isfinite(mk)
+        if finite:
+            break
+        if rep == 0:
+            _margins_nonzero(w, K, xf, lo, d, acc)
+    if not finite:
+        return False, np.nan, False
+    best = 0
+    for k in range(1, K):
+        if m[k] > m[best]:
+            best = k
+    mistake = best != yi
+    other = -np.inf
+    for k in range(K):
+        if k != yi and m[k] > other:
+            other = m[k]
+    h = 1.0 - (m[yi] - other)
+    xsq = -1.0
+    any_update = False
+    hi = lo + d
+    if rule >= FIRST_NATIVE:
+        xsq = _native_taus(rule, p, m, yi, K, tau, work, xsq, xf, lo, hi, fit_intercept, bias)
+        for k in range(K):
+            u = tau[k]
+            if u == 0.0:
+                continue
+            any_update = True
+            _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, 1.0, u, m[k], xsq, False, False,
+                         fit_intercept, bias, accP, accq)
+            n_updates[k] += 1
+    else:
+        for k in range(K):
+            yk = 1.0 if yi == k else -1.0
+            mk = m[k]
+            z = yk * mk
+            if xsq < 0.0 and _needs_xsq(rule, p, z):
+                xsq = _sqnorm(xf, lo, hi, fit_intercept, bias)
+            fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
+            if not fire:
+                continue
+            any_update = True
+            if need_norm and xsq < 0.0:
+                xsq = _sqnorm(xf, lo, hi, fit_intercept, bias)
+            _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
+                         fit_intercept, bias, accP, accq)
+            n_updates[k] += 1
+    return mistake, (h if h > 0.0 else 0.0), any_update
+
+
+@njit(**NUMBA_FLAGS)
+def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                       out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+    """The skeleton of :func:`_learn_csr` for dense rows and K >= 2 output columns, without
+    compacting the rows: the K margins of a row come from one pass over it, all K sums side by
+    side in vector registers (W is feature-major, so feature j's K weights are one contiguous
+    load), and an update walks the row once per updated column.  Bit for bit the CSR kernel's
+    results: the same sums over the same nonzeros in the same order (see
+    :func:`._simd.dense_margins`), the same steps, the zeros' weights untouched."""
+    d = X.shape[1]
+    K = W.shape[1]
+    w = W.reshape(W.shape[0] * K)
+    xf = X.reshape(X.shape[0] * d)
+    need_norm = rule == GENERALIZED or rule == MARGIN or rule == ALMA or rule == ROMMA or rule == AGGRESSIVE_ROMMA
+    acc = np.zeros(K, dtype=np.float64)
+    m = np.zeros(K, dtype=np.float64)
+    tau = np.zeros(K, dtype=np.float64)
+    work = np.zeros(K, dtype=np.float64)
+    acc_on = accq.shape[0] > 0
+    acc_start = acc_cfg[0]
+    acc_cut = acc_cfg[1]
+    base = acc_cfg[2]
+    n_order = order.shape[0]
+    line = max(1, 64 // X.itemsize)
+    for ii in range(n_order):
+        r = order[ii]
+        lo = r * d
+        yi = y[r]
+        if ii + 1 < n_order:
+            # A permuted epoch jumps to a row elsewhere: fetch the next one's lines
+            # while this one is summed (a sequential pass needs no help).
+            rn = order[ii + 1]
+            if rn != r + 1:
+                for j in range(rn * d, rn * d + d, line):
+                    _prefetch(xf, j)
+        if acc_on:
+            gi = base + ii
+            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                for k in range(K):
+                    accq[k] += scale[k]
+                acc_cfg[3] += 1
+        mis, h, upd = _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqnorm,
+                                 n_updates, need_norm, acc, m, tau, work, accP, accq)
+        if h != h:
+            return ii
+        out_mistake[out_offset + ii] = mis
+        out_hinge[out_offset + ii] = h if h > 0.0 else 0.0
+        out_updated[out_offset + ii] = upd
+        age[0] = 0 if upd else age[0] + 1
+    return -1
+
+
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                 out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
-    """Dense chunk: rows compacted to their nonzeros, then the CSR skeleton.  Dense
-    and CSR input therefore run the same code and give bit-identical results."""
+    """Dense chunk (C-contiguous, the weights' dtype).  With several output columns, the
+    dense skeleton :func:`_learn_dense_multi`; with one, rows compacted to their nonzeros
+    a block at a time and the CSR skeleton (a single column's sum is one sequential chain,
+    which the nonzeros keep short).  Either way bit-identical to the CSR kernel."""
+    if W.shape[1] > 1:
+        return _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                                  out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
     return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                         out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block)
