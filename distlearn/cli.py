@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  distlearn train big.zarr --model obpm --scheduler cluster/scheduler.json --checkpoint ck.zarr --resume\n"
             "  distlearn train big.zarr --model obpm --scheduler tls://10.0.0.1:8786 \\\n"
             "      --tls-ca ca.pem --tls-cert me.pem --tls-key me.key\n"
-            "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json"
+            "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json\n"
+            "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
         ),
     )
     t.add_argument("store", help="training store (distlearn convert/generate makes one)")
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tls-config", metavar="FILE", help="TLS: a YAML/JSON file with dask's distributed.comm.tls keys")
     t.add_argument("--shards", type=_positive_int, metavar="S",
                    help="data-parallel: train S shards of the store per epoch and mix their weights "
-                        "(iterative parameter mixing; any model but obpm)")
+                        "(iterative parameter mixing; any model but obpm, the kernel and the adaptive ones)")
     t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
                    help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
     t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")

@@ -1,7 +1,8 @@
 """Train and evaluate by name: what ``distlearn train`` does, as library calls.
 
-:func:`make_estimator` builds an estimator from a model name (``"obpm"`` or a
-rule of the registry :data:`distlearn.learners.RULES`) and a parameter dict,
+:func:`make_estimator` builds an estimator from a model name (``"obpm"``, a
+rule of the registry :data:`distlearn.learners.RULES`, an adaptive rule
+``"arow"``/``"nag"`` or a kernel learner) and a parameter dict,
 optionally data-parallel; :func:`evaluate` measures any fitted classifier (or
 a saved :class:`~distlearn.model.LinearModel`) on arrays or a store, streamed
 block by block; :func:`fit_summary` reports what a fit did, with the same
@@ -28,6 +29,7 @@ import scipy.sparse as sp
 
 from .data.store import open_dataset
 from .learners import RULES
+from .learners.adaptive import ADAPTIVE_RULES
 
 # the estimators (scikit-learn) are imported where they are used: the distlearn command's start
 # and the commands that never fit (info, convert, generate) do not pay for them
@@ -35,9 +37,12 @@ from .stream import is_store
 
 __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "write_values"]
 
-#: Model name -> one line: ``"obpm"``, every rule of the registry, and the kernel learners.
+#: Model name -> one line: ``"obpm"``, every rule of the registry, the adaptive rules
+#: (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`) and the kernel learners.
 MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME)",
                           **{name: spec.summary for name, spec in RULES.items()},
+                          "arow": ADAPTIVE_RULES["arow"].summary + " (--param r=1)",
+                          "nag": ADAPTIVE_RULES["nag"].summary + " (--param loss=logistic|hinge eta=1)",
                           "kernel-perceptron": "kernel (aggressive) perceptron on a budget: --param kernel=rbf "
                                                "gamma=scale beta=0.1 budget=variable|N removal=margin|oldest|random",
                           "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
@@ -59,7 +64,8 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     """An unfitted estimator for ``model`` with ``params`` set.
 
     ``shards``: train data-parallel (:class:`~distlearn.ParameterMixing` over the
-    rule, any model but ``"obpm"``, which is parallel over its learners);
+    rule, any model but ``"obpm"``, which is parallel over its learners, the
+    kernel learners and the adaptive ``"arow"``/``"nag"``);
     ``params`` then holds the rule's parameters and the shared ``epochs``,
     ``fit_intercept``, ``dtype``, ``conversion``.  ``seed`` and ``epochs`` set
     ``random_state`` and ``epochs``.
@@ -67,9 +73,16 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
     params = dict(params or {})
-    from .estimators import ESTIMATORS, KERNEL_ESTIMATORS, OBPM, ParameterMixing
+    from .estimators import (
+        ADAPTIVE_ESTIMATORS,
+        ESTIMATORS,
+        KERNEL_ESTIMATORS,
+        OBPM,
+        ParameterMixing,
+    )
 
     est: Any = OBPM() if model == "obpm" else (KERNEL_ESTIMATORS[model]() if model in KERNEL_ESTIMATORS
+                                               else ADAPTIVE_ESTIMATORS[model]() if model in ADAPTIVE_ESTIMATORS
                                                else ESTIMATORS[model]())
     _check_names(est, params)
     if shards:
@@ -79,6 +92,9 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
         if model in KERNEL_ESTIMATORS:
             raise ValueError("shards (parameter mixing) apply to linear learners; a kernel model trains in one "
                              "pass over its cache")
+        if model in ADAPTIVE_ESTIMATORS:
+            raise ValueError(f"shards (parameter mixing) do not apply to {model}: mixing its per-feature statistics "
+                             "is not defined; train it without shards")
         shared = {k: params.pop(k) for k in ("epochs", "fit_intercept", "dtype", "conversion") if k in params}
         est = ParameterMixing(base=model, base_params=params or None, n_shards=shards, mixing=mixing)
         params = shared

@@ -37,11 +37,12 @@ from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, mar
 from ..learners import RULES
 from ..stream import is_store, store_token
 from ..ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
+from .adaptive import ADAPTIVE_ESTIMATORS, AdaptiveLinearClassifier
 from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier
 from .linear import ESTIMATORS
 
-__all__ = ["OBPM", "PermutationBPM", "TAU_GRID", "resolve_base"]
+__all__ = ["OBPM", "PermutationBPM", "TAU_GRID", "refuse_adaptive", "resolve_base"]
 
 #: The taus that ``OBPM(tau="auto")`` tries: the OBPM paper's values (0.05 and
 #: 0.2 on the splice sites, 0.3 elsewhere) and their neighbours.
@@ -91,12 +92,16 @@ def _mistakes_of(margin: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearClassifier:
-    """An unfitted base estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`, a
-    kernel learner's name ``"kernel-perceptron"``, ``"kernel-mira"``, ``"kernel-pa"``, or a distlearn
-    linear or kernel estimator, cloned) with ``base_params`` set."""
-    names = sorted(RULES) + sorted(KERNEL_ESTIMATORS)
+    """An unfitted base estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`, an
+    adaptive rule's name ``"arow"``, ``"nag"``, a kernel learner's name ``"kernel-perceptron"``,
+    ``"kernel-mira"``, ``"kernel-pa"``, or a distlearn linear, adaptive or kernel estimator, cloned)
+    with ``base_params`` set.  Which bases an ensemble can run is its own check (OBPM's fused kernel
+    and ParameterMixing refuse the adaptive ones: :func:`refuse_adaptive`)."""
+    names = sorted(RULES) + sorted(ADAPTIVE_ESTIMATORS) + sorted(KERNEL_ESTIMATORS)
     if isinstance(base, str) and base in RULES:
         est = ESTIMATORS[base]()
+    elif isinstance(base, str) and base in ADAPTIVE_ESTIMATORS:
+        est = ADAPTIVE_ESTIMATORS[base]()
     elif isinstance(base, str) and base in KERNEL_ESTIMATORS:
         est = KERNEL_ESTIMATORS[base]()
     elif isinstance(base, OnlineLinearClassifier) and not isinstance(base, OBPM):
@@ -114,6 +119,16 @@ def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearC
                              f"it has {sorted(valid)}")
         est.set_params(**base_params)
     return est
+
+
+def refuse_adaptive(owner: str, value: Any, base: Any, why: str, instead: str) -> None:
+    """One line for an adaptive base (AROW, NormalizedGradient) where ``owner`` cannot run one: the
+    parameter as given (``value``, resolved to ``base``), why, and what to use instead (``{name}`` in
+    ``instead`` is the base's class name)."""
+    if isinstance(base, AdaptiveLinearClassifier):
+        name = type(base).__name__
+        shown = repr(value) if isinstance(value, str) else f"{name}(...)"
+        raise ValueError(f"base={shown}: {owner} {why}; {instead.format(name=name)}")
 
 
 class _ConversionChoice:
@@ -211,7 +226,10 @@ class OBPM(OnlineLinearClassifier):
         ``epochs``, ``shuffle``, ``conversion`` ... are ignored).  Or a kernel
         learner -- ``KernelPerceptron``, ``KernelMIRA``, ``KernelPA`` -- whose
         kernel, rule, ``beta``, ``budget`` and ``removal`` are used: the
-        *kernel OBPM* (Notes).
+        *kernel OBPM* (Notes).  The adaptive learners (``"arow"``,
+        ``"nag"``, ``AROW``, ``NormalizedGradient``) are refused: the fused
+        ensemble kernel keeps no per-feature statistics (use
+        :class:`PermutationBPM` with them).
     base_params : dict, default=None
         Parameters of the base estimator (``{"B": 1.11, "C": 0.71}``).
     epochs : int, default=1
@@ -426,6 +444,10 @@ class OBPM(OnlineLinearClassifier):
         if min(_tau_values(self.tau)) <= 0.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
         base = resolve_base(self.base, self.base_params)
+        refuse_adaptive("OBPM", self.base, base, "runs its members in one fused ensemble kernel, which keeps "
+                        "no per-feature statistics (AROW's Sigma, NAG's scales and gradient sums)",
+                        "use PermutationBPM(base={name}(...)) for a Bayes point of {name} learners, or a rule "
+                        "without per-feature statistics as OBPM's base (e.g. 'pa')")
         if isinstance(base, KernelClassifier):
             self._check_kernel_params(base)
 
@@ -679,7 +701,9 @@ class PermutationBPM(LinearClassifier):
     n_estimators : int, default=10
         N, the number of permutations (members).
     base, base_params
-        As in :class:`OBPM`.
+        As in :class:`OBPM`; the adaptive learners are members too
+        (``"arow"``, ``"nag"``, ``AROW(r=...)``, ``NormalizedGradient(...)``):
+        each member is the base estimator fitted on its permutation.
     epochs : int, default=1
         Passes of each member over its permutation (a fresh permutation per
         epoch).

@@ -32,7 +32,7 @@ from ..distributed.mixing import (
 from ..learners import LinearState
 from ..stream import is_store, store_token
 from .base import LinearClassifier, OnlineLinearClassifier, data_radius
-from .bayes_point import resolve_base
+from .bayes_point import refuse_adaptive, resolve_base
 from .kernel import KernelClassifier
 
 __all__ = ["ParameterMixing"]
@@ -72,6 +72,8 @@ class ParameterMixing(LinearClassifier):
         estimator such as ``ALMA(alpha=0.8)``; its ``shuffle`` and rule
         parameters are used, its ``epochs``, ``random_state``, ``conversion``,
         ``fit_intercept`` and ``dtype`` are replaced by this estimator's.
+        The adaptive learners (AROW, NormalizedGradient) are refused: mixing
+        their per-feature statistics is not defined.
     base_params : dict, default=None
         Parameters set on the base estimator.
     n_shards : int, default=8
@@ -193,9 +195,15 @@ class ParameterMixing(LinearClassifier):
     def _check_params(self) -> None:
         Scheduler().check("scheduler", self.scheduler)
         super()._check_params()
-        if isinstance(resolve_base(self.base, self.base_params), KernelClassifier):
+        base = resolve_base(self.base, self.base_params)
+        if isinstance(base, KernelClassifier):
             raise ValueError("ParameterMixing mixes the weight vectors of linear learners; a kernel learner has "
                              "none (use PermutationBPM or OBPM with the kernel base)")
+        refuse_adaptive("ParameterMixing", self.base, base, "mixes weight vectors only, and how to mix "
+                        "per-feature statistics (AROW's Sigma, NAG's scales and gradient sums) across shards is "
+                        "not defined",
+                        "train {name} alone, or use PermutationBPM(base={name}(...)) to train {name} learners "
+                        "in parallel")
 
     def _base_estimator(self, seed: int) -> OnlineLinearClassifier:
         est = resolve_base(self.base, self.base_params)

@@ -17,8 +17,8 @@ statistics.
 >>> state = init_adaptive_state("arow", n_features=2, n_outputs=1)
 >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 >>> log = learn_chunk(rule, state, X, np.array([1, 0, 1]))
->>> log.updated.tolist()
-[1, 1, 0]
+>>> log.updated.tolist()           # each round's hinge loss is positive (y w.x = 0, 0, 0)
+[1, 1, 1]
 >>> bool(((state.A > 0) & (state.A <= 1)).all())     # Sigma stays in (0, 1]
 True
 """
