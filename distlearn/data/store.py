@@ -15,7 +15,10 @@ Layout (format version 1)::
 The metadata attribute records ``format_version``, ``layout``, ``n_samples``,
 ``n_features``, ``nnz``, ``dtype``, ``block_rows``, ``n_blocks``, ``classes``
 and ``class_counts``, ``label_kind``, ``source``, ``params`` (how the data was
-made) and ``complete``.
+made), ``codec`` (the compression of its arrays, see :data:`CODECS`; stores
+written before it was recorded have none and were written with zarr's default,
+``zstd-0``; every array's own ``zarr.json`` names its codecs, which is what
+reading follows, so a store of any codec reads the same) and ``complete``.
 
 Any block is read from its own chunks and two entries of ``block_index`` --
 nothing else -- so many processes can stream different blocks of one store at
@@ -56,6 +59,43 @@ __all__ = [
 ]
 
 LAYOUTS = ("dense", "csr")
+
+#: The compressions a store's arrays can be written with (``DatasetWriter(codec=)``): ``none``;
+#: ``zstd-L`` (zstd at level L, 0 = zstd's default, 3); ``blosc-lz4`` / ``blosc-zstd`` (Blosc with
+#: byte shuffle: the bytes of the values grouped by significance before LZ4 or zstd).
+CODECS = ("none", "zstd-0", "zstd-1", "zstd-3", "zstd-9", "blosc-lz4", "blosc-zstd")
+
+#: The codec of new stores.  Chosen by ``benchmarks/bench_codecs.py`` on the 800,000-row RCV1-like
+#: corpus (benchmarks/README.md): read+decode speed of an epoch against the size on disk.
+DEFAULT_CODEC = "blosc-lz4"
+
+
+def codec_compressors(codec: str) -> Any:
+    """The zarr ``compressors=`` of a codec name of :data:`CODECS` (``None``: no compression)."""
+    from zarr.codecs import BloscCodec, ZstdCodec
+
+    if codec == "none":
+        return None
+    if codec.startswith("zstd-") and codec[5:].isdigit():
+        return [ZstdCodec(level=int(codec[5:]))]
+    if codec in ("blosc-lz4", "blosc-zstd"):
+        return [BloscCodec(cname=codec[6:], clevel=5, shuffle="shuffle")]
+    raise ValueError(f"codec must be one of {', '.join(CODECS)} (or zstd-LEVEL); got {codec!r}")
+
+
+def array_codec(array: Any) -> str:
+    """The codec name of a stored zarr array, read from its metadata (e.g. ``"zstd-0"``, ``"none"``)."""
+    names = []
+    for c in getattr(array, "compressors", ()) or ():
+        name = type(c).__name__.lower().replace("codec", "")
+        if name == "zstd":
+            names.append(f"zstd-{int(getattr(c, 'level', 0))}")
+        elif name == "blosc":
+            cname = getattr(c, "cname", "")
+            names.append(f"blosc-{getattr(cname, 'value', cname)}")
+        else:
+            names.append(name)
+    return "+".join(names) or "none"
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _PARTIAL = ".partial-"
 
@@ -192,6 +232,9 @@ class DatasetWriter:
         JSON-serialisable creation parameters, stored in the metadata.
     overwrite : bool, default=False
         Replace an existing store at ``path`` (only once the new one is whole).
+    codec : str, default=None
+        The compression of the arrays, one of :data:`CODECS` (default :data:`DEFAULT_CODEC`);
+        recorded in the metadata as ``codec``.
     """
 
     def __init__(
@@ -206,6 +249,7 @@ class DatasetWriter:
         params: dict[str, Any] | None = None,
         overwrite: bool = False,
         nnz_chunk: int = NNZ_CHUNK,
+        codec: str | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
@@ -228,6 +272,8 @@ class DatasetWriter:
         self.params = dict(params or {})
         self.overwrite = overwrite
         self.index_dtype = np.dtype(np.int64 if (n_features or 0) >= 2**31 else np.int32)
+        self.codec = DEFAULT_CODEC if codec is None else str(codec)
+        comp = codec_compressors(self.codec)
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(self.path)
@@ -248,22 +294,27 @@ class DatasetWriter:
         self.label_names: dict[str, str] | None = None
 
         g = self._group
-        self._y = g.create_array("y", shape=(0,), chunks=(self.block_rows,), dtype="float64")
+        self._y = g.create_array("y", shape=(0,), chunks=(self.block_rows,), dtype="float64", compressors=comp)
         if layout == "dense":
             self._X = g.create_array(
-                "X", shape=(0, self.n_features), chunks=(self.block_rows, self.n_features), dtype=self.dtype
+                "X", shape=(0, self.n_features), chunks=(self.block_rows, self.n_features), dtype=self.dtype,
+                compressors=comp,
             )
         else:
             xg = g.create_group("X")
             self._xgroup = xg
             self._data = _ChunkedAppender(
-                xg.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=self.dtype), nnz_chunk
+                xg.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=self.dtype, compressors=comp),
+                nnz_chunk,
             )
             self._indices = _ChunkedAppender(
-                xg.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype=self.index_dtype), nnz_chunk
+                xg.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype=self.index_dtype,
+                                compressors=comp),
+                nnz_chunk,
             )
             self._indptr = _ChunkedAppender(
-                xg.create_array("indptr", shape=(0,), chunks=(self.block_rows,), dtype="int64"), self.block_rows
+                xg.create_array("indptr", shape=(0,), chunks=(self.block_rows,), dtype="int64", compressors=comp),
+                self.block_rows,
             )
             self._indptr.append(np.zeros(1, dtype=np.int64))
 
@@ -495,6 +546,7 @@ class DatasetWriter:
             "params": self.params,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "distlearn_version": __version__,
+            "codec": self.codec,
             "complete": True,
         }
         if self.label_names is not None:
@@ -590,6 +642,7 @@ class Dataset:
             xg = self._group["X"]
             self._data, self._indices, self._indptr = xg["data"], xg["indices"], xg["indptr"]
         self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
+        self.stamp = _stamp(self.path)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (open_dataset, (str(self.path),))
@@ -642,6 +695,15 @@ class Dataset:
     def class_counts(self) -> np.ndarray | None:
         c = self.meta.get("class_counts")
         return None if c is None else np.asarray(c, dtype=np.int64)
+
+    @property
+    def codec(self) -> str:
+        """The compression of ``X``: the recorded ``codec``, else read from the array's metadata."""
+        c = self.meta.get("codec")
+        if c:
+            return str(c)
+        x = self._group["X"]
+        return array_codec(x if self.layout == "dense" else x["data"])
 
     @property
     def block_bounds(self) -> np.ndarray:
@@ -722,6 +784,7 @@ class Dataset:
             "n_blocks": self.n_blocks,
             "block_rows": self.meta["block_rows"],
             "bytes_stored": _du(self.path),
+            "codec": self.codec,
             "source": self.meta.get("source", ""),
             "params": self.meta.get("params", {}),
             "created": self.meta.get("created"),
@@ -837,6 +900,7 @@ class DatasetView(Dataset):
         self.path = Path(f"{base.path}#{target}")
         self.layout = base.layout
         self._group = base._group
+        self.stamp = base.stamp
         sel, lab, view = _resolve_target(base, target)
         self._sel = sel
         self._lab = lab
@@ -945,6 +1009,18 @@ def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, d
     if len(sel) == 0:
         raise refuse("no rows have these labels")
     return sel, lab, view
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """Which write of the store at ``path`` this is: (device, inode, mtime in ns) of its ``zarr.json``.
+
+    A store rewritten in place (even with the same metadata) has a new ``zarr.json``, so caches of
+    decoded blocks (:mod:`distlearn.stream`) never serve an older write's blocks."""
+    try:
+        st = os.stat(path / "zarr.json")
+    except OSError:
+        return (0, 0, 0)
+    return (int(st.st_dev), int(st.st_ino), int(st.st_mtime_ns))
 
 
 def _du(path: Path) -> int:

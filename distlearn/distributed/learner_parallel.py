@@ -7,6 +7,14 @@ the task opens the store by path, reads its blocks on its worker and runs the
 fused OBPM kernel for its learners only, so only the group's weights move
 between tasks, and Dask keeps a chain on the worker that holds its state.
 
+Blocks come through the worker's block cache (:func:`distlearn.stream.cached_block`):
+the groups on one worker share one decode of each block, the decoded blocks
+stay in the worker's memory for the next epochs (and jobs on the same store)
+while they fit in ``DISTLEARN_BLOCK_CACHE_BYTES`` (default: a quarter of the
+worker's ``memory_limit``), and the next block is decoded on a prefetch thread
+while the kernel runs.  Set the variable in the workers' environment (a
+LocalCluster's workers inherit the driver's).
+
 Per segment the groups' margin sums are merged in a reduction tree (fan-in
 ``split_every``) into the ensemble's progressive (online) error.  When a
 checkpoint directory is given, every task writes its group's state there
