@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         test = functools.partial(artificial, split="test", n=args.n_test, **gen)
         data = "a fresh data set per repeat"
 
-    est = OBPM(base="perceptron", epochs=1, fit_intercept=False)
+    est = OBPM(base="perceptron", epochs=1, conversion="last", fit_intercept=False)
     print(f"OBPM tau x N grid: {len(taus)} x {len(ns)} settings x {repeats} repeats = "
           f"{len(taus) * len(ns) * repeats} runs on {args.scheduler}; artificial problem d={args.n_features}, "
           f"margin 0.05, noise {args.noise:g}, {args.n_train} train / {args.n_test} test, {data}")

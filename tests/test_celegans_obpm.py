@@ -31,7 +31,7 @@ def test_cells_equal_direct_fits_and_the_svm_peer(stores, tmp_path):
                  svm_C=(0.1, 1.0), figures=False)
     X, y = open_dataset(test).to_scipy()
     seed1 = int(ce.rng.hash64(0, ce.rng.stream_id("celegans-obpm/permutation"), 1))
-    direct = OBPM(n_estimators=8, tau=0.2, epochs=3, shuffle=True, random_state=seed1).fit(train)
+    direct = OBPM(n_estimators=8, tau=0.2, epochs=3, conversion="last", shuffle=True, random_state=seed1).fit(train)
     got = res["runs"]["obpm-tau0.2-N8"]["test_error"]["per_permutation"][1][1]  # 3 epochs, permutation 1
     assert got == np.mean(direct.predict(X) != y)
     # the SVM: C chosen on the last 10 % of the training rows, then refit on all of them
@@ -60,7 +60,8 @@ def test_dask_equals_in_process_and_resume(stores, client, tmp_path):
     assert (again["cells_run"], again["cells_resumed"]) == (1, 11)
     assert again["runs"]["alma"]["test_error"] == here["runs"]["alma"]["test_error"]
     meta = json.loads((tmp_path / "a" / "meta.json").read_text())
-    assert meta["runs"]["obpm-tau0.05-N6"] == {"kind": "obpm", "tau": 0.05, "n_estimators": 6}
+    assert meta["runs"]["obpm-tau0.05-N6"] == {"kind": "obpm", "tau": 0.05, "n_estimators": 6,
+                                                     "conversion": "last"}
 
 
 def test_cli_celegans(stores, tmp_path, capsys):

@@ -158,8 +158,9 @@ def run(name, args):
     if args.bayes:
         # Bayes points of variable-cache MIRA: the kernel OBPM (shared pool) and 10 permutations
         var = KernelMIRA(beta=0.01, epochs=1, budget="variable", **kp)
-        for label, est in ((f"obpm-{args.bayes}", OBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var)),
-                           ("pbpm-10", PermutationBPM(n_estimators=10, base=var))):
+        for label, est in ((f"obpm-{args.bayes}", OBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var,
+                                                                 epochs=1, conversion="last")),
+                           ("pbpm-10", PermutationBPM(n_estimators=10, base=var, epochs=1, conversion="last"))):
             t2 = run_grid(est, None, (Xtr, ytr), (Xte, yte), repeats=perms, scheduler=args.scheduler,
                           metrics=METRICS, progress=args.progress)
             summaries += [(label, s) for s in t2.summary()]

@@ -56,7 +56,7 @@ def runs(taus: tuple[float, ...] = TAUS, sizes: tuple[int, ...] = SIZES) -> dict
     out: dict[str, dict[str, Any]] = {"perceptron": {"kind": "perceptron"},
                                       "alma": {"kind": "alma", **ALMA_PARAMS}}
     for tau, n in itertools.product(taus, sizes):
-        out[f"obpm-tau{tau:g}-N{n}"] = {"kind": "obpm", "tau": tau, "n_estimators": n}
+        out[f"obpm-tau{tau:g}-N{n}"] = {"kind": "obpm", "tau": tau, "n_estimators": n, "conversion": "last"}
     return out
 
 

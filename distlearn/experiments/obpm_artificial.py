@@ -162,7 +162,8 @@ def fit_alma(d, seed, alpha, B, C):
 
 
 def fit_obpm(d, seed, tau, n):
-    est = OBPM(n_estimators=n, tau=tau, base="perceptron", epochs=1, fit_intercept=False, random_state=seed)
+    est = OBPM(n_estimators=n, tau=tau, base="perceptron", epochs=1, conversion="last", fit_intercept=False,
+               random_state=seed)
     est.fit(d.X_train, d.y_train)
     out = evaluate(est, d)
     out["member_rounds_frac"] = float(np.mean(est.member_rounds_) / d.X_train.shape[0])

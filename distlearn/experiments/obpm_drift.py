@@ -173,7 +173,7 @@ def run_trial(X: np.ndarray, labels: np.ndarray, args: argparse.Namespace, trial
         "alma": run_single("alma", Z, y, alpha=args.alma_alpha, B=2.0, C=math.sqrt(2.0)),
         "lms": run_single("lms", Z, y, eta=0.5),
     }
-    ob = OBPM(n_estimators=args.n_estimators, tau=args.tau, epochs=1, shuffle=False, record_online=True,
+    ob = OBPM(n_estimators=args.n_estimators, tau=args.tau, epochs=1, conversion="last", shuffle=False, record_online=True,
               random_state=rs).fit(Z, y)
     mistakes["obpm"] = np.asarray(ob.online_mistakes_, dtype=np.int64)
     mistakes[BASELINE] = (y == 1).astype(np.int64)

@@ -97,11 +97,12 @@ def test_permutation_bpm_adaptive_base_on_a_store(tmp_path, base):
     p = tmp_path / "s.zarr"
     create_dataset(p, sp.csr_matrix(X), y, block_rows=64, dtype="float64")
     Xs, ys = open_dataset(p).to_scipy()
-    mem = PermutationBPM(n_estimators=3, base=base, random_state=2).fit(Xs, ys)
-    exact = PermutationBPM(n_estimators=3, base=base, random_state=2).fit(p)
+    mem = PermutationBPM(n_estimators=3, base=base, epochs=1, conversion="last", random_state=2).fit(Xs, ys)
+    exact = PermutationBPM(n_estimators=3, base=base, epochs=1, conversion="last", random_state=2).fit(p)
     assert exact.permutation_ == "exact"
     np.testing.assert_array_equal(exact.members_, mem.members_)
-    blocks = PermutationBPM(n_estimators=3, base=base, random_state=2, permutation="blocks").fit(p)
+    blocks = PermutationBPM(n_estimators=3, base=base, epochs=1, conversion="last", random_state=2,
+                            permutation="blocks").fit(p)
     assert blocks.permutation_ == "blocks"
     for j, est in enumerate(blocks.estimators_):  # each member streamed the store in its own block order
         ref = _reference(base, _member_seed(blocks, j), epochs=1, conversion="last").fit(str(p))

@@ -140,7 +140,7 @@ def test_obpm_with_a_kernel_base_is_the_engines_bayes_point():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     base = KernelMIRA(kernel="rbf", gamma=0.5, budget="variable")
-    est = OBPM(n_estimators=12, tau=0.4, base=base, random_state=3).fit(X[:1000], y[:1000])
+    est = OBPM(n_estimators=12, tau=0.4, base=base, epochs=1, conversion="last", random_state=3).fit(X[:1000], y[:1000])
     st = est._state
     assert est.pool_size_ == st.pool_size <= st.mmeta[:, 1].sum()
     assert est.support_vectors_.shape[0] == est.dual_coef_.shape[1] == est.n_support_.sum() == est.pool_size_
@@ -159,7 +159,7 @@ def test_kernel_obpm_partial_fit_and_store_equal_fit(tmp_path, conversion):
 
     X, y = _data(n=200, k=3, seed=9)
     kw = dict(n_estimators=6, tau=0.5, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=8), shuffle=False,
-              random_state=2, conversion=conversion)
+              random_state=2, conversion=conversion, epochs=1)
     a = OBPM(**kw).fit(X, y)
     b = OBPM(**kw)
     for part in np.array_split(np.arange(200), 4):
@@ -213,7 +213,7 @@ def test_kernel_bases_by_name_and_where_they_do_not_apply():
 
     X, y = _data(n=80, k=2, seed=8)
     est = OBPM(n_estimators=3, base="kernel-perceptron", base_params={"gamma": 0.5, "budget": 10},
-               random_state=0).fit(X, y)
+               conversion="last", random_state=0).fit(X, y)
     assert est.pool_size_ <= 30 and est.dual_coef_.shape == (1, est.pool_size_)
     with pytest.raises(ValueError, match="a kernel learner has none"):
         ParameterMixing(base="kernel-mira").fit(X, y)

@@ -207,7 +207,7 @@ def test_online_errors_and_conversions_against_algorithm_2():
     N, tau = 9, 0.35
     last, ens_avg, mem_avg, mistakes = _brute_obpm(X, y, N, tau, seed=4, epochs=2)
     kw = dict(n_estimators=N, tau=tau, random_state=4, shuffle=False, epochs=2, normalize=False)
-    a = OBPM(**kw, record_online=True).fit(X, y)
+    a = OBPM(**kw, record_online=True, conversion="last").fit(X, y)
     np.testing.assert_allclose(np.r_[a.coef_[0], a.intercept_], last, rtol=1e-12, atol=1e-12)
     # online errors: the first epoch (fit), as documented
     assert a.online_errors_ == int(mistakes[: len(y)].sum())
@@ -231,7 +231,7 @@ def test_normalize_is_step_15():
 
 def test_partial_fit_stream_equals_fit_without_shuffle():
     X, y = _data(n=600, d=15, seed=8)
-    a = OBPM(n_estimators=12, random_state=1, shuffle=False).fit(X, y)
+    a = OBPM(n_estimators=12, random_state=1, shuffle=False, epochs=1).fit(X, y)
     b = OBPM(n_estimators=12, random_state=1)
     for s in range(0, 600, 128):
         b.partial_fit(X[s : s + 128], y[s : s + 128], classes=[0, 1])
@@ -310,14 +310,14 @@ def test_margin_bound_weights_in_fit():
 
 def test_permutation_bpm_members_are_seeded_base_runs():
     X, y = _data(n=500, seed=5)
-    clf = PermutationBPM(n_estimators=4, epochs=2, random_state=3).fit(X, y)
+    clf = PermutationBPM(n_estimators=4, epochs=2, conversion="last", random_state=3).fit(X, y)
     assert clf.permutation_ == "exact"
     for j, est in enumerate(clf.estimators_):
         seed = int(rng.hash64(clf._seed, rng.stream_id("permutation-bpm"), j)) & 0x7FFFFFFFFFFFFFFF
         ref = distlearn.Perceptron(epochs=2, random_state=seed).fit(X, y)
         assert np.array_equal(est.coef_, ref.coef_)
     np.testing.assert_allclose(clf.coef_, np.mean([e.coef_ for e in clf.estimators_], axis=0), rtol=1e-12)
-    par = PermutationBPM(n_estimators=4, epochs=2, random_state=3, n_jobs=2).fit(X, y)
+    par = PermutationBPM(n_estimators=4, epochs=2, conversion="last", random_state=3, n_jobs=2).fit(X, y)
     assert np.array_equal(par.coef_, clf.coef_)
     # different members saw different orders
     assert not np.array_equal(clf.estimators_[0].coef_, clf.estimators_[1].coef_)

@@ -77,7 +77,7 @@ def test_auto_uses_the_grid_and_groups_do_not_change_it():
 
 def test_partial_fit_in_pieces_equals_one_unshuffled_fit():
     X, y = _multi(seed=7)
-    kw = dict(n_estimators=5, tau=(0.2, 0.5), random_state=2, shuffle=False)
+    kw = dict(n_estimators=5, tau=(0.2, 0.5), random_state=2, shuffle=False, epochs=1)
     whole = OBPM(**kw).fit(X, y)
     part = OBPM(**kw)
     for a, b in [(0, 250), (250, 251), (251, 600)]:
