@@ -40,6 +40,8 @@ from ..learners._budget import (
     REMOVE_MARGIN,
     REMOVE_OLDEST,
     ROW_BLOCK,
+    _bound_step,
+    _bound_table,
     _grow_bound,
     _kval,
     _next_block,
@@ -51,23 +53,27 @@ __all__ = ["learn_kernel_ensemble_block"]
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F, alive, died,
-                   gdied, mmeta, bounded, ub, keep_scores):
+def _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx, A, F, labm, alive,
+                   died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn):
     """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
     ``bounded``, its margin bounds grow as the single learner's do)."""
     pv = pidx[j, v]
     xv = PS[pv]
-    amax = 0.0
+    nz = 0
     for k in range(K):
-        amax = max(amax, abs(A[j, v, k]))
+        if A[j, v, k] != 0.0:
+            cols[nz] = k
+            nz += 1
+    if bounded:
+        _bound_table(mode, K, A[j, v], -1.0, Dp, Dn)
     for i in range(mmeta[j, 0] if keep_scores else 0):
         if alive[j, i] and i != v:
             pi = pidx[j, i]
             kv = _kval(kernel, kp, xv, PS[pi], psq[pv], psq[pi])
-            for k in range(K):
-                F[j, i, k] -= A[j, v, k] * kv
+            for q in range(nz):
+                F[j, i, cols[q]] -= A[j, v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub[j], i, 2.0 * amax * abs(kv))
+                _grow_bound(ub[j], i, _bound_step(Dp, Dn, labm[j, i], kv))
     alive[j, v] = False
     died[j, v] = tj
     gdied[j, v] = T
@@ -115,6 +121,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
     keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)  # F read only then
     bounded = keep_scores  # removal margins tested against bounds first (_pick_bounded)
     ub = np.full((A.shape[0], A.shape[1]) if bounded else (0, 0), np.inf)
+    cols = np.zeros(K, dtype=np.int64)  # the nonzero columns of an update (a zero changes no score)
+    cand = np.zeros(A.shape[1] if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
+    Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
+    Dn = np.zeros(max(K, 2), dtype=np.float64)
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
@@ -177,7 +187,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                     v = -1
                     if removal == REMOVE_MARGIN:
                         v = _pick_bounded(n_slots, mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], -np.inf,
-                                          ub[j])
+                                          ub[j], cand)
                     elif removal == REMOVE_OLDEST:
                         for i in range(n_slots):
                             if alive[j, i] and (v < 0 or born[j, i] < born[j, v]):
@@ -196,8 +206,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                     kv = kpool[pidx[j, v]]
                     for k in range(K):
                         m[k] -= A[j, v, k] * kv
-                    _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A, F,
-                                   alive, died, gdied, mmeta, bounded, ub, keep_scores)
+                    _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx, A, F,
+                                   labm, alive, died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn)
                     n_rem += 1
                 if pt < 0:
                     pt = pmeta[0]
@@ -227,16 +237,21 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 gdied[j, s] = -1
                 for k in range(K):
                     A[j, s, k] = tau[k]
-                tmax = 0.0
-                for k in range(K):
-                    tmax = max(tmax, abs(tau[k]))
-                for i in range(n_slots if keep_scores else 0):
-                    if alive[j, i]:
-                        kv = kpool[pidx[j, i]]
-                        for k in range(K):
-                            F[j, i, k] += tau[k] * kv
-                        if bounded:
-                            _grow_bound(ub[j], i, 2.0 * tmax * abs(kv))
+                if keep_scores:
+                    nz = 0
+                    for k in range(K):
+                        if tau[k] != 0.0:
+                            cols[nz] = k
+                            nz += 1
+                    if bounded:
+                        _bound_table(mode, K, tau, 1.0, Dp, Dn)
+                    for i in range(n_slots):
+                        if alive[j, i]:
+                            kv = kpool[pidx[j, i]]
+                            for q in range(nz):
+                                F[j, i, cols[q]] += tau[cols[q]] * kv
+                            if bounded:
+                                _grow_bound(ub[j], i, _bound_step(Dp, Dn, labm[j, i], kv))
                 for k in range(K):
                     F[j, s, k] = m[k] + tau[k] * kxx
                     Abar[pt, k] += tau[k]
@@ -250,11 +265,11 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 if budget == BUDGET_VARIABLE:
                     while True:
                         v = _pick_bounded(mmeta[j, 0], mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], beta,
-                                          ub[j])
+                                          ub[j], cand)
                         if v < 0:
                             break
-                        _member_remove(j, v, tj, T, kernel, kp, K, PS, psq, pref, palive, pmeta, Abar, pidx, A,
-                                       F, alive, died, gdied, mmeta, bounded, ub, keep_scores)
+                        _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx,
+                                       A, F, labm, alive, died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn)
                         n_rem += 1
             mmeta[j, 2] = tj + 1
         out_updates[ii] = n_upd

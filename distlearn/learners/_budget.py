@@ -204,24 +204,30 @@ BOUND_SLACK = 1e-9
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub):
+def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub, cand):
     """The slot of largest removal margin ``mu >= floor`` (-1 if none); margins within
     ``TIE_RTOL`` of the largest tie, and the earliest inserted of them wins.  Exact margins
     (:func:`_mu`) are computed only where an upper bound says the slot could win.
 
-    ``ub[i]`` bounds slot ``i``'s margin: set to the exact margin when computed, it grows by
-    ``2 max|c| |k|`` (plus :data:`BOUND_SLACK`) whenever a pattern of coefficients ``c`` with
-    kernel value ``k`` enters or leaves the cache, the most that can move a margin (its own
-    score and its rival's each move by at most ``max|c| |k|``).  The slot of largest bound is
+    ``ub[i]`` bounds slot ``i``'s margin: set to the exact margin when computed, it grows
+    (plus :data:`BOUND_SLACK`) whenever a pattern enters or leaves the cache by the most that
+    can move a margin of the slot's class (:func:`_bound_table`; at most ``2 max|c| |k|`` for a
+    pattern of coefficients ``c`` with kernel value ``k``).  The slot of largest bound is
     computed first; if it reaches ``floor`` its margin ``b`` (less the tie tolerance) becomes
     the threshold, else ``floor`` is.  Slots whose bound is below the threshold can neither win
     nor tie, so only the others are computed.  With a variable cache most slots sit far below
-    ``beta``; with a fixed cache most sit far below the largest margin.
+    ``beta``; with a fixed cache most sit far below the largest margin.  One pass reads every
+    slot; the others read only the slots it kept (``cand``, scratch of ``n_slots`` entries).
     """
+    # one pass over the slots: those whose bound reaches floor (in slot order) and the largest bound
     top = -1
+    nf = 0
     for i in range(n_slots):
-        if alive[i] and ub[i] >= floor and (top < 0 or ub[i] > ub[top]):
-            top = i
+        if alive[i] and ub[i] >= floor:
+            cand[nf] = i
+            nf += 1
+            if top < 0 or ub[i] > ub[top]:
+                top = i
     if top < 0:
         return -1
     mu = _mu(top, mode, K, A, F, kd, lab)
@@ -229,19 +235,26 @@ def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub):
     lo = floor
     if mu >= floor:
         lo = max(floor, mu - TIE_RTOL * max(1.0, abs(mu)))
+    # exact margins where a bound reaches lo (>= floor); the others can neither win nor tie (their
+    # bounds are below lo <= the cut).  cand keeps those at or above floor, in slot order.
     best = -np.inf
-    for i in range(n_slots):
-        if alive[i] and ub[i] >= lo:
+    nc = 0
+    for q in range(nf):
+        i = cand[q]
+        if ub[i] >= lo:
             mu = _mu(i, mode, K, A, F, kd, lab)
             ub[i] = mu
-            if mu >= floor and mu > best:
-                best = mu
+            if mu >= floor:
+                cand[nc] = i
+                nc += 1
+                best = max(best, mu)
     if best == -np.inf:
         return -1
     cut = best - TIE_RTOL * max(1.0, abs(best))
     v = -1
-    for i in range(n_slots):
-        if alive[i] and ub[i] >= floor and ub[i] >= cut and (v < 0 or born[i] < born[v]):
+    for q in range(nc):
+        i = cand[q]
+        if ub[i] >= cut and (v < 0 or born[i] < born[v]):
             v = i
     return v
 
@@ -249,7 +262,73 @@ def _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, floor, ub):
 @njit(inline="always", **NUMBA_FLAGS)
 def _grow_bound(ub, i, step):
     u = ub[i]
-    ub[i] = u + step + BOUND_SLACK * (abs(u) + 1.0)
+    ub[i] = u + step + BOUND_SLACK * (abs(u) + abs(step) + 1.0)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _bound_table(mode, K, delta, sign, Dp, Dn):
+    """The most a removal margin can grow, per unit kernel value, when every score column ``r``
+    moves by ``e_r kv``, ``e = sign * delta`` (a pattern of coefficients ``delta`` enters,
+    ``sign = 1``, or leaves, ``sign = -1``), by the class ``c`` of the slot: ``kv * Dp[c]`` for
+    ``kv >= 0``, ``kv * Dn[c]`` for ``kv < 0`` (:func:`_bound_step`).
+
+    * binary: ``mu = s_c g_0`` moves by exactly ``s_c e_0 kv``;
+    * native: ``mu = g_c - max_{r != c} g_r`` moves by at most ``e_c kv - min_{r != c} e_r kv``
+      (a maximum moves by at least the smallest of its arguments' moves), i.e.
+      ``Dp[c] = e_c - min_{r != c} e_r``, ``Dn[c] = e_c - max_{r != c} e_r``;
+    * one-vs-rest: a minimum of ``s_k g_k`` moves by at most ``max_k |e_k| |kv|``.
+
+    These replace the uniform ``2 max|e| |kv|``: the same slots can win a pick, fewer bounds
+    reach the threshold, fewer exact margins are computed.
+    """
+    if mode == MODE_BINARY:
+        Dp[1] = sign * delta[0]
+        Dp[0] = -Dp[1]
+        Dn[0] = Dp[0]
+        Dn[1] = Dp[1]
+        return
+    if mode == MODE_OVR:
+        amax = 0.0
+        for k in range(K):
+            amax = max(amax, abs(delta[k]))
+        for c in range(K):
+            Dp[c] = amax
+            Dn[c] = -amax
+        return
+    # the smallest and largest e_r, each with its column, and the runners-up
+    lo1 = np.inf
+    lo2 = np.inf
+    hi1 = -np.inf
+    hi2 = -np.inf
+    ilo = -1
+    ihi = -1
+    for r in range(K):
+        e = sign * delta[r]
+        if e < lo1:
+            lo2 = lo1
+            lo1 = e
+            ilo = r
+        elif e < lo2:
+            lo2 = e
+        if e > hi1:
+            hi2 = hi1
+            hi1 = e
+            ihi = r
+        elif e > hi2:
+            hi2 = e
+    for c in range(K):
+        e = sign * delta[c]
+        Dp[c] = e - (lo2 if c == ilo else lo1)
+        Dn[c] = e - (hi2 if c == ihi else hi1)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _bound_step(Dp, Dn, c, kv):
+    """The growth of the margin bound of a slot of class ``c`` for kernel value ``kv`` (:func:`_bound_table`)."""
+    step = kv * Dp[c]
+    if kv < 0.0:
+        step = kv * Dn[c]
+    return step
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -295,25 +374,26 @@ def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
 
 
 @njit(**NUMBA_FLAGS)
-def _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols):
+def _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols, Dp,
+            Dn):
     """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots when
     the scores are kept (and, when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
     n_slots = meta[0] if keep_scores else 0
     xv = S[v]
-    amax = 0.0
     nz = 0
     for k in range(K):
-        amax = max(amax, abs(A[v, k]))
         if A[v, k] != 0.0:
             cols[nz] = k
             nz += 1
+    if bounded:
+        _bound_table(mode, K, A[v], -1.0, Dp, Dn)
     for i in range(n_slots):
         if alive[i] and i != v:
             kv = _kval(kernel, kp, xv, S[i], sq[v], sq[i])
             for q in range(nz):
                 F[i, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub, i, 2.0 * amax * abs(kv))
+                _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
     alive[v] = False
     died[v] = t
     meta[1] -= 1
@@ -360,6 +440,9 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     bounded = keep_scores
     cols = np.zeros(K, dtype=np.int64)  # the nonzero columns of an update (a zero changes no score)
     ub = np.full(S.shape[0] if bounded else 0, np.inf)
+    cand = np.zeros(S.shape[0] if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
+    Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
+    Dn = np.zeros(max(K, 2), dtype=np.float64)
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
@@ -432,7 +515,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             if budget == BUDGET_FIXED and meta[1] >= n_budget:
                 v = -1
                 if removal == REMOVE_MARGIN:
-                    v = _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, ub)
+                    v = _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, ub, cand)
                 elif removal == REMOVE_OLDEST:
                     for i in range(n_slots):
                         if alive[i] and (v < 0 or born[i] < born[v]):
@@ -451,7 +534,8 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                             seen += 1
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols)
+                _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols,
+                        Dp, Dn)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
@@ -464,20 +548,20 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             died[s] = -1
             for k in range(K):
                 A[s, k] = tau[k]
-            tmax = 0.0
             nz = 0
             for k in range(K):
-                tmax = max(tmax, abs(tau[k]))
                 if tau[k] != 0.0:
                     cols[nz] = k
                     nz += 1
+            if bounded:
+                _bound_table(mode, K, tau, 1.0, Dp, Dn)
             for i in range(n_slots if keep_scores else 0):
                 if alive[i]:
                     kv = krow[i]
                     for q in range(nz):
                         F[i, cols[q]] += tau[cols[q]] * kv
                     if bounded:
-                        _grow_bound(ub, i, 2.0 * tmax * abs(kv))
+                        _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
             for k in range(K):
                 F[s, k] = m[k] + tau[k] * kxx
             alive[s] = True
@@ -487,10 +571,11 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
                 ub[s] = np.inf  # computed exactly at its next pick
             if budget == BUDGET_VARIABLE:
                 while True:
-                    v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub)
+                    v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub, cand)
                     if v < 0:
                         break
-                    _remove(v, t, kernel, kp, K, S, sq, A, F, alive, died, meta, bounded, ub, keep_scores, cols)
+                    _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols,
+                        Dp, Dn)
                     n_rem += 1
         out_fired[ii] = fire
         out_removed[ii] = n_rem
