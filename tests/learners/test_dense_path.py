@@ -52,7 +52,7 @@ def _same(a, b, what):
     assert a.tobytes() == b.tobytes(), f"{what}: not bit-identical"
 
 
-def _both(name, params, X, y, K, *, dtype, fit_intercept, bias=0.75, order=None, acc=False, state=None):
+def assert_dense_equals_csr(name, params, X, y, K, *, dtype, fit_intercept, bias=0.75, order=None, acc=False, state=None):
     rule = make_rule(name, **params)
     out = []
     for Xin in (X, sp.csr_matrix(X)):
@@ -78,7 +78,7 @@ def test_dense_equals_csr_every_rule(name, params, fit_intercept, dtype):
     K = 4 if params.get("native") else 10
     X, y = _data(3, K=K, dtype=dtype)
     order = np.random.default_rng(1).permutation(len(y))
-    s, log = _both(name, params, X, y, K, dtype=dtype, fit_intercept=fit_intercept, order=order)
+    s, log = assert_dense_equals_csr(name, params, X, y, K, dtype=dtype, fit_intercept=fit_intercept, order=order)
     assert log.updated.any()
     if K > 1:  # one-vs-rest: several columns step on some rows
         assert (s.n_updates > 0).sum() >= 2
@@ -90,7 +90,7 @@ def test_dense_equals_csr_binary(name, params, dtype):
     if params.get("native"):
         pytest.skip("native rules need K >= 3")
     X, y = _data(4, K=1, dtype=dtype)
-    _both(name, params, X, y, 1, dtype=dtype, fit_intercept=True)
+    assert_dense_equals_csr(name, params, X, y, 1, dtype=dtype, fit_intercept=True)
 
 
 @pytest.mark.parametrize("K", [2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20, 33, 37])
@@ -100,8 +100,8 @@ def test_every_lane_split(K, d):
     (K > 16), and rows shorter than, equal to and not a multiple of the skipped block."""
     for dtype in (np.float64, np.float32):
         X, y = _data(K * 100 + d, n=60, d=d, K=K, dtype=dtype)
-        _both("pa", {"variant": "PA-I", "C": 0.3}, X, y, K, dtype=dtype, fit_intercept=True)
-        _both("perceptron", {}, X, y, K, dtype=dtype, fit_intercept=False)
+        assert_dense_equals_csr("pa", {"variant": "PA-I", "C": 0.3}, X, y, K, dtype=dtype, fit_intercept=True)
+        assert_dense_equals_csr("perceptron", {}, X, y, K, dtype=dtype, fit_intercept=False)
 
 
 @pytest.mark.parametrize("name,params", [
@@ -111,7 +111,7 @@ def test_every_lane_split(K, d):
 ])
 def test_running_sum_dense_equals_csr(name, params):
     X, y = _data(5, K=4)
-    _both(name, params, X, y, 4, dtype=np.float64, fit_intercept=True, acc=True)
+    assert_dense_equals_csr(name, params, X, y, 4, dtype=np.float64, fit_intercept=True, acc=True)
 
 
 def test_negative_zero_weights_stay_negative_zero():
@@ -120,7 +120,7 @@ def test_negative_zero_weights_stay_negative_zero():
     X[:, 5] = 0.0  # a feature no row uses
     s0 = init_state(X.shape[1], 3)
     s0.W[:] = -0.0
-    s, log = _both("perceptron", {}, X, y, 3, dtype=np.float64, fit_intercept=False, state=s0)
+    s, log = assert_dense_equals_csr("perceptron", {}, X, y, 3, dtype=np.float64, fit_intercept=False, state=s0)
     assert log.updated.any()
     assert np.signbit(s.W[5]).all()
 
@@ -134,5 +134,5 @@ def test_non_finite_weight_at_a_zero_feature():
     s0.W[2, :] = np.inf
     s0.W[3, 1] = -np.inf
     X[:, 3] = 0.0
-    s, log = _both("perceptron", {}, X, y, 3, dtype=np.float64, fit_intercept=True, state=s0)
+    s, log = assert_dense_equals_csr("perceptron", {}, X, y, 3, dtype=np.float64, fit_intercept=True, state=s0)
     assert len(log.mistake) == len(y) and np.isinf(s.W[2]).all()
