@@ -79,14 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from distlearn import stream
-    from distlearn.data import open_dataset
-    from distlearn.data.synthetic import make_rcv1_like
+    from bench_learners import rcv1_store
 
-    path = Path(args.data_dir) / f"rcv1like-{args.n_samples}.zarr"
-    if not path.exists():
-        print(f"# generating {path} ...", flush=True)
-        make_rcv1_like(path, args.n_samples, random_state=0, dtype="float32", overwrite=True)
-    src = open_dataset(path)
+    src, _ = rcv1_store(args.n_samples, args.data_dir)
+    path = src.path
     raw = src.nnz * (src.dtype.itemsize + 4) + 8 * (src.n_samples + 1)
     print(f"# corpus {path}: {src.n_samples:,} x {src.n_features:,}, nnz {src.nnz:,}, {src.n_blocks} blocks, "
           f"codec {src.codec}, decoded CSR {raw / 1e6:.0f} MB; load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")

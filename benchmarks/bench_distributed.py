@@ -98,15 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from distlearn import stream
-    from distlearn.data import open_dataset
     from distlearn.distributed import get_client
-    from distlearn.data.synthetic import make_rcv1_like
+    from bench_learners import rcv1_store
 
-    path = Path(args.data_dir) / f"rcv1like-{args.n_samples}.zarr"
-    if not path.exists():
-        print(f"# generating {path} ...", flush=True)
-        make_rcv1_like(path, args.n_samples, random_state=0, dtype="float32", overwrite=True)
-    ds = open_dataset(path)
+    ds, _ = rcv1_store(args.n_samples, args.data_dir)
+    path = ds.path
     stores = {ds.codec: str(path)}
     if args.codecs:
         from bench_codecs import _copy

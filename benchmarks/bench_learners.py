@@ -326,12 +326,15 @@ class Data:
         return int(np.unique(self.y_train).shape[0])
 
 
-def load_rcv1(args: argparse.Namespace) -> Data:
+def rcv1_store(n_samples: int, data_dir: str | os.PathLike[str]) -> tuple[Any, float | None]:
+    """The benchmarks' RCV1-like store of ``n_samples`` rows in ``data_dir``, reused when its generator
+    parameters match, else (re)generated: ``(dataset, seconds spent generating or None)``.  Every
+    benchmark on this corpus (learners, OBPM, codecs, distributed, tau, adaptive) reads it here."""
     from distlearn.data import open_dataset
     from distlearn.data.synthetic import make_rcv1_like
 
-    path = Path(args.data_dir) / f"rcv1like-{args.n_samples}.zarr"
-    want = {"n_samples": args.n_samples, "random_state": 0, "dtype": "float32"}
+    path = Path(data_dir) / f"rcv1like-{n_samples}.zarr"
+    want = {"n_samples": n_samples, "random_state": 0, "dtype": "float32"}
     ds = None
     if path.exists():
         try:
@@ -344,13 +347,19 @@ def load_rcv1(args: argparse.Namespace) -> Data:
             ds = None
     gen_s = None
     if ds is None:
-        print(f"# generating {path} ({args.n_samples:,} rows) ...", flush=True)
+        print(f"# generating {path} ({n_samples:,} rows) ...", flush=True)
         t0 = time.perf_counter()
-        ds = make_rcv1_like(path, args.n_samples, random_state=0, dtype="float32", overwrite=True)
+        ds = make_rcv1_like(path, n_samples, random_state=0, dtype="float32", overwrite=True)
         gen_s = time.perf_counter() - t0
         print(f"# generated in {gen_s:.1f} s", flush=True)
     else:
         print(f"# reusing {path}")
+    return ds, gen_s
+
+
+def load_rcv1(args: argparse.Namespace) -> Data:
+    ds, gen_s = rcv1_store(args.n_samples, args.data_dir)
+    path = ds.path
     X, y = ds.to_scipy()
     n_test = int(round(X.shape[0] * TEST_FRACTION))
     n_train = X.shape[0] - n_test
