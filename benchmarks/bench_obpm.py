@@ -9,7 +9,8 @@ The RCV1-like CSR corpus of ``bench_learners.py`` (the same cached store in
 ``--data-dir``; 90% train = 720,000 x 47,236 for the default size), binary,
 ``fit_intercept=False``, one epoch in stored order, timed on the kernels'
 level (no estimator validation), interleaved repeats after an untimed
-warm-up; medians are reported with their ratio to the plain epoch of the
+warm-up; every method visits the rows in one seeded random permutation (the
+issue's "one shuffled epoch"; ``--order stored`` for the stored order); medians are reported with their ratio to the plain epoch of the
 same dtype.  Rows:
 
   plain            one perceptron epoch (distlearn.learners.learn_chunk)
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-estimators", type=int, default=100)
     p.add_argument("--tau", type=float, default=0.3)
     p.add_argument("--pbpm-estimators", type=int, default=10)
+    p.add_argument("--order", choices=["shuffled", "stored"], default="shuffled",
+                   help="row order of the epoch: one seeded permutation (default) or the stored order")
     p.add_argument("--json", default=None, help="also write every timing here")
     args = p.parse_args(argv)
     methods = args.methods.split(",")
@@ -79,21 +82,23 @@ def main(argv: list[str] | None = None) -> int:
         tids = np.arange(n, dtype=np.int64)
         row_nnz = np.diff(X.indptr)
         itemsize = np.dtype(dt).itemsize
+        perm = np.random.default_rng(1).permutation(n) if args.order == "shuffled" else np.arange(n)
 
         def plain():
             st = init_state(d, 1, dtype=dt)
-            log = learn_chunk(rule, st, X, y)
+            log = learn_chunk(rule, st, X, y, order=perm)
             return {"updates": int(log.updated.sum()), "bytes": int(X.nnz) * itemsize}
 
         def sklearn():
             from sklearn.linear_model import Perceptron
 
-            Perceptron(max_iter=1, tol=None, shuffle=False, fit_intercept=False).fit(X, y)
+            Perceptron(max_iter=1, tol=None, shuffle=False, fit_intercept=False).fit(X[perm], y[perm])
             return {}
 
         def obpm(groups=1, jobs=1):
             ens = init_ensemble(d, N, 1, dtype=dt)
-            _, upd = learn_ensemble_chunk(rule, ens, X, y, tids, seed=0, tau=tau, groups=groups, n_jobs=jobs)
+            _, upd = learn_ensemble_chunk(rule, ens, X, y, tids, seed=0, tau=tau, order=perm, groups=groups,
+                                          n_jobs=jobs)
             touched = int(X.nnz) * N * itemsize + 2 * int(np.dot(upd.astype(np.int64), row_nnz)) * itemsize
             return {"updates": int(upd.sum()), "bytes": touched}
 
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             total = 0
             for j in range(N):
                 st = init_state(d, 1, dtype=dt)
-                log = learn_chunk(rule, st, X, y, order=np.flatnonzero(mask[:, j]))
+                log = learn_chunk(rule, st, X, y, order=perm[mask[perm, j]])
                 total += int(log.updated.sum())
             return {"updates": total}
 
@@ -129,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                 info[m] = out
                 print(f"#   {dt} run {r + 1}/{args.repeat} {m}: {times[m][-1]:.3f} s", flush=True)
         base = statistics.median(times["plain"]) if "plain" in times else None
-        print(f"\n{dt}: {n:,} train rows x {d:,} features, {X.nnz:,} nnz, N={N}, tau={tau}; "
-              f"medians of {args.repeat}\n")
+        print(f"\n{dt}: {n:,} train rows x {d:,} features, {X.nnz:,} nnz, N={N}, tau={tau}, "
+              f"{args.order} order; medians of {args.repeat}\n")
         print("| method | median s | min s | / plain | goal | examples/s | weight bytes touched | GB/s | updates |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for m in methods:

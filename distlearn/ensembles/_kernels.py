@@ -35,6 +35,7 @@ from ..learners._kernels import (
     GENERALIZED,
     MARGIN,
     ROMMA,
+    _AHEAD,
     _HUGE,
     _TINY,
     _binary_step,
@@ -156,7 +157,19 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 g_prev = g
             bits = (word >> _S32) if (j & 1) else (word & _LOW32)
             active[i] = bits < thr[i]
-        # prefetch the next row's weight lines (see _prefetch)
+        # prefetch, in stages (see _prefetch and the single-learner _learn_csr):
+        # the offsets and label of round ii + 2A, the values and indices of round
+        # ii + A (offsets now cached), and the weight lines of round ii + _W_AHEAD
+        # (indices now cached).  A permuted epoch would otherwise wait on each.
+        if ii + 2 * _AHEAD < order.shape[0]:
+            r2 = order[ii + 2 * _AHEAD]
+            _prefetch(indptr, r2)
+            _prefetch(y, r2)
+            _prefetch(tids, r2)
+            ra = order[ii + _AHEAD]
+            for jj in range(indptr[ra], indptr[ra + 1], 8):
+                _prefetch(indices, jj)
+                _prefetch(data, jj)
         if ii + _W_AHEAD < order.shape[0]:
             rn = order[ii + _W_AHEAD]
             for jj in range(indptr[rn], indptr[rn + 1]):
