@@ -31,16 +31,28 @@ import numpy as np
 from distlearn import OBPM, PermutationBPM
 from distlearn.experiments.obpm_batch import err, fit_svc, load_fashion, load_letter
 
+def OBPM100(**kw):
+    """OBPM with the papers' N = 100 members per tau."""
+    return OBPM(n_estimators=100, **kw)
+
+
 CANDIDATES = {
-    "OBPM tau=0.3 E=1 last (old default)": lambda s: OBPM(tau=0.3, epochs=1, random_state=s),
-    "OBPM tau=0.3 E=1 average": lambda s: OBPM(tau=0.3, epochs=1, conversion="average", random_state=s),
-    "OBPM tau=0.3 E=3 average": lambda s: OBPM(tau=0.3, epochs=3, conversion="average", random_state=s),
-    "OBPM tau=0.3 E=5 average": lambda s: OBPM(tau=0.3, epochs=5, conversion="average", random_state=s),
-    "OBPM tau=auto E=3 average": lambda s: OBPM(tau="auto", epochs=3, conversion="average", random_state=s),
-    "OBPM tau=0.3 E=5 last": lambda s: OBPM(tau=0.3, epochs=5, random_state=s),
-    "OBPM tau=0.3 E=10 average": lambda s: OBPM(tau=0.3, epochs=10, conversion="average", random_state=s),
-    "OBPM tau=0.5 E=5 average": lambda s: OBPM(tau=0.5, epochs=5, conversion="average", random_state=s),
-    "OBPM tau=0.5 E=10 average": lambda s: OBPM(tau=0.5, epochs=10, conversion="average", random_state=s),
+    "OBPM tau=0.3 E=1 last (old default)": lambda s: OBPM100(tau=0.3, epochs=1, random_state=s),
+    "OBPM tau=0.3 E=1 average": lambda s: OBPM100(tau=0.3, epochs=1, conversion="average", random_state=s),
+    "OBPM tau=0.3 E=3 average": lambda s: OBPM100(tau=0.3, epochs=3, conversion="average", random_state=s),
+    "OBPM tau=0.3 E=5 average": lambda s: OBPM100(tau=0.3, epochs=5, conversion="average", random_state=s),
+    "OBPM tau=auto E=3 average": lambda s: OBPM100(tau="auto", epochs=3, conversion="average", random_state=s),
+    "OBPM tau=0.3 E=5 last": lambda s: OBPM100(tau=0.3, epochs=5, random_state=s),
+    "OBPM tau=0.3 E=10 average": lambda s: OBPM100(tau=0.3, epochs=10, conversion="average", random_state=s),
+    "OBPM tau=0.5 E=5 average": lambda s: OBPM100(tau=0.5, epochs=5, conversion="average", random_state=s),
+    "OBPM tau=0.5 E=10 average": lambda s: OBPM100(tau=0.5, epochs=10, conversion="average", random_state=s),
+    "OBPM tau=0.1 E=10 average": lambda s: OBPM100(tau=0.1, epochs=10, conversion="average", random_state=s),
+    "OBPM tau=0.2 E=10 average": lambda s: OBPM100(tau=0.2, epochs=10, conversion="average", random_state=s),
+    "OBPM tau=0.1 E=20 average": lambda s: OBPM100(tau=0.1, epochs=20, conversion="average", random_state=s),
+    "OBPM tau=auto E=10 average": lambda s: OBPM100(tau="auto", epochs=10, conversion="average", random_state=s),
+    "OBPM() (default: 20 per tau, tau=auto, E=10, average)": lambda s: OBPM(random_state=s),
+    "OBPM tau=0.3 E=10 average members": lambda s: OBPM100(tau=0.3, epochs=10, conversion="average",
+                                                        conversion_scope="members", random_state=s),
     "PBPM-10 E=1 last (old default)": lambda s: PermutationBPM(epochs=1, random_state=s),
     "PBPM-10 E=1 average": lambda s: PermutationBPM(epochs=1, conversion="average", random_state=s),
     "PBPM-10 E=3 average": lambda s: PermutationBPM(epochs=3, conversion="average", random_state=s),

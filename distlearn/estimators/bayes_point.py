@@ -47,6 +47,8 @@ __all__ = ["OBPM", "PermutationBPM", "TAU_GRID", "refuse_adaptive", "resolve_bas
 #: The taus that ``OBPM(tau="auto")`` tries: the OBPM paper's values (0.05 and
 #: 0.2 on the splice sites, 0.3 elsewhere) and their neighbours.
 TAU_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
+#: ``tau="auto"`` with a kernel base: a kernel OBPM runs one tau, the paper's 0.3.
+KERNEL_AUTO_TAU = 0.3
 
 
 class TauChoice:
@@ -203,9 +205,13 @@ class OBPM(OnlineLinearClassifier):
 
     Parameters
     ----------
-    n_estimators : int, default=100
-        N, the number of learners.
-    tau : float, "auto" or sequence of float, default=0.3
+    n_estimators : int, default=20
+        N, the number of learners (with several taus: per tau value, and the
+        Bayes point averages the chosen value's N).  The defaults (20 per tau,
+        ``tau="auto"``: 100 learners in all, the cost of ``OBPM(n_estimators=100,
+        tau=0.3)``) were chosen by measurement against a tuned LinearSVC
+        (``benchmarks/bench_defaults.py``; README, "Defaults").
+    tau : float, "auto" or sequence of float, default="auto"
         Probability that a learner is shown an example, in (0, 1].  The draw
         uses 32 random bits: ``P(b = 1) = round(tau * 2**32) / 2**32``.
         ``"auto"`` (the values of :data:`TAU_GRID`) or a sequence of values
@@ -217,7 +223,8 @@ class OBPM(OnlineLinearClassifier):
         with the same seed, so it *is* that model, bit for bit; the cost is
         that of one OBPM with ``len(taus) * n_estimators`` members.  Rules
         whose parameters depend on the horizon (``"margin"``) take it from
-        the largest tau.
+        the largest tau.  A kernel OBPM runs one tau: there ``"auto"`` means
+        0.3 (:data:`KERNEL_AUTO_TAU`), the paper's value.
     base : str or distlearn linear estimator, default="perceptron"
         The members' rule: ``"perceptron"`` (eta = 1, the paper's choice),
         ``"generalized"``, ``"margin"``, ``"alma"``, ``"romma"``, ``"pa"``,
@@ -410,7 +417,7 @@ class OBPM(OnlineLinearClassifier):
                                                 "_kernel_obj", "tau_", "taus_", "tau_online_errors_", "_tau_epoch",
                                                 "_tau_online", "_tau_updates", "_tau_mistakes")
 
-    def __init__(self, *, n_estimators: int = 100, tau: float = 0.3, base: Any = "perceptron",
+    def __init__(self, *, n_estimators: int = 20, tau: Any = "auto", base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 10, shuffle: bool = True,
                  normalize: bool = True, conversion: Any = "average", conversion_scope: str = "ensemble",
                  weights: str = "uniform", learner_groups: int | None = None, n_jobs: int = 1,
@@ -473,7 +480,7 @@ class OBPM(OnlineLinearClassifier):
             bad.append("budget='projectron' (each member would need its own inverse Gram matrix)")
         if str(np.dtype(self.dtype)) != "float64":
             bad.append(f"dtype={self.dtype!r} (kernel learners compute in float64)")
-        if len(_tau_values(self.tau)) > 1:
+        if not isinstance(self.tau, str) and len(_tau_values(self.tau)) > 1:
             bad.append(f"tau={self.tau!r} (a kernel OBPM runs one tau; compare taus with distlearn.run_grid)")
         if bad:
             raise ValueError(f"OBPM with a kernel base ({type(base).__name__}) does not support "
@@ -508,6 +515,8 @@ class OBPM(OnlineLinearClassifier):
 
     @property
     def _taus(self) -> tuple[float, ...]:
+        if self._kernel_base and isinstance(self.tau, str):
+            return (KERNEL_AUTO_TAU,)  # a kernel OBPM runs one tau (its members share one pool)
         return _tau_values(self.tau)
 
     @property
@@ -559,7 +568,7 @@ class OBPM(OnlineLinearClassifier):
         if self._kernel_base:
             b = self._base_est
             log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
-                                              seed=self._seed, tau=float(self.tau), epoch=epoch, order=order,
+                                              seed=self._seed, tau=self._taus[0], epoch=epoch, order=order,
                                               beta=b._beta(), budget=b.budget, removal=b.removal)
             margin, upd = log.margin[:, None, :], log.updates[:, None]
             self.n_removed_ += int(log.removed.sum())

@@ -144,7 +144,12 @@ def test_bad_tau_is_one_clear_error(tau, match):
         OBPM(tau=tau).fit(X, y)
 
 
-def test_kernel_base_refuses_several_taus():
+def test_kernel_base_refuses_several_taus_and_takes_auto_as_the_papers_tau():
     X, y = _binary(n=50)
     with pytest.raises(ValueError, match="one tau"):
-        OBPM(base=KernelPerceptron(), tau="auto").fit(X, y)
+        OBPM(base=KernelPerceptron(), tau=(0.1, 0.3)).fit(X, y)
+    auto = OBPM(base=KernelPerceptron(), n_estimators=5, random_state=0).fit(X, y)  # the default tau="auto"
+    fixed = OBPM(base=KernelPerceptron(), n_estimators=5, tau=0.3, random_state=0).fit(X, y)
+    assert auto.tau_ == 0.3
+    np.testing.assert_array_equal(auto.dual_coef_, fixed.dual_coef_)
+    np.testing.assert_array_equal(auto.support_vectors_, fixed.support_vectors_)
