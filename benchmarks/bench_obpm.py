@@ -10,8 +10,8 @@ The RCV1-like CSR corpus of ``bench_learners.py`` (the same cached store in
 ``fit_intercept=False``, one epoch in stored order, timed on the kernels'
 level (no estimator validation), interleaved repeats after an untimed
 warm-up; every method visits the rows in one seeded random permutation (the
-issue's "one shuffled epoch"; ``--order stored`` for the stored order); medians are reported with their ratio to the plain epoch of the
-same dtype.  Rows:
+issue's "one shuffled epoch"; ``--order stored`` for the stored order);
+medians are reported with their ratio to the plain epoch of the same dtype.  Rows:
 
   plain            one perceptron epoch (distlearn.learners.learn_chunk)
   sklearn          scikit-learn's Perceptron, one epoch (reference only)
