@@ -63,6 +63,9 @@ _ONE = np.uint64(1)
 ACC_NONE = 0
 #: Rows ahead whose weight lines the OBPM pass prefetches.
 _W_AHEAD = 2
+#: Nonzeros ahead whose running-sum lines the update sweep prefetches: P is as
+#: large as W and, unlike W's, its lines were not just read for the margins.
+_P_AHEAD = 8
 ACC_ENSEMBLE = 1
 ACC_MEMBERS = 2
 
@@ -302,6 +305,10 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 for q in range(nu):
                     row[ucol[q]] += xv * uinv[q]
                 if acc_mode != 0:
+                    if jj + _P_AHEAD < hi:  # the lines of P this sweep reaches _P_AHEAD nonzeros on
+                        fb = indices[jj + _P_AHEAD] * NK
+                        for q in range(nu):
+                            _prefetch(accP, fb + ucol[q])
                     for q in range(nu):
                         if uqi[q] != 0.0:
                             accP[f * NK + ucol[q]] -= xv * uqi[q]
