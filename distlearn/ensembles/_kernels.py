@@ -61,13 +61,13 @@ _ONE = np.uint64(1)
 #: Running-sum modes: none, every round (the average of the ensemble's
 #: hypotheses w~_t), or a member's own rounds only (each member's average).
 ACC_NONE = 0
+ACC_ENSEMBLE = 1
+ACC_MEMBERS = 2
 #: Rows ahead whose weight lines the OBPM pass prefetches.
 _W_AHEAD = 2
 #: Nonzeros ahead whose running-sum lines the update sweep prefetches: P is as
 #: large as W and, unlike W's, its lines were not just read for the margins.
 _P_AHEAD = 8
-ACC_ENSEMBLE = 1
-ACC_MEMBERS = 2
 
 
 @njit(inline="always", **NUMBA_FLAGS)
