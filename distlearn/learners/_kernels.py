@@ -458,11 +458,9 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
-               need_norm, acc, m, tau, work, accP, accq):
-    """One round with K output columns: one-vs-rest for the binary rules, or a native
-    multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
-    _margins_multi(w, ix, vx, lo, hi, K, acc)
+def _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
+    """``m[k]``: the stored-unit sums ``acc`` in true units (times the scale, plus the bias
+    term).  Returns whether all K are finite."""
     finite = True
     for k in range(K):
         mk = acc[k] * scale[k]
@@ -470,20 +468,34 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
             mk = mk + w[d * K + k] * scale[k] * bias
         m[k] = mk
         finite = finite and math.isfinite(mk)
-    if not finite:
-        # A NaN or infinity in x (0 * inf is NaN too) or overflowed weights:
-        # signalled by a NaN hinge before anything is updated.
-        return False, np.nan, False
+    return finite
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _mistake_hinge(m, yi, K):
+    """(argmax m != yi, the multiclass hinge 1 - (m[yi] - max over k != yi of m[k]))."""
     best = 0
     for k in range(1, K):
         if m[k] > m[best]:
             best = k
-    mistake = best != yi
     other = -np.inf
     for k in range(K):
         if k != yi and m[k] > other:
             other = m[k]
-    h = 1.0 - (m[yi] - other)
+    return best != yi, 1.0 - (m[yi] - other)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
+               need_norm, acc, m, tau, work, accP, accq):
+    """One round with K output columns: one-vs-rest for the binary rules, or a native
+    multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
+    _margins_multi(w, ix, vx, lo, hi, K, acc)
+    if not _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
+        # A NaN or infinity in x (0 * inf is NaN too) or overflowed weights:
+        # signalled by a NaN hinge before anything is updated.
+        return False, np.nan, False
+    mistake, h = _mistake_hinge(m, yi, K)
     xsq = -1.0
     any_update = False
     if rule >= FIRST_NATIVE:
@@ -774,30 +786,11 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
                need_norm, acc, m, tau, work, accP, accq):
     """:func:`_row_multi` on a dense row ``xf[lo:lo + d]``.  Returns (mistake, hinge, updated)."""
     _margins_dense(w, K, xf, lo, d, acc)
-    for rep in range(2):
-        finite = True
-        for k in range(K):
-            mk = acc[k] * scale[k]
-            if fit_intercept:
-                mk = mk + w[d * K + k] * scale[k] * bias
-            m[k] = mk
-            finite = finite and math.isfinite(mk)
-        if finite:
-            break
-        if rep == 0:
-            _margins_nonzero(w, K, xf, lo, d, acc)
-    if not finite:
-        return False, np.nan, False
-    best = 0
-    for k in range(1, K):
-        if m[k] > m[best]:
-            best = k
-    mistake = best != yi
-    other = -np.inf
-    for k in range(K):
-        if k != yi and m[k] > other:
-            other = m[k]
-    h = 1.0 - (m[yi] - other)
+    if not _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
+        _margins_nonzero(w, K, xf, lo, d, acc)  # zero features times non-finite weights: the CSR sums
+        if not _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
+            return False, np.nan, False
+    mistake, h = _mistake_hinge(m, yi, K)
     xsq = -1.0
     any_update = False
     hi = lo + d
