@@ -39,7 +39,8 @@ __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "wr
 
 #: Model name -> one line: ``"obpm"``, every rule of the registry, the adaptive rules
 #: (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`) and the kernel learners.
-MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME)",
+MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME); by default 20 "
+                           "learners per tau, tau chosen from the data (tau=auto), 10 epochs, average",
                           **{name: spec.summary for name, spec in RULES.items()},
                           "arow": ADAPTIVE_RULES["arow"].summary + " (--param r=1)",
                           "nag": ADAPTIVE_RULES["nag"].summary + " (--param loss=logistic|hinge eta=1)",
