@@ -742,7 +742,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
         "params": {k: v for k, v in est.get_params(deep=False).items()
                    if k in params or k in ("random_state", "epochs")},
     }
-    for k in ("epoch_online_errors", "job", "n_support", "n_removed"):
+    for k in ("epoch_online_errors", "tau", "tau_online_errors", "job", "n_support", "n_removed"):
         if k in summary:
             result[k] = summary[k]
     if a.shards:
@@ -763,6 +763,9 @@ def _cmd_train(a: argparse.Namespace) -> int:
                              f"{summary['online_scope']})")]
     if len(result.get("epoch_online_errors", ())) > 1:
         rows.append(("per epoch", ", ".join(str(v) for v in result["epoch_online_errors"])))
+    if "tau" in result:
+        rows.append(("tau", f"{result['tau']:g} chosen from the data (online errors per tau: "
+                            + ", ".join(f"{t} {e}" for t, e in result["tau_online_errors"].items()) + ")"))
     if "job" in result:
         job = result["job"]
         rows.append(("ran on", f"{job['runner']}; {len(job['groups'])} learner groups, "

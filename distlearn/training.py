@@ -307,4 +307,8 @@ def fit_summary(est: Any) -> dict[str, Any]:
         out["n_removed"] = int(getattr(est, "n_removed_", 0))
     if hasattr(est, "job_"):
         out["job"] = est.job_
+    taus = getattr(est, "taus_", None)
+    if taus is not None and len(taus) > 1:  # OBPM choosing tau: the value kept, every value's online errors
+        out["tau"] = float(est.tau_)
+        out["tau_online_errors"] = {f"{t:g}": int(e) for t, e in zip(taus, est.tau_online_errors_)}
     return out

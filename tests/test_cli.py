@@ -158,10 +158,26 @@ def test_train_in_process_json_and_saved_model(art_stores, tmp_path, capsys):
     np.testing.assert_array_equal(m.intercept_, est.intercept_)
     assert m.meta["estimator"] == "OBPM" and m.meta["params"]["tau"] == 0.4
     assert abs((1 - m.score(str(test))) - out["test_error"]) < 1e-12
+    assert "tau" not in out  # one tau given: nothing chosen
     # the human table
     assert main(["train", str(train), "--model", "alma", "--param", "alpha=0.9", "--epochs", "1"]) == 0
     text = capsys.readouterr().out
     assert "online error" in text and "ALMA" in text
+
+
+def test_train_obpm_defaults_report_the_tau_chosen(art_stores, capsys):
+    from distlearn import OBPM
+
+    train, _ = art_stores
+    assert main(["train", str(train), "--model", "obpm", "--epochs", "1", "--seed", "3", "--json", "--in-process"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    est = OBPM(epochs=1, random_state=3, scheduler="in-process").fit(str(train))  # the defaults: tau="auto"
+    assert out["tau"] == est.tau_
+    assert out["tau_online_errors"] == {f"{t:g}": int(e) for t, e in zip(est.taus_, est.tau_online_errors_)}
+    assert len(out["tau_online_errors"]) == 5 and min(out["tau_online_errors"].values()) == \
+        out["tau_online_errors"][f"{est.tau_:g}"]
+    assert main(["train", str(train), "--model", "obpm", "--epochs", "1", "--in-process"]) == 0
+    assert "chosen from the data" in capsys.readouterr().out
 
 
 def test_train_errors_exit_2(art_stores, capsys):
