@@ -136,3 +136,23 @@ def test_non_finite_weight_at_a_zero_feature():
     X[:, 3] = 0.0
     s, log = assert_dense_equals_csr("perceptron", {}, X, y, 3, dtype=np.float64, fit_intercept=True, state=s0)
     assert len(log.mistake) == len(y) and np.isinf(s.W[2]).all()
+
+
+@pytest.mark.parametrize("name", ["perceptron", "pa", "mira"])
+def test_paired_rows_reuse_the_next_rows_sums_only_when_nothing_moved(name):
+    """float64 dense rows are summed in pairs (the next row's margins come with this row's and
+    are reused when this row does not update).  Later epochs of a nearly separable problem
+    update rarely, so most rounds reuse the paired sums; runs of updates in between force the
+    recomputation.  Both must be the CSR kernel's bits, over an odd number of rows (the last
+    row has no partner) and in a permuted order."""
+    X, y = _data(7, n=201, d=41, K=5)
+    y = (X @ np.random.default_rng(3).normal(size=(41, 5))).argmax(axis=1).astype(np.int64)  # separable
+    state = None
+    moved = still = 0
+    for epoch in range(6):
+        order = np.random.default_rng(epoch).permutation(len(y))
+        state, log = assert_dense_equals_csr(name, {}, X, y, 5, dtype=np.float64, fit_intercept=True,
+                                             order=order, state=state)
+        moved += int(np.sum(log.updated))
+        still += int(np.sum(~np.asarray(log.updated, bool)))
+    assert moved > 50 and still > 50  # both kinds of round occurred, many times
