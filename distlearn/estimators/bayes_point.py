@@ -669,7 +669,9 @@ class OBPM(OnlineLinearClassifier):
                 tau=self._taus[0] if len(self._taus) == 1 else self._taus,
                 tau_block=None if len(self._taus) == 1 else self.n_estimators,
                 fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
-                n_learners=self._state.n_learners, groups=tuple(learner_groups(self._state.n_learners, G)),
+                n_learners=self._state.n_learners,
+                groups=tuple(learner_groups(self._state.n_learners, G, taus=np.repeat(self._taus, self.n_estimators)
+                                            if len(self._taus) > 1 else None)),
                 epochs=self.epochs,
                 shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
                 checkpoint=None if self.checkpoint is None else str(Path(self.checkpoint).resolve()))

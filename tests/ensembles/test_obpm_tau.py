@@ -153,3 +153,23 @@ def test_kernel_base_refuses_several_taus_and_takes_auto_as_the_papers_tau():
     assert auto.tau_ == 0.3
     np.testing.assert_array_equal(auto.dual_coef_, fixed.dual_coef_)
     np.testing.assert_array_equal(auto.support_vectors_, fixed.support_vectors_)
+
+
+def test_learner_groups_balance_the_cost_of_tau_groups():
+    from distlearn.ensembles.engine import UPDATE_COST, learner_groups
+
+    taus = np.repeat([0.05, 0.1, 0.2, 0.3, 0.5], 20)
+    cost = 1.0 + UPDATE_COST * taus
+    for g in (2, 3, 4, 7):
+        ranges = learner_groups(100, g, taus=taus)
+        assert len(ranges) == g and ranges[0][0] == 0 and ranges[-1][1] == 100
+        assert all(a < b and b == c for (a, b), (c, _) in zip(ranges, ranges[1:] + [(100, 0)]))  # contiguous
+        parts = [cost[a:b].sum() for a, b in ranges]
+        equal = [cost[a:b].sum() for a, b in learner_groups(100, g)]
+        assert max(parts) - min(parts) <= 2 * cost.max()        # as even as contiguous ranges allow
+        assert max(parts) < max(equal)                            # and better than equal counts
+    # equal taus: the equal-count split; more groups than learners: one each
+    assert learner_groups(100, 2, taus=np.full(100, 0.3)) == learner_groups(100, 2) == [(0, 50), (50, 100)]
+    assert learner_groups(3, 5, taus=[0.1, 0.2, 0.3]) == [(0, 1), (1, 2), (2, 3)]
+    with pytest.raises(ValueError, match="one value per learner"):
+        learner_groups(4, 2, taus=[0.1, 0.2])
