@@ -55,7 +55,10 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "demo":
         return subprocess.call([str(PY), "-m", "distlearn", "demo", *rest], cwd=ROOT)
-    return subprocess.call([str(PY), "-m", "pytest", *rest], cwd=ROOT)
+    # one test process per core (pytest-xdist), unless the caller chose (-n / -p no:xdist)
+    chose = any(a.startswith(("-n", "--numprocesses")) or a in ("no:xdist", "--collect-only") for a in rest)
+    par = [] if chose else ["-n", "auto"]
+    return subprocess.call([str(PY), "-m", "pytest", *par, *rest], cwd=ROOT)
 
 
 if __name__ == "__main__":
