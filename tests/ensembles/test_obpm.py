@@ -127,6 +127,32 @@ def test_members_match_for_dense_and_csr_input():
     assert np.array_equal(a.W, b.W) and np.array_equal(ma, mb)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("acc_mode", [EK.ACC_NONE, EK.ACC_ENSEMBLE, EK.ACC_MEMBERS])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_perceptron_kernel_equals_the_general_kernel(dtype, acc_mode, fit_intercept, monkeypatch):
+    """The pass compiled for the perceptron (engine's choice) and the general pass give the
+    same weights, running sums and per-round outputs, bit for bit, over two tau groups."""
+    X, y = _data(n=400, d=15, seed=4, density=0.4)
+    rule = make_rule("perceptron")
+    assert EK.obpm_kernel(rule.code) is EK._obpm_csr_perceptron
+    assert EK.obpm_kernel(make_rule("pa").code) is EK._obpm_csr
+    runs = []
+    for kern in (EK._obpm_csr_perceptron, EK._obpm_csr):
+        monkeypatch.setattr(EK, "obpm_kernel", lambda code, k=kern: k)
+        ens = init_ensemble(X.shape[1], 6, 1, dtype=dtype, running_sum=acc_mode != EK.ACC_NONE)
+        out = [learn_ensemble_chunk(rule, ens, X, y, np.arange(len(y)), seed=2, tau=(0.3, 0.6), tau_block=3,
+                                    epoch=e, order=np.random.default_rng(e).permutation(len(y)),
+                                    fit_intercept=fit_intercept, acc_mode=acc_mode, groups=2) for e in range(2)]
+        runs.append((ens, out))
+    (a, oa), (b, ob) = runs
+    assert int(a.n_updates.sum()) > 50  # the members did learn
+    for name in ("W", "scale", "n_updates", "member_rounds", "accP", "accq"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for (ma, ua), (mb, ub) in zip(oa, ob):
+        assert np.array_equal(ma, mb) and np.array_equal(ua, ub)
+
+
 # ------------------------------------------------------------ invariance
 
 
