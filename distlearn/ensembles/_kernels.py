@@ -131,7 +131,7 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     mloc = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
-    active = np.zeros(n_learn, dtype=np.bool_)
+    act = np.zeros(n_learn + 1, dtype=np.int64)
     # this round's updates: column, margin (after any rescale), step, projection,
     # step in stored units, running-sum correction
     ucol = np.zeros(n_cols, dtype=np.int64)
@@ -150,17 +150,20 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
         kt = _fold(key_epoch, np.uint64(tids[r]))
         g_prev = -1
         word = np.uint64(0)
+        na = 0  # the learners shown this row: act[:na], in order (no branch per learner)
         for i in range(n_learn):
             j = draw[i]
             if thr[i] > _LOW32:
-                active[i] = True
+                act[na] = i
+                na += 1
                 continue
             g = j >> 1
             if g != g_prev:
                 word = _mix(kt + np.uint64(g + 1) * _GOLDEN)
                 g_prev = g
             bits = (word >> _S32) if (j & 1) else (word & _LOW32)
-            active[i] = bits < thr[i]
+            act[na] = i
+            na += 1 if bits < thr[i] else 0
         # prefetch, in stages (see _prefetch and the single-learner _learn_csr):
         # the offsets and label of round ii + 2A, the values and indices of round
         # ii + A (offsets now cached), and the weight lines of round ii + _W_AHEAD
@@ -240,12 +243,11 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
         # learner), then each column's norm, projection and bookkeeping.
         # Columns are independent, so each sees the single-learner order.
         nu = 0
-        for i in range(n_learn):
-            if acc_mode == 1:
-                for k in range(K):
-                    accq[c0 + i * K + k] += scale[c0 + i * K + k]
-            if not active[i]:
-                continue
+        if acc_mode == 1:
+            for c in range(c0, c1):
+                accq[c] += scale[c]
+        for a in range(na):
+            i = act[a]
             member_rounds[j0 + i] += 1
             if acc_mode == 2:
                 for k in range(K):
