@@ -196,7 +196,9 @@ def learn_ensemble_chunk(
         Xc = Xc.copy()
         Xc.sum_duplicates()
     data = Xc.data if Xc.data.dtype == dt else Xc.data.astype(dt)
-    indptr, indices = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64)
+    indptr, indices = Xc.indptr, Xc.indices  # int32 as scipy gives them: no copy, half the index bytes
+    if indptr.dtype != indices.dtype:
+        indptr, indices = indptr.astype(np.int64), indices.astype(np.int64)
     key = np.uint64(rng.epoch_key(seed, epoch))
     multi = isinstance(tau, (tuple, list, np.ndarray))
     taus = tuple(float(t) for t in tau) if multi else (float(tau),)
