@@ -126,7 +126,7 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     n_learn = n_cols // K
     need_norm = rule == GENERALIZED or rule == MARGIN or rule == ALMA or rule == ROMMA or rule == AGGRESSIVE_ROMMA
     native = rule >= FIRST_NATIVE
-    acc = np.zeros(n_cols, dtype=np.float64)
+    acc = np.zeros(n_cols, dtype=W.dtype)  # margins summed in the weights' dtype, as the base learner's
     m = np.zeros(n_cols, dtype=np.float64)
     mloc = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)

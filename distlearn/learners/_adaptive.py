@@ -116,6 +116,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     w = W.reshape(W.shape[0] * K)
     a = A.reshape(A.shape[0] * K)
     m = np.zeros(K, dtype=np.float64)
+    zero = w.dtype.type(0)
     acc_on = accq.shape[0] > 0
     acc_start = acc_cfg[0]
     acc_cut = acc_cfg[1]
@@ -150,7 +151,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
         nx = 0.0
         npend = 0
         for k in range(K):
-            s = 0.0
+            s = zero  # summed in the weights' dtype, as every margin is
             if nag and k == 0:
                 for jj in range(lo, hi):
                     x = data[jj]
@@ -168,10 +169,11 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             else:
                 for jj in range(lo, hi):
                     s += w[indices[jj] * K + k] * data[jj]
+            mk = np.float64(s)
             if fit_intercept:
-                s = s + w[d * K + k] * bias
-            m[k] = s
-            finite = finite and math.isfinite(s)
+                mk = mk + w[d * K + k] * bias
+            m[k] = mk
+            finite = finite and math.isfinite(mk)
         if not finite:
             return ii
         if acc_on:
@@ -259,12 +261,13 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             T[1] += nx
             if resc:
                 for k in range(K):
-                    s = 0.0
+                    s = zero
                     for jj in range(lo, hi):
                         s += w[indices[jj] * K + k] * data[jj]
+                    mk = np.float64(s)
                     if fit_intercept:
-                        s = s + w[d * K + k] * bias
-                    m[k] = s
+                        mk = mk + w[d * K + k] * bias
+                    m[k] = mk
             upd = resc
             if T[1] > 0.0:
                 c = p[0] * math.sqrt(t / T[1])

@@ -412,9 +412,10 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
     """acc[k] = sum_j w[j, k] x_j for every column: one sequential sum per column
     (so each equals a one-column margin bit for bit), held in registers for
     groups of 8, 4, 2 and 1 columns -- the group's sums overlap each other."""
+    z = w.dtype.type(0)  # the sums in the weights' dtype (float32 sums float32 products)
     k0 = 0
     while k0 + 8 <= K:
-        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = z
         for jj in range(lo, hi):
             b = ix[jj] * K + k0
             xv = vx[jj]
@@ -436,7 +437,7 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
         acc[k0 + 7] = a7
         k0 += 8
     if k0 + 4 <= K:
-        a0 = a1 = a2 = a3 = 0.0
+        a0 = a1 = a2 = a3 = z
         for jj in range(lo, hi):
             b = ix[jj] * K + k0
             xv = vx[jj]
@@ -450,7 +451,7 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
         acc[k0 + 3] = a3
         k0 += 4
     if k0 + 2 <= K:
-        a0 = a1 = 0.0
+        a0 = a1 = z
         for jj in range(lo, hi):
             b = ix[jj] * K + k0
             xv = vx[jj]
@@ -460,7 +461,7 @@ def _margins_multi(w, ix, vx, lo, hi, K, acc):
         acc[k0 + 1] = a1
         k0 += 2
     if k0 < K:
-        a0 = 0.0
+        a0 = z
         for jj in range(lo, hi):
             a0 += w[ix[jj] * K + k0] * vx[jj]
         acc[k0] = a0
@@ -599,7 +600,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                     accq[k] += scale[k]
                 acc_cfg[3] += 1
         if binary:
-            a = 0.0
+            a = w.dtype.type(0)  # summed in the weights' dtype, like every margin
             for jj in range(lo, hi):
                 a += w[indices[jj]] * data[jj]
             s0 = scale[0]
@@ -752,7 +753,7 @@ def _margins_nonzero(w, K, xf, lo, d, acc):
     a dense margin is not finite: a zero feature times a non-finite weight is NaN in the
     dense sum but absent from the sparse one."""
     for k in range(K):
-        a = 0.0
+        a = w.dtype.type(0)
         for j in range(d):
             v = xf[lo + j]
             if v != 0:

@@ -4,7 +4,7 @@ numba leaves LLVM's SLP vectoriser off and will not keep a runtime number of
 accumulators in registers, so a margin loop written in Python either stays
 scalar or keeps its sums in memory.  These intrinsics emit the loop directly:
 the sums of up to ``4 * NG`` output columns live in ``NG`` vector registers of
-4 float64 lanes, and every step is *lane-wise* -- lane ``c`` computes exactly
+4 lanes (of W's dtype), and every step is *lane-wise* -- lane ``c`` computes exactly
 the sequential sum of its own column, in the same order and with the same
 roundings as the scalar loop it replaces (IEEE arithmetic is the same in a
 vector lane; nothing is reassociated, nothing is fused into an FMA).
@@ -94,8 +94,8 @@ def _margins_codegen(NG: int, R: int):
         bty = ir.VectorType(et, SKIP)
         left = builder.sub(Kv, k0v)
         masks = [_lane_mask(builder, left, _I64(g * LANES)) for g in range(NG)]
-        zero = ir.Constant(dvty, [0.0] * LANES)
-        # promoted to registers: accs[r][g] holds lanes 4g .. 4g + 3 of row r
+        zero = ir.Constant(vty, [0.0] * LANES)
+        # promoted to registers: accs[r][g] holds lanes 4g .. 4g + 3 of row r, in W's dtype
         accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(NG)] for _ in range(R)]
 
         def step(j, xvs):
@@ -105,8 +105,6 @@ def _margins_codegen(NG: int, R: int):
                 wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(g * LANES))]), vty, masks[g])
                 for r in range(R):
                     prod = builder.fmul(wv, xss[r])
-                    if et != _F64:
-                        prod = builder.fpext(prod, dvty)
                     builder.store(builder.fadd(builder.load(accs[r][g]), prod), accs[r][g])
 
         nb = builder.sdiv(dv, _I64(SKIP))
@@ -128,7 +126,10 @@ def _margins_codegen(NG: int, R: int):
             step(j, [builder.load(builder.gep(xa.data, [builder.add(lo, j)])) for lo in los])
         for r in range(R):
             for g in range(NG):
-                _masked_store(builder, builder.load(accs[r][g]),
+                sums = builder.load(accs[r][g])
+                if et != _F64:
+                    sums = builder.fpext(sums, dvty)  # exact: the sum arrays are float64
+                _masked_store(builder, sums,
                               builder.gep(outs[r].data, [builder.add(k0v, _I64(g * LANES))]), masks[g])
         return context.get_dummy_value()
 
@@ -145,8 +146,8 @@ def _make_dense_margins(NG: int):
     @intrinsic
     def dense_margins(typingctx, w, K, k0, xf, lo, d, acc):
         """``acc[k0 + c] = sum_j w[j * K + k0 + c] * xf[lo + j]`` over ``j = 0 .. d - 1`` in order,
-        for the columns ``c < min(4 * NG, K - k0)``: each a sequential sum from +0.0, the product
-        in the arrays' dtype, the sum in float64 -- the scalar loop's value bit for bit.
+        for the columns ``c < min(4 * NG, K - k0)``: each a sequential sum from +0.0, products and
+        sums in the arrays' dtype (stored widened to float64) -- the scalar loop's value bit for bit.
 
         The zeros of the row are summed too, which changes nothing: a zero feature's term is
         ``w * 0 = +-0``, and adding +-0 leaves any sum that started at +0.0 as it was (such a sum

@@ -280,7 +280,8 @@ def learn_chunk(
         From :func:`make_rule`.
     state : LinearState
         From :func:`init_state`; its dtype decides the arithmetic of the stored weights
-        (margins are always accumulated in float64).
+        (a margin's products and sum are in that dtype, its scale, the steps and the norms
+        in float64).
     X : ndarray of shape (n_rows, n_features) or scipy.sparse CSR matrix
         Values of the weights' dtype are used without a copy.
     y : array of int

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from distlearn.learners import RoundLog, copy_state, init_state, learn_chunk, make_rule, state_coef
+from distlearn.learners.adaptive import init_adaptive_state, make_adaptive_rule
 from distlearn.learners.linear import row_sqnorms
 from tests.naive import mira_qp, naive_run, sparse_row
 
@@ -434,6 +435,29 @@ def test_float32_state_close_to_float64(name, params, K):
     # Float32 rounding may flip a decision on a near-tie, not more than that.
     assert (l32.mistake != l64.mistake).sum() <= 3
     assert (l32.updated != l64.updated).sum() <= 3
+
+
+@pytest.mark.parametrize("K", [1, 3])
+@pytest.mark.parametrize("layout", ["csr", "dense"])
+@pytest.mark.parametrize("rule", ["perceptron", "pa", "arow", "nag"])
+def test_float32_margins_are_float32_sums(K, layout, rule):
+    """What float32 means: each product w_j x_j and the running sum of a margin are float32
+    (steps, norms and scales stay float64).  1 + 2**-25 + 2**-25 is 1 in float32 (each
+    addend is below half an ulp) and 1 + 2**-24 in float64; the round's hinge shows which."""
+    d = 8
+    x = np.zeros((1, d))
+    x[0, :3] = 1.0
+    col = np.zeros(d)
+    col[:3] = [1.0, 2.0**-25, 2.0**-25]
+    for dtype, margin in ((np.float32, 1.0), (np.float64, 1.0 + 2.0**-24)):
+        if rule in ("arow", "nag"):
+            r, st = make_adaptive_rule(rule), init_adaptive_state(rule, d, K, dtype=dtype)
+        else:
+            r, st = make_rule(rule), init_state(d, K, dtype=dtype)
+        st.W[:d, K - 1] = col  # y = 0: for K = 1 the row is negative, for K = 3 column 2 is the rival
+        X = sp.csr_matrix(x) if layout == "csr" else x
+        log = learn_chunk(r, st, X, np.array([0]))
+        assert log.hinge[0] == 1.0 + margin, (dtype, log.hinge[0])
 
 
 def test_float32_state_exact_for_integer_perceptron():
