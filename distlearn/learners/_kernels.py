@@ -365,6 +365,29 @@ def _rescale(W, scale, sqnorm, k, c, mk, accP, accq):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit_intercept, bias, accP, accq):
+    """Column ``k``'s bookkeeping after its step ``u`` on the row ``vx[lo:hi]`` (``mk``: its
+    margin after any rescale): ``||w_k||^2`` for the rules that read it, the projection
+    (``project``) w_k <- w_k / max(1, ||w_k||), the scale folded into W when extreme, and
+    the running sum rebased.  Shared by :func:`_apply` and :func:`_apply_dense`."""
+    if u != 0.0 and need_norm:
+        if xsq < 0.0:
+            xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+        sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
+        sqnorm[k] = sq if sq > 0.0 else 0.0
+    if project:
+        nrm = math.sqrt(sqnorm[k])
+        if nrm > 1.0:
+            scale[k] /= nrm
+            sqnorm[k] = sqnorm[k] / (nrm * nrm)
+    sk = abs(scale[k])
+    if sk < _TINY or sk > _HUGE:
+        _fold_scale(W, scale, k, accq)
+    if accq.shape[0]:
+        _check_rebase(W, scale, k, accP, accq)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
            fit_intercept, bias, accP, accq):
     """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
@@ -390,21 +413,7 @@ def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
                     w[ix[jj] * K + k] += vx[jj] * inv
             if fit_intercept:
                 w[d * K + k] += bias * inv
-        if need_norm:
-            if xsq < 0.0:
-                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
-            sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
-            sqnorm[k] = sq if sq > 0.0 else 0.0
-    if project:
-        nrm = math.sqrt(sqnorm[k])
-        if nrm > 1.0:
-            scale[k] /= nrm
-            sqnorm[k] = sqnorm[k] / (nrm * nrm)
-    sk = abs(scale[k])
-    if sk < _TINY or sk > _HUGE:
-        _fold_scale(W, scale, k, accq)
-    if accq.shape[0]:
-        _check_rebase(W, scale, k, accP, accq)
+    _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit_intercept, bias, accP, accq)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -793,21 +802,8 @@ def _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, n
                 w[b] = new if v != 0 else old
             if fit_intercept:
                 w[d * K + k] += bias * inv
-        if need_norm:
-            if xsq < 0.0:
-                xsq = _sqnorm(xf, lo, lo + d, fit_intercept, bias)
-            sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
-            sqnorm[k] = sq if sq > 0.0 else 0.0
-    if project:
-        nrm = math.sqrt(sqnorm[k])
-        if nrm > 1.0:
-            scale[k] /= nrm
-            sqnorm[k] = sqnorm[k] / (nrm * nrm)
-    sk = abs(scale[k])
-    if sk < _TINY or sk > _HUGE:
-        _fold_scale(W, scale, k, accq)
-    if accq.shape[0]:
-        _check_rebase(W, scale, k, accP, accq)
+    _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, xf, lo, lo + d, fit_intercept, bias,
+            accP, accq)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
