@@ -284,7 +284,7 @@ class OBPM(OnlineLinearClassifier):
     fit_intercept : bool, default=True
         A bias, as an extra constant feature (the paper's footnote).
     dtype : {"float64", "float32"}, default="float64"
-        Storage type of the weights (margins accumulate in float64).
+        Storage type of the weights; a margin is summed in it, the steps and scales in float64.
     scheduler : None, str or distributed.Client, default=None
         Where ``fit`` on a *store* runs (arrays always train in this process),
         as everywhere in distlearn (:func:`distlearn.distributed.executor_for`):

@@ -43,8 +43,8 @@ summed round, and every change of a weight, ``W[j, k]: a -> b``, adds
 ``-q (b - a)`` to ``P[j, k]`` (the change actually stored, so float32 weights
 keep the sum exact too).  The scale is never changed by these rules.
 
-Margins are sequential float64 sums in the row's index order, the bias feature
-last, as in :mod:`._kernels`; the statistics (``A``, ``s``, ``T``) are float64
+Margins are sequential sums in the row's index order, in the weights' dtype (widened to
+float64 before the bias feature is added last), as in :mod:`._kernels`; the statistics (``A``, ``s``, ``T``) are float64
 whatever the weights' dtype.
 """
 
