@@ -3,17 +3,24 @@
 Layout of a checkpoint directory ``ckpt.zarr``::
 
     ckpt.zarr/                 zarr group; attrs["distlearn_checkpoint"] = {format, job fingerprint}
-      e0001-s00003/g0000/      zarr group: one learner group's state after epoch 1, segment 3
-      e0001-s00003/g0001/      (written by the task that computed it, under a temporary
-      ...                       name, then renamed: a part is whole or absent)
+      e0001-s00003/g0000/      zarr group: one learner group's state after epoch 1, segment 3,
+      e0001-s00003/g0001/      with its manifest.json (sha256 and size of every file of the part,
+      ...                      shape and dtype of every array); written by the task that computed
+                               it under a temporary name, then renamed: a part is whole or absent
+      e0001-s00003/cut.json    the cut's record, written by the driver once every group's part and
+                               the segment's progressive-error count are done: {epoch, segment,
+                               counters, parts: every part's manifest}
       latest.json              the last *complete* cut: {epoch, segment, counters}, replaced
-                               atomically by the driver once every group's part of that
-                               cut and its progressive-error count are done
+                               atomically after cut.json
 
-Resuming reads ``latest.json`` and starts each group's task chain from its
-part of that cut; parts of later, incomplete cuts are ignored (and rewritten
-bit for bit by the resumed run).  Older cuts are deleted once a newer one is
-complete, so a checkpoint holds about one model's worth of state.
+Resuming (:func:`prepare` with ``resume=True``) verifies the newest complete cut against its
+record (every file present, of its size and sha256; one part per learner group), and starts each
+group's task chain from its part of that cut; :func:`read_part` checks the part again where it is
+read (a worker may see other storage).  A damaged cut is refused: the job resumes from the previous
+complete cut if that one is intact, saying so in one line on stderr, or stops in one line that says
+to start over without ``--resume``.  Parts of later cuts are removed before the resumed run
+rewrites them bit for bit.  The two newest complete cuts are kept, older ones are deleted, so a
+checkpoint holds about two models' worth of state.
 
 Workers write their parts themselves, so the directory must be on storage
 every worker and the client can reach (as the data store already is).
@@ -21,9 +28,11 @@ every worker and the client can reach (as the data store already is).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,7 +41,7 @@ import numpy as np
 
 from ..ensembles import EnsembleState
 
-FORMAT = 1
+FORMAT = 2  #: 2: parts carry a manifest, cuts a record (cut.json); format 1 cannot be verified
 _ATTR = "distlearn_checkpoint"
 _FIELDS = ("W", "scale", "sqnorm", "n_updates", "member_rounds", "n_rounds", "accP", "accq")
 
@@ -71,7 +80,8 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
         if resume:
             meta = dict(zarr.open_group(str(p), mode="r").attrs[_ATTR])
             if meta.get("format") != FORMAT:
-                raise CheckpointError(f"checkpoint {p} has format {meta.get('format')}, this distlearn writes {FORMAT}")
+                raise CheckpointError(f"checkpoint {p} has format {meta.get('format')}, this distlearn writes {FORMAT} "
+                                      "(and verifies before resuming); start over without --resume (resume=False)")
             old = meta["fingerprint"]
             diff = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != _jsonable(fingerprint.get(k)))
             if diff:
@@ -79,7 +89,7 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
                                  for k in diff[:4])
                 raise CheckpointError(f"checkpoint {p} belongs to a different job ({show}); "
                                       "use another checkpoint path or resume=False to start over")
-            return latest(p)
+            return resume_point(p, len(fingerprint.get("groups") or []) or None)
         shutil.rmtree(p)
     root = zarr.open_group(str(p), mode="w")
     root.attrs[_ATTR] = {"format": FORMAT, "fingerprint": _jsonable(fingerprint)}
@@ -91,7 +101,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def latest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The last complete cut, or ``None``."""
+    """The last complete cut as recorded (not verified: :func:`resume_point` verifies), or ``None``."""
     f = Path(path) / "latest.json"
     if not f.exists():
         return None
@@ -99,6 +109,126 @@ def latest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return json.loads(f.read_text())
     except ValueError as exc:
         raise CheckpointError(f"{f}: not valid JSON ({exc}); the checkpoint is damaged") from exc
+
+
+_MANIFEST = "manifest.json"
+_RECORD = "cut.json"
+
+
+def _write_json(f: Path, obj: Any) -> None:
+    tmp = f.with_name(f".{f.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, f)
+
+
+def _sha256(f: Path) -> str:
+    h = hashlib.sha256()
+    with open(f, "rb") as r:
+        for piece in iter(lambda: r.read(1 << 20), b""):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def _file_digests(part: Path) -> dict[str, dict[str, Any]]:
+    """sha256 and size of every file of a part (its manifest aside), by path inside the part."""
+    return {f.relative_to(part).as_posix(): {"sha256": _sha256(f), "bytes": f.stat().st_size}
+            for f in sorted(part.rglob("*")) if f.is_file() and f.name != _MANIFEST}
+
+
+def _check_part(part: Path, manifest: Any) -> str | None:
+    """What is wrong with a part against its manifest (None: every file present, same size and bytes)."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        return f"{part.name}: no manifest"
+    for rel, want in files.items():
+        f = part / rel
+        if not f.is_file():
+            return f"{part.name}/{rel} is missing"
+        if f.stat().st_size != want.get("bytes") or _sha256(f) != want.get("sha256"):
+            return f"{part.name}/{rel} has changed (size or sha256 differs from the manifest)"
+    return None
+
+
+def _record(cut: Path) -> dict[str, Any] | None:
+    try:
+        rec = json.loads((cut / _RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def check_cut(path: str | os.PathLike[str], name: str, n_groups: int | None = None) -> str | None:
+    """Verify cut ``name`` against its record: ``None`` if intact, else what is damaged (one phrase)."""
+    cut = Path(path) / name
+    rec = _record(cut)
+    if rec is None:
+        return f"{_RECORD} is missing or not valid JSON"
+    parts = rec.get("parts")
+    if not isinstance(parts, dict) or not parts:
+        return f"{_RECORD} lists no parts"
+    if n_groups is not None and sorted(parts) != [f"g{g:04d}" for g in range(n_groups)]:
+        return f"{_RECORD} lists parts {sorted(parts)}, the job has {n_groups} learner groups"
+    if _cut(rec.get("epoch", -1), rec.get("segment", -1)) != name:
+        return f"{_RECORD} names another cut"
+    try:
+        for g, manifest in sorted(parts.items()):
+            why = _check_part(cut / g, manifest)
+            if why is not None:
+                return why
+    except (AttributeError, TypeError, ValueError, OSError) as exc:
+        return f"{_RECORD} is malformed or a file cannot be read ({exc})"
+    return None
+
+
+def _complete_cuts(p: Path) -> list[str]:
+    """The cuts with a record, newest first."""
+    return sorted((d.name for d in p.iterdir() if d.is_dir() and d.name.startswith("e") and (d / _RECORD).is_file()),
+                  reverse=True)
+
+
+def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> dict[str, Any] | None:
+    """The newest *intact* complete cut ``{"epoch", "segment", "counters"}`` to resume from.
+
+    Each complete cut, newest first, is verified against its record (:func:`check_cut`); a damaged
+    one is passed over with one line on stderr naming it and the cut used instead.  Cuts after the
+    one chosen (damaged, or incomplete) are removed: the resumed run writes them again.  ``None``
+    when nothing was ever completed; :class:`CheckpointError` when no complete cut is intact.
+    """
+    p = Path(path)
+    damaged: list[tuple[str, str]] = []
+    try:
+        pointer = latest(p)
+    except CheckpointError:
+        pointer = None
+        damaged.append(("latest.json", "not valid JSON"))
+    cuts = _complete_cuts(p)
+    if pointer is None and not cuts and not damaged:
+        return None
+    if isinstance(pointer, dict):
+        named = _cut(pointer.get("epoch", -1), pointer.get("segment", -1))
+        if named not in cuts:
+            damaged.append((f"cut {named}", f"{_RECORD} is missing"))
+    for name in cuts:
+        why = check_cut(p, name, n_groups)
+        if why is None:
+            break
+        damaged.append((f"cut {name}", why))
+    else:
+        what = "; ".join(f"{n}: {w}" for n, w in damaged[:3])
+        raise CheckpointError(f"checkpoint {p}: no intact cut to resume from ({what}); start over without "
+                              "--resume (resume=False)")
+    rec = _record(p / name)
+    assert rec is not None
+    if damaged:
+        print(f"distlearn: checkpoint {p}: {damaged[0][0]} is damaged ({damaged[0][1]}); resuming from cut "
+              f"{name}, the newest intact complete cut", file=sys.stderr)
+    for d in p.iterdir():  # later cuts: damaged or incomplete, and rewritten by the resumed run
+        if d.is_dir() and d.name.startswith("e") and d.name > name:
+            shutil.rmtree(d)
+    out = {"epoch": int(rec["epoch"]), "segment": int(rec["segment"]), "counters": rec.get("counters", {})}
+    if damaged:
+        _write_json(p / "latest.json", out)
+    return out
 
 
 def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, state: Any) -> None:
@@ -118,6 +248,10 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
         if a.size:
             arr[...] = a
     grp.attrs["complete"] = True
+    manifest = {"files": _file_digests(tmp),
+                "arrays": {name: {"shape": list(np.shape(getattr(state, name))),
+                                  "dtype": np.asarray(getattr(state, name)).dtype.str} for name in _FIELDS}}
+    _write_json(tmp / _MANIFEST, manifest)
     try:
         if final.exists():  # a retried task: the same bits, keep the first copy
             shutil.rmtree(tmp)
@@ -131,28 +265,64 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
 
 
 def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) -> EnsembleState:
-    """Learner group ``g``'s state saved after (epoch, segment)."""
+    """Learner group ``g``'s state saved after (epoch, segment), checked against the cut's record
+    where it is read: every file of its size and sha256, every array of its shape and dtype."""
     import zarr
 
-    part = Path(path) / _cut(epoch, segment) / f"g{int(g):04d}"
+    cut = Path(path) / _cut(epoch, segment)
+    part = cut / f"g{int(g):04d}"
+    rec = _record(cut)
+    manifest = (rec.get("parts") or {}).get(part.name) if rec is not None else None
+    if manifest is None:
+        raise CheckpointError(f"{part}: not in the record of a complete cut ({cut / _RECORD}); the checkpoint is "
+                              "damaged: start over without --resume (resume=False)")
+    why = _check_part(part, manifest)
+    if why is not None:
+        raise CheckpointError(f"{cut}: {why}; the checkpoint is damaged: start over without --resume (resume=False)")
     try:
         grp = zarr.open_group(str(part), mode="r")
-        if not grp.attrs.get("complete"):
-            raise CheckpointError(f"{part}: incomplete part")
         arrays = [np.asarray(grp[name][...]) for name in _FIELDS]
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{part}: missing from a cut marked complete; the checkpoint is damaged") from exc
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise CheckpointError(f"{part}: cannot be read ({exc}); the checkpoint is damaged") from None
+    for name, a in zip(_FIELDS, arrays):
+        want = manifest.get("arrays", {}).get(name, {})
+        if list(a.shape) != want.get("shape") or a.dtype.str != want.get("dtype"):
+            raise CheckpointError(f"{part}/{name}: {a.dtype.str} {a.shape}, its manifest says {want.get('dtype')} "
+                                  f"{want.get('shape')}; the checkpoint is damaged")
     return EnsembleState(*arrays)
 
 
 def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counters: dict[str, Any]) -> None:
-    """Record (epoch, segment) as the last complete cut, then delete older cuts."""
+    """Record (epoch, segment) as the last complete cut (its record with every part's manifest,
+    then ``latest.json``), then delete the cuts older than the previous complete one."""
     p = Path(path)
+    name = _cut(epoch, segment)
+    cut = p / name
+    parts: dict[str, Any] = {}
+    for d in sorted(cut.glob("g[0-9][0-9][0-9][0-9]")):
+        try:
+            parts[d.name] = json.loads((d / _MANIFEST).read_text())
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{d}: its manifest cannot be read ({exc}); the checkpoint directory must be on "
+                                  "storage every worker and the client share") from None
+    groups = _fingerprint(p).get("groups")
+    want = [f"g{g:04d}" for g in range(len(groups))] if isinstance(groups, list) and groups else None
+    if want is not None and sorted(parts) != want:
+        raise CheckpointError(f"{cut}: parts {sorted(parts)} where the job writes {len(want)}; the checkpoint "
+                              "directory must be on storage every worker and the client share")
     rec = {"epoch": int(epoch), "segment": int(segment), "counters": _jsonable(counters)}
-    tmp = p / f".latest.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.write_text(json.dumps(rec))
-    os.replace(tmp, p / "latest.json")
-    keep = _cut(epoch, segment)
-    for d in p.iterdir():
-        if d.is_dir() and d.name.startswith("e") and d.name < keep:
-            shutil.rmtree(d, ignore_errors=True)
+    _write_json(cut / _RECORD, {**rec, "parts": parts})
+    _write_json(p / "latest.json", rec)
+    complete = [c for c in _complete_cuts(p) if c <= name]
+    if len(complete) >= 2:
+        for d in p.iterdir():
+            if d.is_dir() and d.name.startswith("e") and d.name < complete[1]:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _fingerprint(p: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((p / "zarr.json").read_text())
+        return dict(meta["attributes"][_ATTR]["fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}

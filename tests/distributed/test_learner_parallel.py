@@ -116,9 +116,9 @@ def test_checkpoint_resume_in_process(store, reference, tmp_path):
     assert more.online_errors_ == first.online_errors_  # epoch 0 counters come from the checkpoint
     fresh = _obpm(learner_groups=2, checkpoint_every=8).fit(store)  # same groups: same margin rounding
     assert np.array_equal(more.epoch_online_errors_, fresh.epoch_online_errors_)
-    # only the newest cut is kept
+    # the newest cut and the previous complete one (resume falls back to it if the newest is damaged) are kept
     cuts = sorted(d.name for d in ck.iterdir() if d.is_dir())
-    assert cuts == ["e0001-s00007"]
+    assert cuts == ["e0001-s00006", "e0001-s00007"]
 
 
 def test_resume_refuses_another_job(store, tmp_path):
