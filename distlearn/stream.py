@@ -206,10 +206,12 @@ def coerce(X: Any, dtype: Any) -> Any:
 
 
 def read_block(ds: Dataset, b: int) -> Any:
-    """Block ``b`` of ``ds``; a failure to read it names the store and the block."""
+    """Block ``b`` of ``ds``, checked (:meth:`Dataset.read_rows`: every chunk present and intact,
+    the store not replaced since it was opened, indices in range and sorted, values and labels
+    finite); a failure to read it is one :class:`StoreError` line naming the store and the block."""
     try:
         return ds.read_block(int(b))
-    except (IndexError, KeyboardInterrupt):
+    except (IndexError, KeyboardInterrupt, StoreError):
         raise
     except Exception as exc:  # a corrupt or missing chunk: one line naming the store, block and rows
         lo, hi = (int(v) for v in ds.block_bounds[int(b):int(b) + 2])

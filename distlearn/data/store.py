@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import os
 import shutil
 import socket
@@ -43,9 +44,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 import zarr
+from numba import njit
+from zarr.codecs import Crc32cCodec
+from zarr.storage import LocalStore
 
 from .._version import __version__
-from .._config import MAX_CLASSES, NNZ_CHUNK, STORE_FORMAT_VERSION, default_block_rows
+from .._config import MAX_CLASSES, NNZ_CHUNK, NUMBA_FLAGS, STORE_FORMAT_VERSION, default_block_rows
 
 __all__ = [
     "Block",
@@ -93,10 +97,26 @@ def array_codec(array: Any) -> str:
         elif name == "blosc":
             cname = getattr(c, "cname", "")
             names.append(f"blosc-{getattr(cname, 'value', cname)}")
-        else:
+        elif name != "crc32c":  # the checksum of every chunk (meta["integrity"]), not a compression
             names.append(name)
     return "+".join(names) or "none"
 _DTYPES = {"float32": np.float32, "float64": np.float64}
+#: Largest chunk a compressor takes (Blosc: 2**31 - 1 bytes, less its header).
+_MAX_CHUNK_BYTES = 2**31 - 2**20
+
+
+def _memory_budget() -> int:
+    """A quarter of this machine's memory: the most the rows held for one block may take."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 4
+    except (ValueError, OSError, AttributeError):
+        return 2 << 30
+
+
+def _nbytes(X: Any) -> int:
+    if sp.issparse(X):
+        return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+    return int(np.asarray(X).nbytes)
 _PARTIAL = ".partial-"
 
 
@@ -234,7 +254,10 @@ class DatasetWriter:
         Replace an existing store at ``path`` (only once the new one is whole).
     codec : str, default=None
         The compression of the arrays, one of :data:`CODECS` (default :data:`DEFAULT_CODEC`);
-        recorded in the metadata as ``codec``.
+        recorded in the metadata as ``codec``.  Every chunk also carries a crc32c checksum.
+    allow_underflow : bool, default=False
+        Store non-zero values that become 0 in ``dtype`` (float32 below about 1e-45) as 0.  By
+        default such a value is refused in one line that says how many there are.
     """
 
     def __init__(
@@ -250,6 +273,7 @@ class DatasetWriter:
         overwrite: bool = False,
         nnz_chunk: int = NNZ_CHUNK,
         codec: str | None = None,
+        allow_underflow: bool = False,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
@@ -293,30 +317,45 @@ class DatasetWriter:
         #: Names of the label values (``{"0": "CCAT", ...}``), stored in the metadata when set.
         self.label_names: dict[str, str] | None = None
 
+        # Every chunk ends with its crc32c checksum (a flipped byte is a decode error), every chunk
+        # is written (even one equal to the fill value), and the fill values are invalid data (NaN
+        # values and labels, -1 indices and pointers): a chunk that goes missing can never be read
+        # as plausible data, even by a reader that does not look for it (meta["integrity"]).
+        self._comp = [*(comp or []), Crc32cCodec()]
+        self._nnz_chunk = int(nnz_chunk)
+        self.allow_underflow = bool(allow_underflow)
+        self._arrays = False  # created at the first block, their chunks cut to the rows present
+
+    def _array(self, group: zarr.Group, name: str, shape: tuple[int, ...], chunks: tuple[int, ...],
+               dtype: Any) -> Any:
+        dt = np.dtype(dtype)
+        return group.create_array(name, shape=shape, chunks=chunks, dtype=dt, compressors=self._comp,
+                                  fill_value=np.nan if dt.kind == "f" else -1,
+                                  config={"write_empty_chunks": True})
+
+    def _create_arrays(self, rows: int) -> None:
+        """The arrays, at the first block (of ``rows`` rows: ``block_rows``, or all the rows there are
+        when fewer), so that a ``block_rows`` larger than the data never sizes a chunk buffer."""
+        rows = min(self.block_rows, rows)
+        per_row = 8 * (2 if self.layout == "csr" else 1) + (self.dtype.itemsize * self.n_features
+                                                          if self.layout == "dense" else 0)
+        if rows * max(8, per_row - 8) > _MAX_CHUNK_BYTES:
+            raise ValueError(f"block_rows={self.block_rows} (--block-rows): a chunk of {rows} rows would take "
+                             f"{rows * max(8, per_row - 8) / 2**30:.1f} GiB, over the 2 GiB a compressed zarr "
+                             "chunk can hold; use a smaller --block-rows")
         g = self._group
-        self._y = g.create_array("y", shape=(0,), chunks=(self.block_rows,), dtype="float64", compressors=comp)
-        if layout == "dense":
-            self._X = g.create_array(
-                "X", shape=(0, self.n_features), chunks=(self.block_rows, self.n_features), dtype=self.dtype,
-                compressors=comp,
-            )
+        self._y = self._array(g, "y", (0,), (rows,), "float64")
+        if self.layout == "dense":
+            self._X = self._array(g, "X", (0, self.n_features), (rows, self.n_features), self.dtype)
         else:
             xg = g.create_group("X")
             self._xgroup = xg
-            self._data = _ChunkedAppender(
-                xg.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=self.dtype, compressors=comp),
-                nnz_chunk,
-            )
-            self._indices = _ChunkedAppender(
-                xg.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype=self.index_dtype,
-                                compressors=comp),
-                nnz_chunk,
-            )
-            self._indptr = _ChunkedAppender(
-                xg.create_array("indptr", shape=(0,), chunks=(self.block_rows,), dtype="int64", compressors=comp),
-                self.block_rows,
-            )
+            c = self._nnz_chunk
+            self._data = _ChunkedAppender(self._array(xg, "data", (0,), (c,), self.dtype), c)
+            self._indices = _ChunkedAppender(self._array(xg, "indices", (0,), (c,), self.index_dtype), c)
+            self._indptr = _ChunkedAppender(self._array(xg, "indptr", (0,), (rows,), "int64"), rows)
             self._indptr.append(np.zeros(1, dtype=np.int64))
+        self._arrays = True
 
     # -- context manager: abort on any exception, KeyboardInterrupt included
     def __enter__(self) -> DatasetWriter:
@@ -354,6 +393,13 @@ class DatasetWriter:
         self._n_pending += X.shape[0]
         while self._n_pending >= self.block_rows:
             self._flush_block(self.block_rows)
+        if self._n_pending:
+            held = sum(_nbytes(X) + y.nbytes for X, y in self._pending)
+            if held > _memory_budget():
+                raise ValueError(
+                    f"block_rows={self.block_rows} (--block-rows): the {self._n_pending} rows held for one "
+                    f"block already take {held / 2**30:.1f} GiB, over a quarter of this machine's memory "
+                    f"({4 * _memory_budget() / 2**30:.1f} GiB); use a smaller --block-rows")
 
     def _take(self, n: int) -> tuple[list[Any], np.ndarray]:
         # Pending pieces are consumed through an offset into the first one:
@@ -376,6 +422,8 @@ class DatasetWriter:
         return parts, np.concatenate(ys)
 
     def _flush_block(self, n: int) -> None:
+        if not self._arrays:
+            self._create_arrays(n)
         parts, y = self._take(n)
         first = self._n_rows
         if not np.all(np.isfinite(y)):
@@ -397,7 +445,10 @@ class DatasetWriter:
                     p = p.toarray()
                 if p.shape[1] < d:  # narrower input: pad with zero columns
                     p = np.pad(p, ((0, 0), (0, d - p.shape[1])))
-                blocks.append(np.asarray(p, dtype=self.dtype))
+                q = np.asarray(p, dtype=self.dtype)
+                if p.dtype.kind == "f" and p.dtype.itemsize > self.dtype.itemsize:
+                    self._refuse_underflow(p, q, first)
+                blocks.append(q)
             Xb = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
             if not np.all(np.isfinite(Xb)):
                 r, c = np.argwhere(~np.isfinite(Xb))[0]
@@ -426,6 +477,8 @@ class DatasetWriter:
         indptr = Xb.indptr.astype(np.int64)
         indices = Xb.indices
         data = np.asarray(Xb.data, dtype=self.dtype)
+        if Xb.data.dtype.kind == "f" and Xb.data.dtype.itemsize > self.dtype.itemsize:
+            self._refuse_underflow(Xb.data, data, first, Xb.indptr)
         if indices.size:
             if indices.min() < 0:
                 raise ValueError(f"block at row {first}: negative feature index")
@@ -453,6 +506,23 @@ class DatasetWriter:
         self._indices.append(indices.astype(self.index_dtype, copy=False))
         self._indptr.append(indptr[1:] + self._nnz)
         self._nnz += int(indptr[-1])
+
+    def _refuse_underflow(self, wide: np.ndarray, narrow: np.ndarray, first: int,
+                          indptr: np.ndarray | None = None) -> None:
+        """Refuse non-zero values that became 0 in the store's dtype (unless ``allow_underflow``)."""
+        if self.allow_underflow:
+            return
+        lost = (narrow == 0) & (wide != 0)
+        n = int(np.count_nonzero(lost))
+        if not n:
+            return
+        k = int(np.flatnonzero(lost.reshape(-1))[0])
+        row = first + (int(np.searchsorted(indptr, k, side="right") - 1) if indptr is not None
+                       else k // max(1, wide.shape[1]))
+        raise ValueError(
+            f"row {row}: {n} non-zero value{'s' if n > 1 else ''} of the block from row {first} "
+            f"(e.g. {wide.reshape(-1)[k]!r}) become{'' if n > 1 else 's'} 0 in {self.dtype.name}; store them "
+            "with --dtype float64 (dtype='float64') or scale the features")
 
     def _count_labels(self, y: np.ndarray) -> None:
         if self._label_integral and not np.all(y == np.round(y)):
@@ -521,7 +591,7 @@ class DatasetWriter:
         else:
             d = self.n_features
         bi = np.asarray(self._block_index, dtype=np.int64)
-        self._group.create_array("block_index", data=bi, chunks=bi.shape)
+        self._group.create_array("block_index", data=bi, chunks=bi.shape, compressors=self._comp)
         if self._label_counts is not None:
             keys = sorted(self._label_counts)
             conv = int if self._label_integral else float
@@ -537,7 +607,7 @@ class DatasetWriter:
             "nnz": int(self._nnz),
             "dtype": self.dtype.name,
             "index_dtype": self.index_dtype.name if self.layout == "csr" else None,
-            "block_rows": self.block_rows,
+            "block_rows": min(self.block_rows, n),
             "n_blocks": len(self._block_index) - 1,
             "classes": classes,
             "class_counts": counts,
@@ -547,6 +617,9 @@ class DatasetWriter:
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "distlearn_version": __version__,
             "codec": self.codec,
+            # What a reader may rely on: every chunk written, ending with a crc32c checksum, and
+            # fill values that are never data (NaN, -1), so a missing chunk is never read as zeros.
+            "integrity": {"crc32c": True, "fill": "invalid"},
             "complete": True,
         }
         if self.label_names is not None:
@@ -619,6 +692,145 @@ def create_dataset(
         return w.close()
 
 
+# --------------------------------------------------------------------------- block checks
+#
+# Every block read passes Dataset.read_rows, and every block it returns has passed this check, so
+# no kernel (in process, on a Dask worker, in predict/evaluate) ever sees an index it cannot use
+# or a value that a missing chunk made up.  One compiled pass over the block's arrays.
+
+#: Turn the content check of blocks off (``False``) -- for benchmarks/bench_validation.py only.
+_CHECK_BLOCKS = True
+
+_PTR_START, _PTR_DOWN, _PTR_BEYOND, _INDEX_RANGE, _INDEX_ORDER, _VALUE, _LABEL = range(1, 8)
+
+
+@njit(**NUMBA_FLAGS)
+def _csr_fault(indptr, indices, data, y, base, n_features, sorted_, finite):  # type: ignore[no-untyped-def]
+    """The first fault of a CSR block as ``(code, row, position)``, ``(0, 0, 0)`` when sound.
+
+    Row ``r`` holds ``indices[indptr[r] - base : indptr[r + 1] - base]`` (and the same of ``data``);
+    ``y`` (empty: not checked) holds one label per row."""
+    n = indptr.shape[0] - 1
+    m = min(indices.shape[0], data.shape[0])
+    if n >= 0 and indptr[0] < base:
+        return _PTR_START, 0, 0
+    for r in range(n):
+        lo = indptr[r] - base
+        hi = indptr[r + 1] - base
+        if hi < lo:
+            return _PTR_DOWN, r, 0
+        if hi > m:
+            return _PTR_BEYOND, r, 0
+        bad = False
+        for k in range(lo, hi):  # branch-free: one test per row
+            j = indices[k]
+            bad |= (j < 0) | (j >= n_features)
+        if sorted_:
+            for k in range(lo + 1, hi):
+                bad |= indices[k] <= indices[k - 1]
+        if finite:
+            for k in range(lo, hi):
+                v = data[k]
+                bad |= (v - v) != 0  # NaN and infinities only
+        if bad:  # which one, and where
+            for k in range(lo, hi):
+                j = indices[k]
+                if j < 0 or j >= n_features:
+                    return _INDEX_RANGE, r, k
+                if sorted_ and k > lo and j <= indices[k - 1]:
+                    return _INDEX_ORDER, r, k
+                if finite and (data[k] - data[k]) != 0:
+                    return _VALUE, r, k
+    for r in range(y.shape[0]):
+        if (y[r] - y[r]) != 0:
+            return _LABEL, r, 0
+    return 0, 0, 0
+
+
+@njit(**NUMBA_FLAGS)
+def _dense_fault(X, y):  # type: ignore[no-untyped-def]
+    """The first non-finite value of a dense block ``(code, row, column)``, ``(0, 0, 0)`` when sound."""
+    for r in range(X.shape[0]):
+        bad = False
+        for c in range(X.shape[1]):
+            v = X[r, c]
+            bad |= (v - v) != 0
+        if bad:
+            for c in range(X.shape[1]):
+                if (X[r, c] - X[r, c]) != 0:
+                    return _VALUE, r, c
+    for r in range(y.shape[0]):
+        if (y[r] - y[r]) != 0:
+            return _LABEL, r, 0
+    return 0, 0, 0
+
+
+_NO_LABELS = np.zeros(0, np.float64)
+
+
+def block_fault(X: Any, y: np.ndarray | None = None, *, indptr_base: int = 0, sorted_indices: bool = True,
+                finite: bool = True, first_row: int = 0) -> tuple[int, str] | None:
+    """The first fault of a block, as ``(row, what)`` (``row`` counted from ``first_row``), or ``None``.
+
+    ``X`` is a dense 2-D array, a scipy CSR matrix, or a tuple ``(indptr, indices, data, n_features)``
+    whose ``indptr`` counts from ``indptr_base``.  Checked in one compiled pass: ``indptr`` never
+    below its base and non-decreasing, within ``indices`` and ``data``; every index in
+    ``[0, n_features)`` and (``sorted_indices``) strictly increasing within its row; with ``finite``
+    every value finite; every label of ``y`` finite.  The one checker of the package: store blocks
+    (:meth:`Dataset.read_rows`), ``Dataset.validate(full=True)`` and the estimators' in-memory input.
+    """
+    yy = _NO_LABELS if y is None else np.ascontiguousarray(y, dtype=np.float64)
+    if sp.issparse(X) or isinstance(X, tuple):
+        if isinstance(X, tuple):
+            indptr, indices, data, d = X
+        else:
+            indptr, indices, data, d = X.indptr, X.indices, X.data, X.shape[1]
+        if yy.size and yy.size != len(indptr) - 1:
+            raise ValueError(f"{yy.size} labels for {len(indptr) - 1} rows")
+        code, r, k = _csr_fault(indptr, indices, data, yy, np.int64(indptr_base), np.int64(d),
+                                bool(sorted_indices), bool(finite))
+        if code == 0:
+            return None
+        row = first_row + int(r)
+        what = {
+            _PTR_START: lambda: f"X/indptr starts at {int(indptr[0])}, before {indptr_base}",
+            _PTR_DOWN: lambda: f"X/indptr decreases at row {row} ({int(indptr[r])} -> {int(indptr[r + 1])})",
+            _PTR_BEYOND: lambda: (f"X/indptr of row {row} points past the {len(indices)} stored indices "
+                                  f"({int(indptr[r + 1]) - indptr_base})"),
+            _INDEX_RANGE: lambda: f"feature index {int(indices[k])} of row {row} is outside [0, {int(d)})",
+            _INDEX_ORDER: lambda: (f"feature indices of row {row} are not strictly increasing "
+                                   f"({int(indices[k - 1])}, {int(indices[k])})"),
+            _VALUE: lambda: f"value {data[k]} of row {row} is not finite",
+            _LABEL: lambda: f"label {yy[r]} of row {row} is not finite",
+        }[code]()
+        return row, what
+    Xd = np.asarray(X)
+    if Xd.ndim != 2:
+        raise ValueError(f"X must be 2-D; got shape {Xd.shape}")
+    if Xd.dtype.kind != "f":  # integers are finite
+        Xd = Xd[:, :0]
+    code, r, c = _dense_fault(Xd, yy)
+    if code == 0:
+        return None
+    row = first_row + int(r)
+    if code == _VALUE:
+        return row, f"value {Xd[r, c]} of row {row}, column {int(c)} is not finite"
+    return row, f"label {yy[r]} of row {row} is not finite"
+
+
+def check_matrix(X: Any, where: str = "X") -> None:
+    """Refuse an in-memory sparse matrix that would make a kernel read or write out of bounds:
+    a one-line ``ValueError`` naming the row (see :func:`block_fault`; values are not checked)."""
+    if not sp.issparse(X):
+        return
+    X = X if X.format == "csr" else X.tocsr()
+    if len(X.indptr) != X.shape[0] + 1:
+        raise ValueError(f"{where}: indptr has {len(X.indptr)} entries for {X.shape[0]} rows")
+    fault = block_fault(X, sorted_indices=False, finite=False)
+    if fault is not None:
+        raise ValueError(f"{where}: {fault[1]}")
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -630,8 +842,12 @@ class Dataset:
     store on their worker instead of shipping arrays through the scheduler.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, _meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, _meta: dict[str, Any] | None = None,
+                 _stamp_: tuple[int, int, int] | None = None) -> None:
         self.path = Path(path)
+        # The write stamp is taken before anything is read: a store replaced after this point
+        # (even while the metadata is read) is refused at the next block read, never mixed.
+        self.stamp = _stamp(self.path) if _stamp_ is None else _stamp_
         self._group = zarr.open_group(store=str(self.path), mode="r")
         self.meta = _meta if _meta is not None else dict(self._group.attrs["distlearn"])
         self.layout: str = self.meta["layout"]
@@ -642,7 +858,7 @@ class Dataset:
             xg = self._group["X"]
             self._data, self._indices, self._indptr = xg["data"], xg["indices"], xg["indptr"]
         self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
-        self.stamp = _stamp(self.path)
+        self._chunk_grids: dict[str, Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (open_dataset, (str(self.path),))
@@ -711,24 +927,111 @@ class Dataset:
         return self.block_index[:, 0]
 
     # -- reads
-    def _labels(self, start: int, stop: int) -> np.ndarray:
-        return np.asarray(self._y[start:stop]).astype(self.label_dtype, copy=False)
+    def _where(self, row: int) -> str:
+        """``STORE: block B (rows a..b)``: the block that holds ``row``."""
+        bounds = self.block_index[:, 0]
+        b = int(min(max(np.searchsorted(bounds, row, side="right") - 1, 0), max(self.n_blocks - 1, 0)))
+        return f"{self.path}: block {b} (rows {int(bounds[b])}..{int(bounds[b + 1]) - 1})"
+
+    def _check_stamp(self, row: int) -> None:
+        """Refuse to go on when the store at ``self.path`` is no longer the one opened."""
+        if _stamp(self.path) != self.stamp:
+            b = self._where(row).rsplit(": block ", 1)[1].split(" ")[0]
+            raise StoreError(f"{self.path}: the store was replaced while it was being read (block {b}); "
+                             "rerun on the new store")
+
+    def _missing_chunk(self, a: Any, lo: int, hi: int) -> str | None:
+        """The key of the first chunk of ``a`` that its rows ``lo:hi`` need and the store lacks.
+
+        zarr reads a missing chunk as the fill value (zeros in stores written before
+        ``meta["integrity"]``), so it is looked for before the read: a file under the array's
+        ``c/`` directory for a local store (zarr v3 keys, ``c/0/1``), ``store.exists`` otherwise."""
+        if hi <= lo:
+            return None
+        grid = self._chunk_grids.get(a.path)
+        if grid is None:
+            store, base = a.store_path.store, a.store_path.path
+            rest = list(itertools.product(*(range(-(-n // c)) for n, c in zip(a.shape[1:], a.chunks[1:]))))
+            root = str(store.root) if isinstance(store, LocalStore) else None
+            grid = self._chunk_grids[a.path] = (a.chunks[0], rest, base, root, store, a.metadata)
+        c0, rest, base, root, store, meta = grid
+        for i in range(lo // c0, (hi - 1) // c0 + 1):
+            for r in rest:
+                key = f"{base}/{meta.encode_chunk_key((i, *r))}".lstrip("/")
+                if root is not None:
+                    there = os.path.exists(os.path.join(root, key))
+                else:
+                    from zarr.core.sync import sync
+
+                    there = sync(store.exists(key))
+                if not there:
+                    return key
+        return None
+
+    def _get(self, a: Any, lo: int, hi: int, row: int) -> np.ndarray:
+        """``a[lo:hi]``, refused in one line (naming the block of ``row``) when a chunk is missing."""
+        key = self._missing_chunk(a, lo, hi)
+        if key is not None:
+            old = "" if self.meta.get("integrity") else (
+                "; this store predates per-chunk checksums, when zarr did not write chunks that were all "
+                "zeros: if that is the case, convert it again")
+            raise StoreError(f"{self._where(row)}: chunk {key} is missing{old}")
+        return np.asarray(a[lo:hi])
+
+    def _read(self, start: int, stop: int) -> tuple[Any, np.ndarray]:
+        """The raw arrays of rows ``start:stop``: ``(X, y)`` with CSR as ``(indptr, indices, data)``."""
+        y = self._get(self._y, start, stop, start)
+        if self.layout == "dense":
+            return self._get(self._X, start, stop, start), y
+        indptr = np.asarray(self._get(self._indptr, start, stop + 1, start), dtype=np.int64)
+        # indptr against block_index at every block boundary of the range: a block's pointers start
+        # at its recorded offset and end at its recorded number of values.
+        bounds = self.block_index[:, 0]
+        at = np.flatnonzero((bounds >= start) & (bounds <= stop))
+        off = np.flatnonzero(indptr[bounds[at] - start] != self.block_index[at, 1])
+        if off.size:
+            k = int(at[off[0]])
+            row = min(int(bounds[k]), self.n_samples - 1)
+            raise StoreError(f"{self._where(row)}: X/indptr at row {int(bounds[k])} "
+                             f"is {int(indptr[bounds[k] - start])}, block_index says {int(self.block_index[k, 1])}")
+        n0, n1 = int(indptr[0]), int(indptr[-1])
+        if not 0 <= n0 <= n1 <= self.nnz:
+            raise StoreError(f"{self._where(start)}: X/indptr runs from {n0} to {n1}, outside [0, nnz={self.nnz}]")
+        return (indptr, self._get(self._indices, n0, n1, start), self._get(self._data, n0, n1, start)), y
 
     def read_rows(self, start: int, stop: int) -> Block:
-        """Rows ``start:stop`` (any range, not only a block)."""
+        """Rows ``start:stop`` (any range, not only a block), checked.
+
+        Every chunk they need must exist (a missing chunk is an error, never zeros) and decode
+        (its crc32c checksum, in stores that have one); the store must still be the one opened
+        (:attr:`stamp`); and the block must be sound (:func:`block_fault`: pointers, indices in
+        ``[0, n_features)`` and sorted within a row, finite values and labels).  Any failure is one
+        :class:`StoreError` line ``STORE: block B (rows a..b): what``."""
         if not 0 <= start <= stop <= self.n_samples:
             raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
-        y = self._labels(start, stop)
+        try:
+            X, y = self._read(start, stop)
+        except StoreError:
+            self._check_stamp(start)  # a failure because the store was swapped says so
+            raise
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a chunk that does not decode (a checksum that does not match, ...)
+            self._check_stamp(start)
+            msg = " ".join(str(e).split())
+            raise StoreError(f"{self._where(start)} cannot be read: {type(e).__name__}: {msg}") from e
+        self._check_stamp(start)
         if self.layout == "dense":
-            return Block(np.asarray(self._X[start:stop]), y, start)
-        indptr = np.asarray(self._indptr[start : stop + 1], dtype=np.int64)
-        n0, n1 = int(indptr[0]), int(indptr[-1])
-        X = sp.csr_matrix(
-            (np.asarray(self._data[n0:n1]), np.asarray(self._indices[n0:n1]), indptr - n0),
-            shape=(stop - start, self.n_features),
-        )
-        X.has_sorted_indices = True
-        return Block(X, y, start)
+            fault = block_fault(X, y, first_row=start) if _CHECK_BLOCKS else None
+        else:
+            indptr, indices, data = X
+            fault = block_fault((indptr, indices, data, self.n_features), y, indptr_base=int(indptr[0]),
+                                first_row=start) if _CHECK_BLOCKS else None
+            X = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(stop - start, self.n_features))
+            X.has_sorted_indices = True
+        if fault is not None:
+            raise StoreError(f"{self._where(fault[0])}: {fault[1]}")
+        return Block(X, y.astype(self.label_dtype, copy=False), start)
 
     def read_block(self, i: int) -> Block:
         """Block ``i`` as ``(X_block, y_block, first_row)``; reads only that block's chunks."""
@@ -822,27 +1125,10 @@ class Dataset:
                 raise StoreError(f"{p}: block_index ends at {bi[-1, 1]} values, nnz={self.nnz}")
         if not full:
             return
+        # Every block through the one checked read: every chunk present and decoded (its crc32c
+        # checksum verified), block_index, pointers, indices, values and labels.
         for i in range(self.n_blocks):
-            r0 = int(bi[i, 0])
-            try:
-                X, y, _ = self.read_block(i)
-            except Exception as e:  # a corrupt chunk
-                raise StoreError(f"{p}: block {i} (rows {r0}..) cannot be read: {e}") from e
-            if not np.all(np.isfinite(y)):
-                raise StoreError(f"{p}: block {i}: non-finite label")
-            if self.layout == "dense":
-                if not np.all(np.isfinite(X)):
-                    raise StoreError(f"{p}: block {i}: non-finite value")
-                continue
-            if X.indptr[0] != 0 or np.any(np.diff(X.indptr) < 0) or X.indptr[-1] != bi[i + 1, 1] - bi[i, 1]:
-                raise StoreError(f"{p}: block {i}: X/indptr is inconsistent with block_index")
-            if X.indices.size and (X.indices.min() < 0 or X.indices.max() >= d):
-                raise StoreError(f"{p}: block {i}: feature index out of range [0, {d})")
-            row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-            if np.any((np.diff(X.indices) <= 0) & (row_of[1:] == row_of[:-1])):
-                raise StoreError(f"{p}: block {i}: indices not sorted and unique within a row")
-            if not np.all(np.isfinite(X.data)):
-                raise StoreError(f"{p}: block {i}: non-finite value")
+            self.read_block(i)
 
 
     # -- side arrays
@@ -908,7 +1194,7 @@ class DatasetView(Dataset):
         per_block = np.diff(np.searchsorted(sel, bounds))
         keep = np.flatnonzero(per_block > 0)
         if base.is_sparse:
-            ip = np.asarray(base._indptr[:], dtype=np.int64)
+            ip = np.asarray(base._get(base._indptr, 0, base.n_samples + 1, 0), dtype=np.int64)
             nnz_rows = (ip[sel + 1] - ip[sel]) if len(sel) else np.zeros(0, np.int64)
         else:
             nnz_rows = np.full(len(sel), base.n_features, dtype=np.int64)
@@ -961,7 +1247,7 @@ class DatasetView(Dataset):
 
 def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Rows (increasing) and +-1 labels of ``target`` over ``ds``; see :class:`DatasetView`."""
-    y = np.asarray(ds._y[:], dtype=np.float64)
+    y = np.asarray(ds._get(ds._y, 0, ds.n_samples, 0), dtype=np.float64)
     names = ds.meta.get("label_names") or {}
     by_name = {v: float(k) for k, v in names.items()}
 
@@ -1075,6 +1361,7 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         raise FileNotFoundError(f"{p}: no such store")
     if _PARTIAL in p.name:
         raise StoreError(f"{p}: this is the temporary directory of an unfinished write")
+    stamp = _stamp(p)  # before the metadata is read: see Dataset.__init__
     try:
         group = zarr.open_group(store=str(p), mode="r")
     except Exception as e:
@@ -1093,7 +1380,7 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
     if meta.get("layout") not in LAYOUTS:
         raise StoreError(f"{p}: unknown layout {meta.get('layout')!r}")
     try:
-        ds = Dataset(p, _meta=dict(meta))
+        ds = Dataset(p, _meta=dict(meta), _stamp_=stamp)
     except KeyError as e:
         raise StoreError(f"{p}: missing array {e}") from e
     if validate:

@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import rng
 from .._validation import Boolean, Integral, Options, RandomState, check_params
 from ..conversions import make_conversion
-from ..data.store import open_dataset
+from ..data.store import check_matrix, open_dataset
 from ..learners import copy_state, init_state, make_rule, max_row_norm
 from ..stream import array_order, classes_of, encode_labels, epoch_chunks, is_store
 
@@ -93,6 +93,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
         # that row), and fit/partial_fit then roll back.
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                              reset=reset, ensure_min_samples=1, ensure_all_finite=False)
+        check_matrix(X)  # pointers and indices the kernels can use (a store's blocks are checked as read)
         y = np.asarray(y)
         if y.dtype.kind not in "iu":  # integer labels are classes already
             check_classification_targets(y)
@@ -180,6 +181,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
             return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
                 np.zeros((0,) if k == 1 else (0, k))
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        check_matrix(X)
         if "hypothesis_" in self.__dict__:
             return self.hypothesis_.decision_function(X)
         scores = X @ self.coef_.T.astype(np.float64) + self.intercept_.astype(np.float64)

@@ -178,7 +178,7 @@ def test_full_validation_finds_corruption(tmp_path):
     idx[-1] = 25  # beyond n_features = 20
     g["X/indices"][:] = idx
     open_dataset(ds.path)  # metadata still fine
-    with pytest.raises(StoreError, match="block 3: feature index out of range"):
+    with pytest.raises(StoreError, match=r"block 3 \(rows 150\.\.199\): feature index 25 of row 199 is outside \[0, 20\)"):
         open_dataset(ds.path, validate="full")
 
 
