@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._outputs import check_output, claim_dir
 from ._version import __version__
 from .experiments.named import PAPERS, describe_papers
 from .training import MODELS
@@ -242,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
     t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="--save: replace MODEL.npz if it is a distlearn model file (nothing else is replaced)")
     t.add_argument("--save-members", action="store_true",
                    help="with --save and --model obpm: also store every member's weights (model.members_)")
     t.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -263,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("model", help="a model file written by distlearn train --save")
     pr.add_argument("input", help="a store, a view, or a data file")
     pr.add_argument("--out", metavar="FILE", help="write .npy, .csv, .txt or .zarr (default: print a summary)")
+    pr.add_argument("--overwrite", action="store_true",
+                    help="replace --out FILE if it holds earlier predictions (nothing else is replaced)")
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
@@ -399,6 +404,8 @@ def _cmd_convert(a: argparse.Namespace) -> int:
             opts[name] = getattr(a, name)
     if a.header is not None:
         opts["header"] = {"auto": "auto", "yes": True, "no": False}[a.header]
+    check_output(a.output, "store", overwrite=a.overwrite,  # before any work (and any cluster)
+                 inputs=[*a.input, a.labels, a.qrels, a.hierarchy])
     t0 = time.perf_counter()
     kwargs = dict(
         format=a.format,
@@ -516,11 +523,13 @@ def _cmd_predict(a: argparse.Namespace) -> int:
 
     if a.proba:
         raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
+    if a.out:
+        check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input])
     model = load_model(a.model)
     if a.workers or a.scheduler:
         res = _predict_on_dask(a, model)
     else:
-        res = predict(model, a.input, decision=a.decision, out=a.out, format=a.format)
+        res = predict(model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite)
     values = res.pop("values", None)
     if a.json:
         if values is not None:
@@ -559,7 +568,8 @@ def _predict_on_dask(a: argparse.Namespace, model: Any) -> dict[str, Any]:
         print(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
         blocks = ordered_tasks(client, predict_block, [(model_path, store, b, a.decision) for b in range(ds.n_blocks)])
         if a.out:
-            return {"n": write_values(blocks, a.out), "out": a.out, "blocks": ds.n_blocks}
+            n = write_values(blocks, a.out, overwrite=a.overwrite, inputs=[a.model, a.input])
+            return {"n": n, "out": a.out, "blocks": ds.n_blocks}
         parts = list(blocks)
     values = np.concatenate(parts) if parts else np.zeros(0)
     return {"n": int(len(values)), "out": None, "values": values, "blocks": ds.n_blocks}
@@ -620,6 +630,11 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
         return 0
     if a.name is None or a.out is None:
         raise ValueError("give an experiment name and --out DIR (distlearn experiment --list names them)")
+    inputs = [a.store, *(a.tokens or ()), a.qrels, a.hierarchy, a.letter, a.fashion_dir, a.train, a.test,
+              a.train_store, a.test_store]
+    check_output(a.out, "experiment", overwrite=a.overwrite, inputs=inputs)
+    if a.name not in PAPERS:  # the corpus pipelines write their data there first
+        claim_dir(a.out, "experiment")
 
     scheduler = a.scheduler if a.scheduler else ("local" if a.workers else None)
 
@@ -714,6 +729,15 @@ def _cmd_train(a: argparse.Namespace) -> int:
         raise ValueError(f"--checkpoint/--resume apply to --model obpm (a store job); {a.model} trains in process")
     if a.resume and not a.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
+    if a.overwrite and not a.save:
+        raise ValueError("--overwrite applies to --save MODEL.npz")
+    inputs = [a.store, a.test]
+    if a.save:  # outputs are checked before the fit, not after it
+        if Path(a.save).suffix != ".npz":
+            raise ValueError(f"--save: model files end in .npz, got {a.save!r}")
+        check_output(a.save, "model", overwrite=a.overwrite, inputs=inputs)
+    if a.checkpoint:  # an earlier checkpoint is resumed or restarted; nothing else is touched
+        check_output(a.checkpoint, "checkpoint", overwrite=True, inputs=inputs)
     if is_obpm:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
@@ -752,7 +776,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
         result["test_store"] = str(a.test)
     if a.save:
         save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds},
-                   members=a.save_members)
+                   members=a.save_members, overwrite=a.overwrite)
         result["saved"] = str(a.save)
     if a.json:
         print(json.dumps(result, indent=2, default=str))
@@ -786,12 +810,28 @@ def _cmd_train(a: argparse.Namespace) -> int:
 def _cmd_demo(a: argparse.Namespace) -> int:
     from .experiments import quickstart
 
+    check_output(a.out, "demo", overwrite=False)
+    claim_dir(a.out, "demo")
     result = quickstart.run(out=a.out, n_workers=a.workers, n_samples=a.n_samples, scheduler=a.scheduler)
     if a.json:
         print(json.dumps(result, indent=2))
     else:
         print(quickstart.format_table(result))
     return 0 if result["ok"] else 1
+
+
+def _os_error(e: OSError, args: argparse.Namespace) -> str:
+    """One line for an ``OSError``: ``cannot write PATH: REASON`` when PATH is (in) one of the
+    command's outputs, ``cannot access PATH: REASON`` otherwise."""
+    reason = e.strerror or str(e)
+    if e.filename is None:
+        return reason
+    path = os.fspath(e.filename)
+    outputs = [os.path.abspath(o) for o in (getattr(args, k, None) for k in ("output", "save", "checkpoint", "out"))
+               if isinstance(o, str)]
+    here = os.path.abspath(path)
+    verb = "write" if any(here == o or here.startswith(o + os.sep) for o in outputs) else "access"
+    return f"cannot {verb} {path}: {reason}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -821,6 +861,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:  # permission denied, a directory where a file goes, a full disk ...
+        print(f"distlearn {args.command}: error: {_os_error(e, args)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

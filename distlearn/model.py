@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._outputs import check_output, replace
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
 from .conversions.kernel import VotedKernelHypothesis
@@ -46,7 +47,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] | None = None,
-               members: bool = False) -> Path:
+               members: bool = False, overwrite: bool = True) -> Path:
     """Save a fitted distlearn estimator: a linear hypothesis (``coef_``/``intercept_``), a
     kernel expansion (``support_vectors_``/``dual_coef_`` and its kernel), a linear or kernel
     vote / sample conversion, or a Bayes point.
@@ -55,6 +56,9 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     ``weights_`` of OBPM and PermutationBPM), read back as the model's ``members_`` and
     ``weights_`` (member ``j``'s hypothesis is ``members_[j]``, shape (n_outputs, n_features + 1),
     the intercept last).
+
+    An existing ``path`` is replaced only if it is a distlearn model file and ``overwrite``
+    (anything else is refused before writing, :func:`distlearn._outputs.check_output`).
     """
     voted_kernel = isinstance(est.__dict__.get("hypothesis_"), VotedKernelHypothesis)
     kernel = "support_vectors_" in est.__dict__ and ("hypothesis_" not in est.__dict__ or voted_kernel)
@@ -67,6 +71,7 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     p = Path(path)
     if p.suffix != ".npz":
         raise ValueError(f"model files end in .npz, got {p.name!r}")
+    check_output(p, "model", overwrite=overwrite)
     params = {k: v for k, v in est.get_params(deep=False).items() if k != "scheduler"}
     kind = "kernel" if kernel else ("vote" if isinstance(ensemble, VotedHypothesis) else "sample") if ensemble \
         is not None else "linear"
@@ -104,7 +109,7 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
     try:
         np.savez(tmp, **arrays, classes=classes, meta=np.array(json.dumps(meta)))
-        os.replace(tmp, p)
+        replace(tmp, p, "model")
     finally:
         if tmp.exists():
             tmp.unlink()

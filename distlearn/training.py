@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._outputs import PREDICTIONS_ATTR, check_output, replace
 from .data.store import open_dataset
 from .learners import RULES
 from .learners.adaptive import ADAPTIVE_RULES
@@ -187,13 +188,14 @@ def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
-            format: str | None = None) -> dict[str, Any]:
+            format: str | None = None, overwrite: bool = True) -> dict[str, Any]:
     """Labels (or ``decision`` scores) of a fitted classifier or loaded model for arrays, a store
     (or view), or any readable data file, block by block.
 
     ``out``: stream them to ``.npy``, ``.csv``/``.txt`` (one row per line; scores of a multiclass
     model as comma-separated columns) or a ``.zarr`` array (:func:`write_values`).  Returns
-    ``{"n", "out", "values"}`` (``values`` only without ``out``).
+    ``{"n", "out", "values"}`` (``values`` only without ``out``); ``overwrite`` as in
+    :func:`write_values`.
     """
     d = _width(est)
 
@@ -207,21 +209,28 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         parts = list(blocks())
         values = np.concatenate(parts) if parts else np.zeros(0)
         return {"n": int(values.shape[0]), "out": None, "values": values}
-    return {"n": write_values(blocks(), out), "out": os.fspath(out)}
+    inputs = (X,) if isinstance(X, (str, os.PathLike)) else ()
+    return {"n": write_values(blocks(), out, overwrite=overwrite, inputs=inputs), "out": os.fspath(out)}
 
 
-def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str]) -> int:
+def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, overwrite: bool = True,
+                 inputs: Iterable[str | os.PathLike[str]] = ()) -> int:
     """Stream row blocks of predictions to ``out`` and return the number of rows.
 
     ``.npy`` (numbers go to a raw temporary file block by block, then behind the header;
     labels that are strings are gathered first), ``.csv``/``.txt`` (``%.17g`` for floats), or a
     zarr v3 array ``.zarr`` (appended block by block, one chunk per block).  The file appears
-    under its name only when complete: a failure leaves nothing that looks valid.
+    under its name only when complete: a failure leaves nothing that looks valid.  ``out`` is
+    checked before the first block is read (:func:`distlearn._outputs.check_output`): an existing
+    one is replaced only with ``overwrite`` and only if it holds earlier predictions (a zarr array
+    carries the attribute ``distlearn_predictions``); a directory, an input, the working or home
+    directory are never replaced.
     """
-    out = os.fspath(out)
-    suffix = os.path.splitext(out.rstrip("/"))[1].lower()
+    out = os.fspath(out).rstrip(os.sep) or os.sep
+    suffix = os.path.splitext(out)[1].lower()
     if suffix not in (".npy", ".csv", ".txt", ".zarr"):
         raise ValueError(f"--out {out}: write .npy, .csv, .txt or .zarr")
+    check_output(out, "predictions", overwrite=overwrite, inputs=inputs)
     tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
     n = 0
     try:
@@ -237,6 +246,7 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str]) -> i
                 n += len(v)
             if arr is None:
                 arr = zarr.create_array(tmp, shape=(0,), chunks=(1,), dtype="float64")
+            arr.attrs[PREDICTIONS_ATTR] = {"n": n}
         elif suffix == ".npy":
             first = None
             with open(tmp, "wb") as f:
@@ -265,9 +275,7 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str]) -> i
                 for v in blocks:
                     np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s", delimiter=",")
                     n += len(v)
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace(tmp, out, "predictions")
     finally:
         for t in (tmp, tmp + ".raw", tmp + ".npy"):
             if os.path.isdir(t):

@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "distlearn"
 #: Layer of every top-level module or package, bottom up.  A module may import
 #: its own layer's siblings only where listed in SAME_LAYER_OK, and any lower layer.
 LAYERS: dict[str, int] = {
-    "_version": 0, "_config": 0, "rng": 0, "_validation": 0,
+    "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0,
     "data": 1,
     "stream": 2,
     "learners": 3,

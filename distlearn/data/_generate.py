@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._outputs import check_output, claim_dir
 from . import synthetic
 from ._svmlight import write_svmlight
 
@@ -33,7 +34,17 @@ def run(
     overwrite: bool = False,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Generate ``kind`` ("rcv1" or "obpm") into ``output``; returns what was written."""
+    """Generate ``kind`` ("rcv1" or "obpm") into ``output``; returns what was written.
+
+    Every output is checked before anything is generated (:func:`distlearn._outputs.check_output`):
+    ``overwrite`` replaces only a previous store / svmlight file / generated directory.
+    """
+    if kind in ("rcv1", "obpm"):
+        paths = [output] + ([_test_path(output)] if kind == "obpm" else [])
+        for p in paths:
+            check_output(p, "svmlight" if _is_text(output) else "store", overwrite=overwrite)
+    elif kind in ("rcv1-files", "splice-files"):
+        check_output(output, "corpus", overwrite=overwrite)
     outputs: list[dict[str, Any]] = []
     if kind == "rcv1":
         kw: dict[str, Any] = {"random_state": seed}
@@ -66,8 +77,7 @@ def run(
     elif kind in ("rcv1-files", "splice-files"):
         if label_noise is not None and kind == "splice-files":
             raise ValueError("--label-noise does not apply to splice-files")
-        if Path(output).exists() and any(Path(output).iterdir()) and not overwrite:
-            raise FileExistsError(f"{output} already exists and is not empty; pass --overwrite to write into it")
+        claim_dir(output, "corpus")
         if kind == "rcv1-files":
             from ._rcv1 import write_rcv1_corpus
 

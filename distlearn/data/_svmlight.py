@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from .._config import TEXT_CHUNK_BYTES
+from .._outputs import check_output, replace
 from ._errors import InputFormatError
 from ._io import iter_line_chunks, open_binary, strip_bom
 
@@ -352,8 +353,7 @@ def write_svmlight(
     Returns ``{"n_samples", "n_features", "nnz", "bytes"}``.
     """
     path = os.fspath(path)
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    check_output(path, "svmlight", overwrite=overwrite)  # replaces only a previous svmlight file
     tmp = f"{path}.partial-{os.getpid()}"
     n = nnz = width = 0
     try:
@@ -366,7 +366,7 @@ def write_svmlight(
                 n += X.shape[0]
                 nnz += X.nnz
                 width = max(width, X.shape[1])
-        os.replace(tmp, path)
+        replace(tmp, path, "svmlight")
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import PARALLEL_PART_BYTES
+from .._outputs import check_output
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
 from ._io import open_binary, ordered_tasks
@@ -207,8 +208,8 @@ def convert(
     if fmt == "svmlight":
         reader_options = {**reader_options, "n_features": n_features}
     opts = _reader_options(fmt, reader_options)
-    if Path(output).exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    named = [opts[k] for k in ("labels", "qrels", "hierarchy") if isinstance(opts.get(k), (str, os.PathLike))]
+    check_output(output, "store", overwrite=overwrite, inputs=inputs + named)  # before any work
     if fmt == "rcv1":
         from ._rcv1 import convert_rcv1
 

@@ -48,6 +48,7 @@ from numba import njit
 from zarr.codecs import Crc32cCodec
 from zarr.storage import LocalStore
 
+from .._outputs import check_output, replace
 from .._version import __version__
 from .._config import MAX_CLASSES, NNZ_CHUNK, NUMBA_FLAGS, STORE_FORMAT_VERSION, default_block_rows
 
@@ -286,8 +287,7 @@ class DatasetWriter:
         if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
             raise ValueError(f"block_rows must be a positive int; got {block_rows!r}")
         self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        check_output(self.path, "store", overwrite=overwrite)
         self.layout = layout
         self.n_features = None if n_features is None else int(n_features)
         self.dtype = _check_dtype(dtype)
@@ -629,20 +629,13 @@ class DatasetWriter:
         return meta
 
     def _move_into_place(self) -> None:
-        target = self.path
-        old = None
-        if target.exists() or target.is_symlink():
-            if not self.overwrite:
-                shutil.rmtree(self._tmp, ignore_errors=True)
-                raise FileExistsError(f"{target} appeared while writing; not replaced")
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(target, old)
-        os.rename(self._tmp, target)
-        if old is not None:
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink()
+        try:
+            if os.path.lexists(self.path) and not self.overwrite:
+                raise FileExistsError(f"{self.path} appeared while writing; not replaced")
+            replace(self._tmp, self.path, "store")  # the old one removed only if still a distlearn store
+        except BaseException:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
 
 
 def write_dataset(

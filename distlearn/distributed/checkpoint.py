@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .._outputs import check_output, remove
 from ..ensembles import EnsembleState
 
 FORMAT = 2  #: 2: parts carry a manifest, cuts a record (cut.json); format 1 cannot be verified
@@ -90,7 +91,8 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
                 raise CheckpointError(f"checkpoint {p} belongs to a different job ({show}); "
                                       "use another checkpoint path or resume=False to start over")
             return resume_point(p, len(fingerprint.get("groups") or []) or None)
-        shutil.rmtree(p)
+        remove(p, "checkpoint")  # checked again: only a distlearn checkpoint is ever deleted
+    check_output(p, "checkpoint", overwrite=False)  # not the working, home or root directory; writable
     root = zarr.open_group(str(p), mode="w")
     root.attrs[_ATTR] = {"format": FORMAT, "fingerprint": _jsonable(fingerprint)}
     return None

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._outputs import check_place
+
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend, or None (with a note on stderr) when not installed."""
@@ -95,18 +97,21 @@ class Cells:
     def __init__(self, out: str | os.PathLike[str], key: dict[str, Any], *, overwrite: bool = False,
                  extendable: Sequence[str] = ()) -> None:
         self.out = Path(out)
+        check_place(self.out, into=True)  # never the working, home or root directory; writable
         self.dir = self.out / "cells"
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.out / "meta.json"
         self.meta: dict[str, Any] = {}
         if meta.exists() and not overwrite:
             old = json.loads(meta.read_text())
+            if not isinstance(old, dict):
+                raise ValueError(f"{meta} is not the meta.json of a distlearn experiment; pass another --out")
             diff = sorted(k for k in key if old.get(k) != key[k] and k not in extendable)
             if diff:
                 raise ValueError(f"{self.out} holds another run's cells (different {', '.join(diff)}); "
                                  "pass another --out, or --overwrite to start again")
             self.meta = old
-        elif overwrite:
+        elif overwrite and meta.exists():  # only cells of ours: a directory without meta.json has none
             for f in self.dir.glob("*.json"):
                 f.unlink()
         self.meta.update(key)

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .._outputs import check_output, claim_dir
 from ._cells import Cells, pyplot, write_json, write_markdown
 
 __all__ = ["PAPERS", "run_experiment", "describe_papers"]
@@ -91,10 +92,12 @@ def run_experiment(name: str, out: str | Path, *, quick: bool = False, repeats: 
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     from ..distributed import executor_for
 
+    out = Path(out)
+    check_output(out, "experiment", overwrite=overwrite, inputs=list((data or {}).values()))
     mod, part = _module(name)
     t0 = time.perf_counter()
-    out = Path(out)
     key, todo = mod.plan(part, quick=quick, repeats=repeats, data=dict(data or {}))
+    claim_dir(out, "experiment")
     key = {"experiment": name, "version": mod.VERSION, **key}
     book = Cells(out / "cells" / name, key, overwrite=overwrite)
     cells = {n: c for n, _, _ in todo if (c := book.get(n)) is not None}

@@ -1,0 +1,343 @@
+"""One policy for every output path: checked before the work starts, replaced atomically, and
+nothing deleted that distlearn did not write.
+
+Every writer (``convert``, ``generate``, ``predict --out``, ``train --save/--checkpoint``,
+``experiment --out``, ``demo``) calls :func:`check_output` *before* any work and moves its result
+into place with :func:`replace`:
+
+- an existing path is refused unless ``overwrite``; with ``overwrite`` only a previous distlearn
+  output **of the same kind**, recognised by its own metadata (:func:`is_kind`), is replaced;
+- the working directory, the home directory, the filesystem root, an input, and any directory that
+  holds one of those are never an output (whatever ``overwrite`` says);
+- the place is writable: its parent exists (or can be created) and a file can be made there, and a
+  file output is not an existing directory (nor a directory output an existing file);
+- :func:`replace` writes beside, renames the old one aside, renames the new one in, and removes the
+  old only after checking again that it is of the same kind.
+
+A refusal is one line naming the path: ``FileExistsError`` or ``ValueError``, or the ``OSError``
+(``PermissionError``, ``IsADirectoryError``, ``NotADirectoryError``) that the write would have hit,
+with the output as its ``filename``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+import warnings
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+#: The attribute of a predictions zarr array written by ``training.write_values``.
+PREDICTIONS_ATTR = "distlearn_predictions"
+#: The marker file of a directory distlearn writes into (``generate rcv1-files/splice-files``,
+#: ``experiment --out``, ``demo --out``), written by :func:`claim_dir` before the work.
+MARKER = ".distlearn-output.json"
+#: The attribute of a checkpoint group (``distributed/checkpoint.py``).
+CHECKPOINT_ATTR = "distlearn_checkpoint"
+
+_SVMLIGHT_LINE = re.compile(rb"^[-+]?[0-9.eE+-]+(,[-+]?[0-9.eE+-]+)*( (qid:)?[0-9]+:\S+)*\s*(#.*)?$")
+
+
+def _zarr_attributes(path: Path) -> dict | None:
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _is_store(p: Path) -> bool:
+    attrs = _zarr_attributes(p) if p.is_dir() else None
+    return attrs is not None and isinstance(attrs.get("distlearn"), dict)
+
+
+def _is_checkpoint(p: Path) -> bool:
+    attrs = _zarr_attributes(p) if p.is_dir() else None
+    return attrs is not None and isinstance(attrs.get(CHECKPOINT_ATTR), dict)
+
+
+def _is_model(p: Path) -> bool:
+    """An ``.npz`` whose ``meta`` entry is distlearn's model JSON (``model.save_model``)."""
+    if not p.is_file():
+        return False
+    try:
+        with zipfile.ZipFile(p) as z:
+            info = z.getinfo("meta.npy")
+            if info.file_size > 1 << 20:
+                return False
+            head = z.read(info)
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError):
+        return False
+    try:
+        import io
+
+        import numpy as np
+
+        meta = json.loads(str(np.lib.format.read_array(io.BytesIO(head), allow_pickle=False)))
+    except Exception:  # noqa: BLE001 -- anything unreadable is simply not a model file of ours
+        return False
+    return isinstance(meta, dict) and "format" in meta and "kind" in meta and "distlearn_version" in meta
+
+
+def _head(p: Path, n: int = 4096) -> bytes | None:
+    try:
+        with open(p, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return None
+
+
+def _is_text(p: Path) -> bool:
+    head = _head(p) if p.is_file() else None
+    if head is None or b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:  # a multi-byte character cut at the end is fine
+        return e.start >= len(head) - 3
+    return True
+
+
+def _is_svmlight(p: Path) -> bool:
+    if not _is_text(p):
+        return False
+    head = _head(p) or b""
+    lines = head.splitlines()[:-1] if len(head) == 4096 else head.splitlines()
+    return all(_SVMLIGHT_LINE.match(line) for line in lines[:20])
+
+
+def _is_predictions(p: Path, suffix: str | None = None) -> bool:
+    suffix = (p.suffix if suffix is None else suffix).lower()
+    if suffix == ".zarr":
+        attrs = _zarr_attributes(p) if p.is_dir() else None
+        return attrs is not None and PREDICTIONS_ATTR in attrs
+    if suffix == ".npy":
+        return p.is_file() and (_head(p, 6) or b"") == b"\x93NUMPY"
+    return _is_text(p)  # .csv / .txt: numbers or labels, one row per line
+
+
+def _marked(p: Path, kind: str) -> bool:
+    try:
+        return json.loads((p / MARKER).read_text()).get("kind") == kind
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _is_experiment(p: Path) -> bool:
+    return p.is_dir() and (_marked(p, "experiment") or (p / "meta.json").is_file()
+                           or any((p / "cells").glob("*/meta.json")))
+
+
+def _is_corpus(p: Path) -> bool:
+    return _marked(p, "corpus")
+
+
+def _is_demo(p: Path) -> bool:
+    return p.is_dir() and (_marked(p, "demo") or _is_store(p / "rcv1-like.zarr"))
+
+
+#: kind -> (what it is, in words; a directory? (None: by suffix, .zarr is one); recogniser; how an
+#: existing one is used: "replace" (only with ``overwrite``), "fill" (a directory written into:
+#: an empty one is used, one of the kind only with ``overwrite``) or "resume" (a results
+#: directory: an empty one or one of the kind is used, ``overwrite`` or not)).
+KINDS: dict[str, tuple[str, bool | None, Callable[[Path], bool], str]] = {
+    "store": ("distlearn store (a zarr group with distlearn's metadata)", True, _is_store, "replace"),
+    "checkpoint": ("distlearn checkpoint", True, _is_checkpoint, "replace"),
+    "model": ("distlearn model file (.npz with distlearn's meta)", False, _is_model, "replace"),
+    "predictions": ("predictions file written by distlearn predict", None, _is_predictions, "replace"),
+    "svmlight": ("svmlight file", False, _is_svmlight, "replace"),
+    "corpus": (f"directory of generated files (with {MARKER})", True, _is_corpus, "fill"),
+    "experiment": ("distlearn experiment directory (with meta.json)", True, _is_experiment, "resume"),
+    "demo": ("distlearn demo directory", True, _is_demo, "resume"),
+}
+
+
+def _is_dir_kind(path: Path, kind: str) -> bool:
+    is_dir = KINDS[kind][1]
+    return path.suffix.lower() == ".zarr" if is_dir is None else is_dir
+
+
+def is_kind(path: str | os.PathLike[str], kind: str, *, name: str | None = None) -> bool:
+    """Whether ``path`` holds a previous distlearn output of ``kind`` (one of :data:`KINDS`),
+    recognised by its own metadata (``name``: the name it had, for a file renamed aside)."""
+    if kind == "predictions":
+        return _is_predictions(Path(path), None if name is None else Path(name).suffix)
+    return KINDS[kind][2](Path(path))
+
+
+def _real(path: str | os.PathLike[str]) -> str:
+    p = os.fspath(path)
+    if "#" in p and not os.path.lexists(p):  # a view STORE#TARGET names its store
+        p = p.split("#", 1)[0]
+    return os.path.realpath(os.path.expanduser(p))
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _protected(path: Path, inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    real = _real(path)
+    named = [(os.path.realpath(os.getcwd()), "the working directory"),
+             (os.path.realpath(os.path.expanduser("~")), "the home directory"),
+             (os.path.realpath(os.sep), "the filesystem root")]
+    named.sort(key=lambda qw: qw[0] != real)  # the one it is, before one it holds
+    for q, what in named:
+        if _within(q, real):
+            raise ValueError(f"{path}: refusing to write over {what}" + ("" if q == real else f" ({q}) or a directory that holds it"))
+    for i in inputs:
+        if i is None or os.fspath(i) == "":
+            continue
+        q = _real(i)
+        if _within(q, real):
+            raise ValueError(f"{path}: refusing to write over the input {i}" + ("" if q == real else ", which it holds"))
+        if os.path.isdir(q) and _within(real, q):
+            raise ValueError(f"{path}: refusing to write inside the input {i}")
+
+
+def claim_dir(path: str | os.PathLike[str], kind: str) -> Path:
+    """Create the directory output ``path`` (checked by :func:`check_output`) and mark it as a
+    ``kind`` output of distlearn, so that a rerun (or ``--overwrite``) recognises it even when
+    the first run was stopped before writing anything else."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    if not (p / MARKER).exists():
+        tmp = p / f".{MARKER}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.write_text(json.dumps({"kind": kind}))
+        os.replace(tmp, p / MARKER)
+    return p
+
+
+def check_place(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str] | None] = (),
+                into: bool = False) -> None:
+    """The checks of :func:`check_output` that do not depend on what is there: not the working,
+    home or root directory, not an input nor what holds one, and writable."""
+    p = Path(os.path.expanduser(os.fspath(path)))
+    _protected(p, inputs)
+    check_writable(p, into=into and p.is_dir())
+
+
+def _oserror(cls: type[OSError], code: int, path: Path, note: str = "") -> OSError:
+    return cls(code, os.strerror(code) + (f" ({note})" if note else ""), str(path))
+
+
+def check_writable(path: str | os.PathLike[str], *, into: bool = False) -> None:
+    """Raise the ``OSError`` a write of ``path`` would hit, now: its nearest existing ancestor
+    must be a directory in which a file can be created (``os.access`` and a real probe file).
+    ``into``: ``path`` is an existing directory written into, so probe it instead."""
+    p = Path(path)
+    where = Path(os.path.abspath(path))
+    where = where if into else where.parent
+    while not os.path.lexists(where) and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise _oserror(NotADirectoryError, errno.ENOTDIR, p, f"{where} is not a directory")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise _oserror(PermissionError, errno.EACCES, p, f"{where} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".distlearn-probe-", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise _oserror(type(e), e.errno or errno.EACCES, p, f"cannot create a file in {where}") from None
+
+
+def check_output(path: str | os.PathLike[str], kind: str, *, overwrite: bool,
+                 inputs: Iterable[str | os.PathLike[str] | None] = ()) -> Path:
+    """Refuse, before any work, an output the writer must not write (see the module notes).
+
+    ``kind`` is one of :data:`KINDS`; ``inputs`` are the command's input paths.  Returns the path.
+    """
+    what, _, recognise, mode = KINDS[kind]
+    p = Path(os.path.expanduser(os.fspath(path)))
+    if os.fspath(path) == "":
+        raise ValueError("an empty output path")
+    _protected(p, inputs)
+    exists = os.path.lexists(p)
+    if exists:
+        want_dir = _is_dir_kind(p, kind)
+        if p.is_dir() and not want_dir:
+            raise _oserror(IsADirectoryError, errno.EISDIR, p, f"a {what} goes there")
+        if os.path.exists(p) and not p.is_dir() and want_dir:
+            raise _oserror(NotADirectoryError, errno.ENOTDIR, p, f"a {what} goes there")
+        real_dir = p.is_dir() and not os.path.islink(p)
+        if real_dir and mode != "replace" and (not any(p.iterdir()) or (mode == "resume" and recognise(p))):
+            check_writable(p, into=True)
+            return p
+        if mode == "resume":
+            raise FileExistsError(f"{p} exists and is not a {what}; refusing to write into it "
+                                  "(name a new or empty directory)")
+        if not overwrite:
+            raise FileExistsError(f"{p} already exists; pass --overwrite to replace it")
+        if not recognise(p):
+            raise FileExistsError(f"{p} exists and is not a {what}; refusing to replace it")
+        if mode == "fill":
+            check_writable(p, into=True)
+            return p
+    check_writable(p)
+    return p
+
+
+def _discard(old: Path, kind: str, name: str) -> None:
+    """Remove ``old`` (the previous output ``name``, renamed aside) if it is still of ``kind``;
+    else keep it and say so."""
+    if os.path.islink(old):  # a link is removed, never followed
+        old.unlink()
+        return
+    if is_kind(old, kind, name=name):
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+        return
+    warnings.warn(f"{old}: changed while being replaced and is no longer a {KINDS[kind][0]}; kept", stacklevel=3)
+
+
+def remove(path: str | os.PathLike[str], kind: str) -> None:
+    """Delete a previous output of ``kind`` at ``path`` (checked again now); refuse anything else."""
+    p = Path(path)
+    if not os.path.lexists(p):
+        return
+    if os.path.islink(p) or not is_kind(p, kind):
+        raise FileExistsError(f"{p} exists and is not a {KINDS[kind][0]}; refusing to delete it")
+    _protected(p, ())
+    old = p.parent / f".{p.name}.old-{uuid.uuid4().hex[:12]}"
+    os.rename(p, old)
+    _discard(old, kind, p.name)
+
+
+def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: str) -> None:
+    """Move the finished output ``tmp`` (written beside ``target``) to ``target``.
+
+    A file replaces a previous file of ``kind`` in one ``os.replace``.  A directory: the old one
+    is renamed aside, the new one renamed in, and the old one removed (only if it is still of
+    ``kind``).  Anything else at ``target`` is refused (``FileExistsError``); ``tmp`` is left
+    for the caller to clean up.
+    """
+    tmp, target = Path(tmp), Path(target)
+    if os.path.lexists(target) and not is_kind(target, kind):
+        raise FileExistsError(f"{target} appeared or changed while writing and is not a {KINDS[kind][0]}; "
+                              "not replaced")
+    if not tmp.is_dir():
+        if target.is_dir() and not os.path.islink(target):
+            raise _oserror(IsADirectoryError, errno.EISDIR, target)
+        os.replace(tmp, target)
+        return
+    if not os.path.lexists(target):
+        os.rename(tmp, target)
+        return
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
+    os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    _discard(old, kind, target.name)
