@@ -42,6 +42,7 @@ from ..learners._kernels import (
     _binary_step,
     _check_rebase,
     _fold_scale,
+    _guard,
     _native_taus,
     _needs_xsq,
     _prefetch,
@@ -116,7 +117,8 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     ``out_updates[(out_offset + ii) * n_slots + s]``.
 
     Returns -1, or the first round whose margins are not finite (that round
-    and later ones are not applied).
+    and later ones are not applied), or whose step is not (the single learner's
+    numeric guard, ``learners/_kernels.py: _guard``; the round may be partly applied).
     """
     d = W.shape[0] - 1
     NK = W.shape[1]
@@ -258,6 +260,8 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
                 for k in range(K):
                     mloc[k] = m[i * K + k]
                 xsq = _native_taus(rule, p, mloc, yi, K, tau, work, xsq, data, lo, hi, fit_intercept, bias)
+                if xsq != xsq:
+                    return ii  # features too large or small for the dtype, or a step not finite
                 for k in range(K):
                     u = tau[k]
                     if u == 0.0:
@@ -278,10 +282,15 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
                     z = yk * mk
                     if xsq < 0.0 and _needs_xsq(rule, p, z):
                         xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                        if xsq != xsq:
+                            return ii
                     c = cb + k
                     fire, cc, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[c], n_updates[c] + 1.0, xsq)
                     if not fire:
                         continue
+                    xsq = _guard(xsq, mk, cc, u, need_norm, data, lo, hi, fit_intercept, bias)
+                    if xsq != xsq:
+                        return ii  # (the single learner's guard: learners/_kernels.py)
                     # the rescale w <- cc * w (O(1) through the scale), written out as in the binary loop of
                     # learners/_kernels.py: through the inline _rescale that loop measured 7-10 % slower
                     if cc == 0.0:
@@ -340,6 +349,8 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
             u = uu[q]
             if u != 0.0 and need_norm:
                 sq = sqnorm[c] + 2.0 * u * umk[q] + u * u * xsq
+                if sq - sq != 0.0:
+                    return ii  # ||w||^2 overflowed
                 sqnorm[c] = sq if sq > 0.0 else 0.0
             if uproj[q]:
                 nrm = math.sqrt(sqnorm[c])

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from .. import rng
 from .._validation import check_allocation
-from ..learners.linear import NonFiniteError, Rule, raise_non_finite
+from ..learners.linear import Rule, cast_values, raise_bad_round
 from . import _kernels as EK
 
 __all__ = [
@@ -195,7 +195,7 @@ def learn_ensemble_chunk(
     if not Xc.has_canonical_format:
         Xc = Xc.copy()
         Xc.sum_duplicates()
-    data = Xc.data if Xc.data.dtype == dt else Xc.data.astype(dt)
+    data = Xc.data if Xc.data.dtype == dt else cast_values(Xc.data, dt)
     indptr, indices = Xc.indptr, Xc.indices  # int32 as scipy gives them: no copy, half the index bytes
     if indptr.dtype != indices.dtype:
         indptr, indices = indptr.astype(np.int64), indices.astype(np.int64)
@@ -241,10 +241,7 @@ def learn_ensemble_chunk(
     first_bad = min((b for b in bad if b >= 0), default=-1)
     if first_bad >= 0:
         r = int(order[first_bad])
-        raise_non_finite(Xc, r, first_bad)
-        raise NonFiniteError(
-            f"the weights overflowed: the margin of row {r} (round {first_bad} of this chunk) is not finite "
-            "although the row is; use a smaller step size or scale the features", r, first_bad)
+        raise_bad_round(Xc, r, first_bad, dt)  # the single learner's one line (NaN, features out of range, overflow)
     state.n_rounds[0] += n
     margin = outs[0][0]
     upd = outs[0][1]

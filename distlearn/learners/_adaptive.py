@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit
 
 from .._config import NUMBA_FLAGS
-from ._kernels import _AHEAD, _prefetch
+from ._kernels import _AHEAD, _MAXF, _any_nonzero, _prefetch, _tiny
 
 # Rule codes, disjoint from the classic rules' (distlearn.learners._kernels).
 AROW = 100
@@ -99,7 +99,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                age, accP, accq, acc_cfg, A, S, T):
     """Every round of a CSR chunk (indices sorted and unique within rows, as
     :func:`~distlearn.learners.linear.learn_chunk` passes them); returns -1 or the
-    position of the first round with a non-finite margin (nothing of it applied).
+    position of the first round with a non-finite margin (nothing of it applied), or
+    whose step cannot be taken (the numeric guard of ``_kernels._guard``: AROW's
+    ``sum Sigma_i x_i^2`` or a NAG ``G_i`` that overflowed or underflowed; the round
+    may be partly applied).  The driver names the cause.
 
     ``p``: AROW ``[r]``; NAG ``[eta]``.  The running sum and ``age`` as in
     :func:`distlearn.learners._kernels._learn_csr`.
@@ -210,6 +213,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                 for jj in range(lo, hi):
                     x = data[jj]
                     v += a[indices[jj] * K + k] * (x * x)
+                if not (v <= _MAXF and v >= _tiny(data)) and (v != 0.0 or _any_nonzero(data, lo, hi)):
+                    return ii  # sum Sigma_i x_i^2 overflowed or underflowed: features too large or small
                 if fit_intercept:
                     v += a[d * K + k] * bsq
                 beta = 1.0 / (v + rr)
@@ -290,6 +295,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                         b = j * K + k
                         g = lp * x
                         G = a[b] + g * g
+                        if not (G > 0.0 and G <= _MAXF):
+                            return ii  # g^2 overflowed, or underflowed to 0 (the step would be 0 or x/0)
                         a[b] = G
                         old = w[b]
                         _set(w, b, old - c * g / (S[j] * math.sqrt(G)), acc_on, accP, q)
@@ -298,6 +305,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                         b = d * K + k
                         g = lp * bias
                         G = a[b] + g * g
+                        if not (G > 0.0 and G <= _MAXF):
+                            return ii
                         a[b] = G
                         old = w[b]
                         _set(w, b, old - c * g / (S[d] * math.sqrt(G)), acc_on, accP, q)

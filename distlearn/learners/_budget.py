@@ -40,7 +40,22 @@ import numpy as np
 from numba import njit
 
 from .._config import NUMBA_FLAGS
-from ._kernels import MC_MIRA, MC_PA, MC_PA1, MC_PA2, MIRA, PA, PA1, PA2, PERCEPTRON, _binary_step, _native_taus
+from ._kernels import (
+    _MAXF,
+    _TINY64,
+    MC_MIRA,
+    MC_PA,
+    MC_PA1,
+    MC_PA2,
+    MIRA,
+    PA,
+    PA1,
+    PA2,
+    PERCEPTRON,
+    _any_nonzero,
+    _binary_step,
+    _native_taus,
+)
 
 LINEAR_KERNEL = 0
 POLY_KERNEL = 1
@@ -409,8 +424,9 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     keys ``born``/``died``); ``uniforms[ii]`` the random removal draw of round
     ``ii``; ``krow`` scratch of at least the slot capacity.  The caller
     guarantees room for ``len(order)`` more slots.  Returns -1, or the position
-    in ``order`` of the first round whose scores are not finite (that round and
-    later ones are not applied).  ``blocked``: compute the kernel rows of
+    in ``order`` of the first round whose scores are not finite, or whose
+    ``||x||^2`` overflows or underflows float64 (that round and later ones are
+    not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
     by row -- the same values as ``blocked=False``, bit for bit.
@@ -455,6 +471,8 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
         sqx = 0.0
         for j in range(x.shape[0]):
             sqx += x[j] * x[j]
+        if not (sqx <= _MAXF and sqx >= _TINY64) and (sqx != 0.0 or _any_nonzero(x, 0, x.shape[0])):
+            return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
         kxx = _kval(kernel, kp, x, x, sqx, sqx)
         n_slots = meta[0]
         for k in range(K):

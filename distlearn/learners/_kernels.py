@@ -88,6 +88,11 @@ _REBASE = 16.0
 _HUGE = 1e30
 # Rows ahead that a pass prefetches (see _learn_csr).
 _AHEAD = 8
+# The numeric guard (ARCHITECTURE.md decision 10): a squared norm of a row outside
+# [smallest normal number of the row's dtype, largest float64] cannot drive a step.
+_MAXF = 1.7976931348623157e308
+_TINY64 = 2.2250738585072014e-308
+_TINY32 = 1.1754943508222875e-38
 
 
 @intrinsic
@@ -161,15 +166,53 @@ def _zero_column(W, scale, sqnorm, k, accP, accq):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _tiny(vx):
+    """The smallest normal number of the row's dtype: a square below it has lost its digits."""
+    return _TINY32 if vx.itemsize == 4 else _TINY64
+
+
+@njit(**NUMBA_FLAGS)
+def _any_nonzero(vx, lo, hi):
+    for jj in range(lo, hi):
+        if vx[jj] != 0:
+            return True
+    return False
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _sqnorm(vx, lo, hi, fit_intercept, bias):
-    """||x||^2 of one row (bias feature included when fitted), summed in order."""
+    """||x||^2 of one row (bias feature included when fitted), summed in order.
+
+    NaN when the row's own sum cannot drive a step: it overflowed, or it fell below the
+    smallest normal number of the row's dtype although the row has a nonzero value (the
+    features are too large or too small for the dtype).  Every caller stops the round on
+    a NaN and returns its position, which the driver reports (``raise_bad_round``): one
+    test after a sum that the step needed anyway."""
     acc = 0.0
     for jj in range(lo, hi):
         v = vx[jj]
         acc += v * v
+    if not (acc <= _MAXF and acc >= _tiny(vx)):
+        if acc != 0.0 or _any_nonzero(vx, lo, hi):
+            return np.nan
     if fit_intercept:
         acc += bias * bias
     return acc
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _guard(xsq, mk, c, u, need_norm, vx, lo, hi, fit_intercept, bias):
+    """The numeric guard of a step that fired (``w <- c w + u x`` at margin ``mk``): returns
+    ``xsq``, summed now when the bookkeeping needs it (``need_norm``) or when the margin is
+    below the smallest normal number (0 or subnormal: either a genuinely zero margin, or
+    products that underflowed -- :func:`_sqnorm` tells them apart), or NaN when the step is
+    not finite or the row's norm is out of range.  A NaN stops the round: the caller
+    returns its position.  Costs a few flops per update and nothing per round."""
+    if xsq < 0.0 and (need_norm or abs(mk) < _tiny(vx)):
+        xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+    if c - c != 0.0 or u - u != 0.0:
+        return np.nan
+    return xsq
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -333,6 +376,9 @@ def _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, b
                 m[yi] = keep - p[0]
                 _mira_taus(m, yi, xsq, tau, work)
                 m[yi] = keep
+                for k in range(K):
+                    if tau[k] - tau[k] != 0.0:
+                        return np.nan  # a step that is not finite: the caller stops the round
     else:
         h = 1.0 - (m[yi] - other)
         if h > 0.0:
@@ -345,6 +391,8 @@ def _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, b
                 step = h / (2.0 * xsq)
                 if rule == MC_PA1 and step > p[0]:
                     step = p[0]
+            if step - step != 0.0:
+                return np.nan  # xsq out of range (NaN) or a step that is not finite
             tau[yi] = step
             tau[other_k] = -step
     return xsq
@@ -369,11 +417,14 @@ def _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit
     """Column ``k``'s bookkeeping after its step ``u`` on the row ``vx[lo:hi]`` (``mk``: its
     margin after any rescale): ``||w_k||^2`` for the rules that read it, the projection
     (``project``) w_k <- w_k / max(1, ||w_k||), the scale folded into W when extreme, and
-    the running sum rebased.  Shared by :func:`_apply` and :func:`_apply_dense`."""
+    the running sum rebased.  Shared by :func:`_apply` and :func:`_apply_dense`.  Returns
+    False when ``||w_k||^2`` overflowed (the caller stops the round)."""
     if u != 0.0 and need_norm:
         if xsq < 0.0:
             xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
         sq = sqnorm[k] + 2.0 * u * mk + u * u * xsq
+        if sq - sq != 0.0:
+            return False
         sqnorm[k] = sq if sq > 0.0 else 0.0
     if project:
         nrm = math.sqrt(sqnorm[k])
@@ -385,12 +436,14 @@ def _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit
         _fold_scale(W, scale, k, accq)
     if accq.shape[0]:
         _check_rebase(W, scale, k, accP, accq)
+    return True
 
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
            fit_intercept, bias, accP, accq):
-    """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||)."""
+    """w_k <- c * w_k + u * x, then (``project``) w_k <- w_k / max(1, ||w_k||).  False when
+    ``||w_k||^2`` overflowed (:func:`_finish`)."""
     mk = _rescale(W, scale, sqnorm, k, c, mk, accP, accq)
     if u != 0.0:
         inv = u / scale[k]
@@ -413,7 +466,8 @@ def _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
                     w[ix[jj] * K + k] += vx[jj] * inv
             if fit_intercept:
                 w[d * K + k] += bias * inv
-    _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit_intercept, bias, accP, accq)
+    return _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, vx, lo, hi, fit_intercept, bias,
+                   accP, accq)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -519,6 +573,8 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
     any_update = False
     if rule >= FIRST_NATIVE:
         xsq = _native_taus(rule, p, m, yi, K, tau, work, xsq, vx, lo, hi, fit_intercept, bias)
+        if xsq != xsq:
+            return False, np.nan, False
         for k in range(K):
             u = tau[k]
             if u == 0.0:
@@ -534,14 +590,16 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
             z = yk * mk
             if xsq < 0.0 and _needs_xsq(rule, p, z):
                 xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
+                if xsq != xsq:
+                    return False, np.nan, False
             fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
             if not fire:
                 continue
             any_update = True
-            if need_norm and xsq < 0.0:
-                xsq = _sqnorm(vx, lo, hi, fit_intercept, bias)
-            _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
-                   fit_intercept, bias, accP, accq)
+            xsq = _guard(xsq, mk, c, u, need_norm, vx, lo, hi, fit_intercept, bias)
+            if xsq != xsq or not _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
+                                     need_norm, fit_intercept, bias, accP, accq):
+                return False, np.nan, False
             n_updates[k] += 1
     return mistake, (h if h > 0.0 else 0.0), any_update
 
@@ -553,9 +611,12 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
-    not finite (a NaN or infinity in the row, or overflowed weights); rounds
-    before it are applied and logged, that round and later ones are not.  This
-    replaces a separate finiteness pass over the data.
+    not finite (a NaN or infinity in the row, or overflowed weights), or whose
+    step is not (:func:`_guard`: a step or ``||x||^2`` that overflowed, or a
+    ``||x||^2`` that underflowed although the row is not zero); rounds before it
+    are applied and logged, that round and later ones are not (except for an
+    overflow of ``||w||^2``, found after the step).  This replaces a separate
+    finiteness pass over the data; the driver names the cause (``raise_bad_round``).
 
     ``age[0]`` counts the rounds the current hypothesis has already been used
     (0 on the round after an update).  The running sum (ARCHITECTURE.md decision 4):
@@ -625,8 +686,13 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             xsq = -1.0
             if _needs_xsq(rule, p, z):  # ||x||^2 only when the step reads it
                 xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                if xsq != xsq:
+                    return ii  # features too large or small for the dtype; nothing updated
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
             if upd:
+                xsq = _guard(xsq, m0, c, u, need_norm, data, lo, hi, fit_intercept, bias)
+                if xsq != xsq:
+                    return ii  # a step that is not finite, or ||x||^2 out of range; nothing updated
                 # _rescale written out: through the helper this binary loop measured 7-10 % slower
                 # (benchmarks/bench_learners.py, RCV1-like, float64)
                 if c == 0.0:
@@ -652,10 +718,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                             w[indices[jj]] += data[jj] * inv
                         if fit_intercept:
                             w[d] += bias * inv
-                    if need_norm:
-                        if xsq < 0.0:
-                            xsq = _sqnorm(data, lo, hi, fit_intercept, bias)
+                    if need_norm:  # (xsq summed by _guard)
                         sq = sqnorm[0] + 2.0 * u * m0 + u * u * xsq
+                        if sq - sq != 0.0:
+                            return ii  # ||w||^2 overflowed (this round's step is applied)
                         sqnorm[0] = sq if sq > 0.0 else 0.0
                 if project:
                     nrm = math.sqrt(sqnorm[0])
@@ -802,8 +868,8 @@ def _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, n
                 w[b] = new if v != 0 else old
             if fit_intercept:
                 w[d * K + k] += bias * inv
-    _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, xf, lo, lo + d, fit_intercept, bias,
-            accP, accq)
+    return _finish(W, scale, sqnorm, k, u, mk, xsq, project, need_norm, xf, lo, lo + d, fit_intercept, bias,
+                   accP, accq)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -823,6 +889,8 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
     hi = lo + d
     if rule >= FIRST_NATIVE:
         xsq = _native_taus(rule, p, m, yi, K, tau, work, xsq, xf, lo, hi, fit_intercept, bias)
+        if xsq != xsq:
+            return False, np.nan, False
         for k in range(K):
             u = tau[k]
             if u == 0.0:
@@ -838,14 +906,16 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
             z = yk * mk
             if xsq < 0.0 and _needs_xsq(rule, p, z):
                 xsq = _sqnorm(xf, lo, hi, fit_intercept, bias)
+                if xsq != xsq:
+                    return False, np.nan, False
             fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
             if not fire:
                 continue
             any_update = True
-            if need_norm and xsq < 0.0:
-                xsq = _sqnorm(xf, lo, hi, fit_intercept, bias)
-            _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, need_norm,
-                         fit_intercept, bias, accP, accq)
+            xsq = _guard(xsq, mk, c, u, need_norm, xf, lo, hi, fit_intercept, bias)
+            if xsq != xsq or not _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project,
+                                     need_norm, fit_intercept, bias, accP, accq):
+                return False, np.nan, False
             n_updates[k] += 1
     return mistake, (h if h > 0.0 else 0.0), any_update
 

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 
 from .. import rng
 from . import _budget as B
-from .linear import NonFiniteError, Rule, raise_non_finite
+from .linear import Rule, raise_bad_round
 
 __all__ = [
     "KERNELS",
@@ -366,9 +366,8 @@ def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
 
 def raise_kernel_non_finite(X: Any, r: int, position: int) -> None:
     """Row ``r`` (at ``position`` in the order) gave a non-finite score: name the bad value, or the overflow."""
-    raise_non_finite(X, r, position)
-    raise NonFiniteError(f"row {r}: a kernel score is not finite (the kernel overflowed: scale the data "
-                         "or lower gamma or degree)", r, position)
+    raise_bad_round(X, r, position, np.float64, fallback=f"row {r}: a kernel score is not finite (the kernel "
+                    "overflowed: scale the data or lower gamma or degree)")
 
 
 def keeps_scores(bcode: int, removal: str) -> bool:

@@ -39,7 +39,9 @@ __all__ = [
     "Rule",
     "RuleSpec",
     "max_row_norm",
+    "raise_bad_round",
     "raise_non_finite",
+    "cast_values",
     "LinearState",
     "RoundLog",
     "make_rule",
@@ -347,7 +349,7 @@ def learn_chunk(
             # duplicated entry means the sum of its values, as in scipy.
             X = X.copy()
             X.sum_duplicates()
-        data = X.data if X.data.dtype == dt else X.data.astype(dt)
+        data = X.data if X.data.dtype == dt else cast_values(X.data, dt)
         indptr = X.indptr
         indices = X.indices
         if indptr.dtype != indices.dtype:
@@ -361,7 +363,7 @@ def learn_chunk(
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
-            Xd = np.ascontiguousarray(Xd, dtype=dt)
+            Xd = cast_values(Xd, dt)
 
         dense = A.learn_dense if adaptive else K.learn_dense
 
@@ -382,11 +384,7 @@ def learn_chunk(
                      log.updated, int(offset) + lo, state.age, accP, accq, cfg)
         if bad >= 0:
             state.n_rounds[0] += bad
-            r, t = int(order[lo + bad]), int(lo + bad)
-            raise_non_finite(X, r, t)
-            raise NonFiniteError(
-                f"the weights overflowed: the margin of row {r} (round {t} of this chunk) is not finite "
-                "although the row is; use a smaller step size or scale the features", r, t)
+            raise_bad_round(X, int(order[lo + bad]), int(lo + bad), dt)
         state.n_rounds[0] += hi - lo
         if on_piece is not None:
             acc = on_piece(lo, hi, age0)
@@ -421,6 +419,59 @@ def raise_non_finite(X: Any, r: int, t: int) -> None:
             f"column{'s' if len(cols) > 1 else ''} {np.sort(cols)[:5].tolist()}", r, t)
 
 
+def cast_values(a: np.ndarray, dtype: Any) -> np.ndarray:
+    """``a`` in ``dtype`` (C order), refusing a narrowing cast that rounds nonzero values to zero
+    (features too small for float32: the learner would see zeros).  Values that overflow to
+    infinity are left to the kernels, which stop at their row (:func:`raise_bad_round`)."""
+    dt = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(a, dtype=dt)
+    if dt.itemsize < a.dtype.itemsize and a.dtype.kind == "f":
+        lost = int(np.count_nonzero(a)) - int(np.count_nonzero(out))
+        if lost > 0:
+            src = np.asarray(a)
+            small = float(np.abs(src[(out == 0) & (src != 0)]).max())
+            raise ValueError(f"{lost} nonzero value{'s' if lost > 1 else ''} of X (up to {small:.3g} in magnitude) "
+                             f"round to 0 in {dt}: features too small for {dt}: scale them (e.g. to unit norm), "
+                             "or use dtype='float64'")
+    return out
+
+
+def _problem(X: Any, r: int, dt: np.dtype) -> str:
+    """``"large"`` or ``"small"`` when row ``r`` of X, in the learners' dtype ``dt``, has values that
+    overflow it or a squared norm out of range (summed as the kernels sum it); else ``""``."""
+    row = X[r] if sp.issparse(X) else np.asarray(X)[r]
+    vals = np.asarray(row.data if sp.issparse(row) else row).ravel()
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        v = vals.astype(dt)
+        if not np.isfinite(v).all():
+            return "large"
+        sq = float(np.sum((v * v).astype(np.float64)))
+    if not math.isfinite(sq):
+        return "large"
+    if sq < np.finfo(dt).tiny and np.count_nonzero(v):
+        return "small"
+    return ""
+
+
+def raise_bad_round(X: Any, r: int, t: int, dtype: Any = np.float64, *, fallback: str = "") -> None:
+    """A kernel stopped at row ``r`` (round ``t`` of the chunk): its margin or its step was not
+    finite, or ``||x||^2`` was out of range.  Raise the one-line :class:`NonFiniteError` that
+    names the cause: a NaN or infinity in the row; features too large or too small for the
+    dtype (an overflow or underflow of ``||x||^2``, of the margins and of the steps: scale
+    them); or else weights that overflowed (``fallback``, when given, says that instead)."""
+    raise_non_finite(X, r, t)
+    dt = np.dtype(dtype)
+    problem = _problem(X, r, dt)
+    if problem:
+        raise NonFiniteError(
+            f"row {r} (round {t} of this chunk): features too {problem} for {dt} (||x||^2 "
+            f"{'overflowed' if problem == 'large' else 'underflowed'}): scale them (e.g. to unit norm)", r, t)
+    raise NonFiniteError(fallback or (
+        f"the weights overflowed: the margin of row {r} (round {t} of this chunk) or its step is not finite "
+        "although the row is; use a smaller step size or scale the features (e.g. to unit norm)"), r, t)
+
+
 def row_sqnorms(X: Any) -> np.ndarray:
     """``||x_i||^2`` of every row, summed exactly as the rules sum them (dense == CSR)."""
     out = np.zeros(X.shape[0], dtype=np.float64)
@@ -443,5 +494,6 @@ def max_row_norm(X: Any, fit_intercept: bool) -> float:
     if not math.isfinite(top):
         r = int(np.flatnonzero(~np.isfinite(sq))[0])
         raise_non_finite(X, r, r)
-        raise ValueError(f"row {r} of X has a squared norm that overflows float64; scale the features")
+        raise ValueError(f"row {r} of X: features too large for float64 (||x||^2 overflows): "
+                         "scale them (e.g. to unit norm)")
     return math.sqrt(top + extra)
