@@ -48,7 +48,6 @@ from numba import njit
 from zarr.codecs import Crc32cCodec
 from zarr.storage import LocalStore
 
-from .._outputs import check_output, replace
 from .._version import __version__
 from .._config import MAX_CLASSES, NNZ_CHUNK, NUMBA_FLAGS, STORE_FORMAT_VERSION, default_block_rows
 
@@ -287,7 +286,8 @@ class DatasetWriter:
         if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
             raise ValueError(f"block_rows must be a positive int; got {block_rows!r}")
         self.path = Path(path)
-        check_output(self.path, "store", overwrite=overwrite)
+        if self.path.exists() and not overwrite:
+            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
         self.layout = layout
         self.n_features = None if n_features is None else int(n_features)
         self.dtype = _check_dtype(dtype)
@@ -521,7 +521,7 @@ class DatasetWriter:
                        else k // max(1, wide.shape[1]))
         raise ValueError(
             f"row {row}: {n} non-zero value{'s' if n > 1 else ''} of the block from row {first} "
-            f"(e.g. {wide.reshape(-1)[k]!r}) become{'' if n > 1 else 's'} 0 in {self.dtype.name}; store them "
+            f"(e.g. {float(wide.reshape(-1)[k])!r}) become{'' if n > 1 else 's'} 0 in {self.dtype.name}; store them "
             "with --dtype float64 (dtype='float64') or scale the features")
 
     def _count_labels(self, y: np.ndarray) -> None:
