@@ -7,7 +7,10 @@ distlearn version, training counters).  A linear model holds ``coef``,
 the kernel learners and their Bayes points) holds ``support_vectors``,
 ``dual_coef`` and ``classes``, with the kernel and its parameters in ``meta``.
 :func:`load_model` reads it with ``allow_pickle=False``, so a model file can
-never run code.  The file is written under a temporary name and renamed, so
+never run code, and checks the zip directory and every array's .npy header
+against the metadata (the declared ``shapes``, ``n_features``, the classes)
+before it inflates a byte, so a damaged, inconsistent or inflated file is one
+line naming the file and the member, never a traceback or a memory bomb.  The file is written under a temporary name and renamed, so
 a failed save leaves no file that looks valid.
 """
 
@@ -16,12 +19,15 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ._outputs import check_output, replace
+from ._validation import physical_memory
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
 from .conversions.kernel import VotedKernelHypothesis
@@ -106,6 +112,8 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
         arrays["members"] = np.asarray(est.members_, dtype=np.float64)
         arrays["member_weights"] = np.asarray(est.weights_, dtype=np.float64)
     meta["distlearn_version"] = __version__
+    # every member's shape, so that load_model checks each .npy header against it before inflating
+    meta["shapes"] = {name: list(np.shape(v)) for name, v in {**arrays, "classes": classes}.items()}
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
     try:
         np.savez(tmp, **arrays, classes=classes, meta=np.array(json.dumps(meta)))
@@ -180,32 +188,192 @@ class KernelModel(LinearModel):
         return kernel_decision(self.kernel_, self.support_vectors_, self.dual_coef_.T, X)
 
 
-def load_model(path: str | os.PathLike[str]) -> LinearModel:
-    """Read a model saved by :func:`save_model` (no pickle: plain arrays and JSON only): a
-    :class:`LinearModel` or a :class:`KernelModel`."""
-    p = Path(path)
+#: The most bytes the JSON ``meta`` member may declare (a model's parameters and counters are far smaller).
+META_BYTES = 16 << 20
+
+#: Each kind's members and their shapes, by dimension name: ``C`` the classes, ``K`` the output
+#: rows (1 for two classes, else ``C``), ``d`` the features (``d1 = d + 1``: the intercept column),
+#: the others free unless the metadata's ``shapes`` declares them.  Alternatives are listed.
+_LAYOUT: dict[str, tuple[tuple[str, tuple[tuple[str, ...], ...], bool], ...]] = {
+    "linear": (("coef", (("K", "d"),), True), ("intercept", (("K",),), True)),
+    "vote": (("H", (("M", "K", "d1"),), True), ("w", (("M",),), True)),
+    "sample": (("H", (("M", "K", "d1"),), True), ("w", (("M",),), True)),
+    "kernel": (("support_vectors", (("P", "d"),), True), ("dual_coef", (("K", "P"),), True),
+               ("vote_t", (("E",),), False), ("vote_p", (("E",),), False), ("vote_s", (("E",),), False),
+               ("vote_lab", (("P",),), False)),
+}
+_MEMBERS = (("members", (("N", "K", "d1"),), False), ("member_weights", (("N",), ("K", "N")), False))
+
+
+class _Refused(ValueError):
+    """A model file whose members disagree with each other or with its metadata."""
+
+
+def _damaged(p: Path, exc: BaseException) -> ValueError:
+    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ValueError(f"{p}: not a readable distlearn model file (truncated or damaged: {why})")
+
+
+def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype, int]:
+    """A member's declared shape, dtype and data bytes, from its .npy header only; the member's
+    uncompressed size in the zip directory must be exactly header + data."""
+    fmt = np.lib.format
+    with zf.open(info) as f:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(f)
+        else:
+            raise ValueError(f".npy format {version} is not one distlearn writes")
+        start = f.tell()
+    if dtype.hasobject:
+        raise _Refused(f"member {info.filename} holds Python objects ({dtype}); model files hold plain arrays only")
+    nbytes = dtype.itemsize
+    for s in shape:
+        nbytes *= int(s)
+    if info.file_size != start + nbytes:
+        raise _Refused(f"member {info.filename} declares {info.file_size:,} bytes but its header says shape "
+                       f"{tuple(shape)} {dtype} ({start + nbytes:,} bytes)")
+    return tuple(int(s) for s in shape), dtype, nbytes
+
+
+def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    with zf.open(info) as f:
+        a = np.lib.format.read_array(f, allow_pickle=False)
+        if f.read(1):  # reached the member's end: the zip checks its CRC-32 there
+            raise ValueError(f"member {info.filename} holds more than its header says")
+    return a
+
+
+def _expected(kind: str, meta: dict[str, Any], heads: dict[str, tuple[tuple[int, ...], np.dtype, int]]
+              ) -> None:
+    """Every member's header against the metadata (kind, n_features, the declared ``shapes``) and
+    against the other members (classes vs output rows, support vs coefficients)."""
+    C = heads["classes"][0]
+    if len(C) != 1 or C[0] < 2:
+        raise _Refused(f"classes has shape {C}: a model knows two or more classes")
+    dims: dict[str, int | None] = {"C": C[0], "K": 1 if C[0] == 2 else C[0], "d": None, "d1": None}
+    d = meta.get("n_features")
+    if d is not None:
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+            raise _Refused(f"meta n_features is {d!r}, not a feature count")
+        dims.update(d=d, d1=d + 1)
+    layout = (*_LAYOUT[kind], *_MEMBERS)
+    known = {name for name, _, _ in layout} | {"classes", "meta"}
+    extra = sorted(set(heads) - known)
+    if extra:
+        raise _Refused(f"member {extra[0]}.npy is not part of a {kind} model")
+    declared = meta.get("shapes")
+    if declared is not None and (not isinstance(declared, dict) or set(declared) != set(heads) - {"meta"}):
+        raise _Refused(f"the members {sorted(set(heads) - {'meta'})} are not the ones its metadata declares "
+                       f"({sorted(declared) if isinstance(declared, dict) else declared!r})")
+    for name, options, required in layout:
+        if name not in heads:
+            if required:
+                raise _Refused(f"member {name}.npy is missing (a {kind} model has "
+                               f"{', '.join(n + '.npy' for n, _, r in _LAYOUT[kind] if r)} and classes.npy)")
+            continue
+        shape = heads[name][0]
+        for names in options:
+            if len(names) == len(shape) and all(dims.get(n) in (None, s) for n, s in zip(names, shape)):
+                for n, s in zip(names, shape):
+                    if n == "d":
+                        dims["d1"] = s + 1
+                    elif n == "d1":
+                        dims["d"] = s - 1
+                    dims[n] = s
+                break
+        else:
+            want = " or ".join("(" + ", ".join(f"{n}={dims[n]}" if dims.get(n) is not None else n for n in names) + ")"
+                               for names in options)
+            raise _Refused(f"inconsistent {kind} model: member {name}.npy has shape {shape}, expected {want} "
+                           f"for {dims['C']} classes" + (f" and {d} features" if d is not None else ""))
+    for name, (shape, dtype, _) in heads.items():
+        if declared is not None and name != "meta" and list(shape) != declared[name]:
+            raise _Refused(f"inconsistent {kind} model: member {name}.npy has shape {shape}, its metadata "
+                           f"declares {tuple(declared[name])}")
+        if name != "meta" and dtype.kind not in ("iufbU" if name == "classes" else "iufb"):
+            raise _Refused(f"member {name}.npy has dtype {dtype}, not {'labels' if name == 'classes' else 'numbers'}")
+
+
+def _load_arrays(p: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The metadata and arrays of a model file, every member checked from the zip directory and its
+    .npy header before a byte of it is inflated."""
     try:
-        with np.load(p, allow_pickle=False) as z:
-            if "meta" not in z.files:
-                raise ValueError(f"{p}: not a distlearn model (no meta)")
-            meta = json.loads(str(z["meta"]))
-            kind = meta.get("kind", "linear") if isinstance(meta, dict) else None
-            names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
-                     "vote": ("H", "w"), "sample": ("H", "w")}.get(kind)
-            if names is None:
-                raise ValueError(f"{p}: unknown model kind {kind!r}")
-            missing = {*names, "classes"} - set(z.files)
-            if missing:
-                raise ValueError(f"{p}: not a distlearn model (missing {sorted(missing)})")
-            a, b, classes = z[names[0]], z[names[1]], z["classes"]
-            more = {n: z[n] for n in ("vote_t", "vote_p", "vote_s", "vote_lab", "members", "member_weights")
-                    if n in z.files}
-    except (OSError, EOFError) as exc:
+        zf = zipfile.ZipFile(p)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError as exc:
+        raise ValueError(f"{p}: is a directory, not a model file") from exc
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise _damaged(p, exc) from None
+    try:
+        with zf:
+            infos = {}
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy") or info.filename[:-4] in infos or "/" in info.filename:
+                    raise _Refused(f"member {info.filename!r} is not one .npy array of a model file "
+                                   "(a repeated or foreign name)")
+                infos[info.filename[:-4]] = info
+            if "meta" not in infos:
+                raise _Refused("not a distlearn model (no meta)")
+            heads = {"meta": _header(zf, infos["meta"])}
+            mshape, mtype, mbytes = heads["meta"]
+            if mshape != () or mtype.kind != "U" or mbytes > META_BYTES:
+                raise _Refused(f"member meta.npy is {mtype} {mshape} of {mbytes:,} bytes, not a JSON text "
+                               f"of at most {META_BYTES:,} bytes")
+            try:
+                meta = json.loads(str(_read(zf, infos["meta"])))
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise _Refused(f"member meta.npy is not JSON ({str(exc).splitlines()[0][:200]})") from None
+            if not isinstance(meta, dict):
+                raise _Refused("member meta.npy is not a JSON object")
+            if meta.get("format") != FORMAT:
+                raise _Refused(f"model format {meta.get('format')!r}, this distlearn reads {FORMAT}")
+            kind = meta.get("kind", "linear")
+            if kind not in _LAYOUT:
+                raise _Refused(f"unknown model kind {kind!r}")
+            if "classes" not in infos:
+                raise _Refused("not a distlearn model (missing ['classes'])")
+            for name, info in infos.items():
+                if name != "meta":
+                    heads[name] = _header(zf, info)
+            _expected(kind, meta, heads)
+            total = sum(h[2] for h in heads.values())
+            have = physical_memory()
+            if have is not None and total > have // 2:
+                raise _Refused(f"its arrays declare {total:,} bytes, more than half this machine's memory "
+                               f"({have:,} bytes)")
+            arrays = {name: _read(zf, info) for name, info in infos.items() if name != "meta"}
+    except _Refused as exc:
+        raise ValueError(f"{p}: {exc}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, NotImplementedError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise ValueError(f"{p}: not a readable model file ({exc})") from exc
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{p}: model format {meta.get('format')!r}, this distlearn reads {FORMAT}")
+        raise _damaged(p, exc) from None
+    return meta, arrays
+
+
+def load_model(path: str | os.PathLike[str]) -> LinearModel:
+    """Read a model saved by :func:`save_model` (no pickle: plain arrays and JSON only): a
+    :class:`LinearModel`, :class:`EnsembleModel` or :class:`KernelModel`.
+
+    Nothing is inflated before the whole file is checked from its zip directory and the arrays'
+    .npy headers: every member's size must be exactly what its header declares, every shape must
+    fit the metadata (``kind``, ``n_features``, the classes: one output row for two classes, else
+    one per class; the declared ``shapes`` of files written since they are recorded), and the
+    total must fit in memory.  A truncated or damaged file, or one that disagrees with itself, is
+    one ``ValueError`` line naming the file and the member.
+    """
+    p = Path(path)
+    meta, arrays = _load_arrays(p)
+    kind = meta.get("kind", "linear")
+    names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
+             "vote": ("H", "w"), "sample": ("H", "w")}[kind]
+    a, b, classes = arrays[names[0]], arrays[names[1]], arrays["classes"]
+    more = {n: arrays[n] for n in ("vote_t", "vote_p", "vote_s", "vote_lab", "members", "member_weights")
+            if n in arrays}
     model = _build(p, kind, a, b, classes, meta, more)
     if "members" in more:
         M, W = more["members"], more["member_weights"] if "member_weights" in more else None

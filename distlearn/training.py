@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -173,6 +174,7 @@ def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
                 labels.append(t)
                 conf = np.pad(conf, ((0, 1), (0, 1)))
             conf[index[t], index[p_]] += 1
+    unknown = _check_labels(classes, labels, conf, X)
     n = int(conf.sum())
     right = int(np.trace(conf))
     per_class = {}
@@ -184,7 +186,29 @@ def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
         per_class[str(c)] = {"precision": prec, "recall": rec, "f1": f1, "support": true_c}
     return {"n": n, "errors": n - right, "error": (n - right) / n if n else None,
             "accuracy": right / n if n else None, "labels": labels, "confusion": conf.tolist(),
-            "per_class": per_class}
+            "per_class": per_class, "unknown_labels": unknown}
+
+
+def _label_list(values: Iterable[Any], limit: int = 8) -> str:
+    shown = [str(v) for v in list(values)[:limit]]
+    return ", ".join(shown) + (", ..." if len(list(values)) > limit else "")
+
+
+def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: Any) -> list[Any]:
+    """The test labels the model does not know (counted as errors, named in one line on stderr);
+    a test set that shares no label with the model's classes is an error (its error rate would
+    say nothing but that the model belongs to another problem)."""
+    unknown = labels[len(classes):]
+    if not unknown:
+        return []
+    where = os.fspath(X) if isinstance(X, (str, os.PathLike)) else "the test labels"
+    if not conf[: len(classes)].sum():
+        raise ValueError(f"{where}: no test label ({_label_list(unknown)}) is a class of the model "
+                         f"({_label_list(classes)}); the model was trained for another problem")
+    rows = int(conf[len(classes):].sum())
+    print(f"distlearn evaluate: note: {rows} test rows have labels the model does not know "
+          f"({_label_list(unknown)}), counted as errors", file=sys.stderr)
+    return unknown
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
