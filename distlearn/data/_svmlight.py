@@ -35,6 +35,11 @@ from ._io import iter_line_chunks, open_binary, strip_bom
 __all__ = ["SvmlightReader", "parse_svmlight_bytes", "parse_svmlight_range", "line_aligned_ranges"]
 
 
+#: Indices are int64 from the parser on (the store keeps them 64-bit when ``n_features >= 2**31``,
+#: ``DatasetWriter.index_dtype``); the width ``max index + 1`` must fit int64 too.
+_INDEX_LIMIT = 2**63 - 1
+
+
 def _tok(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
@@ -89,6 +94,9 @@ def _scan(
                 raise fail(f"token {_tok(t)!r}: feature index {_tok(i_s)!r} is not an integer", t) from None
             if idx < 0:
                 raise fail(f"token {_tok(t)!r}: negative feature index {idx}", t)
+            if idx - off >= _INDEX_LIMIT:
+                raise fail(f"token {_tok(t)!r}: feature index {idx} does not fit a 64-bit index "
+                           f"(at most {_INDEX_LIMIT - 1 + off}): hash the features (--hash-bits)", t)
             if idx == 0 and not zero_based:
                 raise fail(
                     f"token {_tok(t)!r}: feature index 0 in a 1-based file "
