@@ -251,3 +251,21 @@ def test_evaluate_refuses_a_model_of_another_problem(files, tmp_path, capsys):
     # through the library: the same refusal on arrays
     with pytest.raises(ValueError, match="no test label"):
         evaluate(load_model(tmp_path / "other.npz"), Xt, np.full(len(Xt), 3))
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete"])
+def test_evaluate_on_a_damaged_label_chunk_is_one_line(files, tmp_path, capsys, damage):
+    import shutil
+
+    d, saved, _ = files
+    store = tmp_path / "test.zarr"
+    shutil.copytree(d / "test.zarr", store)
+    chunk = sorted(f for f in (store / "y").rglob("*") if f.is_file() and f.name != "zarr.json")[1]
+    if damage == "flip":
+        b = bytearray(chunk.read_bytes())
+        b[len(b) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(b))
+    else:
+        chunk.unlink()
+    line = _one_line(capsys, "evaluate", str(saved["linear"]), str(store))
+    assert "test.zarr" in line and "block 1" in line

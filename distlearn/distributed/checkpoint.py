@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -49,6 +50,14 @@ _FIELDS = ("W", "scale", "sqnorm", "n_updates", "member_rounds", "n_rounds", "ac
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be resumed (another job's, damaged, or not a checkpoint)."""
+
+
+_CUT_NAME = re.compile(r"e\d{4,}-s\d{5,}")
+
+
+def _is_cut(d: Path) -> bool:
+    """A cut directory of this checkpoint (nothing else in it is ever deleted)."""
+    return d.is_dir() and _CUT_NAME.fullmatch(d.name) is not None
 
 
 def _cut(epoch: int, segment: int) -> str:
@@ -184,8 +193,16 @@ def check_cut(path: str | os.PathLike[str], name: str, n_groups: int | None = No
 
 def _complete_cuts(p: Path) -> list[str]:
     """The cuts with a record, newest first."""
-    return sorted((d.name for d in p.iterdir() if d.is_dir() and d.name.startswith("e") and (d / _RECORD).is_file()),
+    return sorted((d.name for d in p.iterdir() if _is_cut(d) and (d / _RECORD).is_file()),
                   reverse=True)
+
+
+def _drop_cuts_after(p: Path, name: str) -> None:
+    """Remove the cuts after ``name`` (damaged or incomplete): the resumed run writes them again, and a
+    part left there would be kept as a retried task's first copy."""
+    for d in p.iterdir():
+        if _is_cut(d) and d.name > name:
+            shutil.rmtree(d)
 
 
 def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> dict[str, Any] | None:
@@ -205,6 +222,7 @@ def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> d
         damaged.append(("latest.json", "not valid JSON"))
     cuts = _complete_cuts(p)
     if pointer is None and not cuts and not damaged:
+        _drop_cuts_after(p, "")  # parts of a first cut never completed: written again from scratch
         return None
     if isinstance(pointer, dict):
         named = _cut(pointer.get("epoch", -1), pointer.get("segment", -1))
@@ -224,9 +242,7 @@ def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> d
     if damaged:
         print(f"distlearn: checkpoint {p}: {damaged[0][0]} is damaged ({damaged[0][1]}); resuming from cut "
               f"{name}, the newest intact complete cut", file=sys.stderr)
-    for d in p.iterdir():  # later cuts: damaged or incomplete, and rewritten by the resumed run
-        if d.is_dir() and d.name.startswith("e") and d.name > name:
-            shutil.rmtree(d)
+    _drop_cuts_after(p, name)
     out = {"epoch": int(rec["epoch"]), "segment": int(rec["segment"]), "counters": rec.get("counters", {})}
     if damaged:
         _write_json(p / "latest.json", out)
@@ -318,7 +334,7 @@ def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counte
     complete = [c for c in _complete_cuts(p) if c <= name]
     if len(complete) >= 2:
         for d in p.iterdir():
-            if d.is_dir() and d.name.startswith("e") and d.name < complete[1]:
+            if _is_cut(d) and d.name < complete[1]:
                 shutil.rmtree(d, ignore_errors=True)
 
 

@@ -181,3 +181,21 @@ def test_mark_complete_refuses_a_missing_part(store, tmp_path):
     with pytest.raises(ckpt.CheckpointError, match=r"e0001-s00000: parts \['g0000'\] where the job writes 2"):
         ckpt.mark_complete(ck, 1, 0, {})
     assert ckpt.latest(ck)["segment"] == 5
+
+
+def test_parts_of_a_cut_never_completed_are_not_reused(store, tmp_path):
+    """A crash inside the first segment leaves parts but no record: resume starts from scratch and removes
+    them (else write_part would keep a leftover part as a retried task's first copy and record it)."""
+    import shutil
+
+    ck = tmp_path / "ck.zarr"
+    _first_epoch(store, ck)
+    stale = ckpt.read_part(ck, 0, 4, 0)  # some other state, left where the first cut will be written
+    for d in ck.iterdir():
+        if d.is_dir():
+            shutil.rmtree(d)
+    (ck / "latest.json").unlink()
+    ckpt.write_part(ck, 0, 0, 0, stale)
+    assert (ck / "e0000-s00000" / "g0000").is_dir()
+    assert ckpt.prepare(ck, ckpt._fingerprint(ck), resume=True) is None
+    assert not (ck / "e0000-s00000").exists()
