@@ -160,12 +160,20 @@ def _check_part(part: Path, manifest: Any) -> str | None:
     return None
 
 
+def _digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 def _record(cut: Path) -> dict[str, Any] | None:
+    """A cut's record, if it is JSON and its own sha256 (of everything else in it) still matches."""
     try:
         rec = json.loads((cut / _RECORD).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    check = rec.pop("sha256", None)
+    return rec if check == _digest(rec) else None
 
 
 def check_cut(path: str | os.PathLike[str], name: str, n_groups: int | None = None) -> str | None:
@@ -173,7 +181,7 @@ def check_cut(path: str | os.PathLike[str], name: str, n_groups: int | None = No
     cut = Path(path) / name
     rec = _record(cut)
     if rec is None:
-        return f"{_RECORD} is missing or not valid JSON"
+        return f"{_RECORD} is missing, not valid JSON or changed (its sha256 differs)"
     parts = rec.get("parts")
     if not isinstance(parts, dict) or not parts:
         return f"{_RECORD} lists no parts"
@@ -329,7 +337,8 @@ def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counte
         raise CheckpointError(f"{cut}: parts {sorted(parts)} where the job writes {len(want)}; the checkpoint "
                               "directory must be on storage every worker and the client share")
     rec = {"epoch": int(epoch), "segment": int(segment), "counters": _jsonable(counters)}
-    _write_json(cut / _RECORD, {**rec, "parts": parts})
+    body = {**rec, "parts": parts}
+    _write_json(cut / _RECORD, {**body, "sha256": _digest(body)})
     _write_json(p / "latest.json", rec)
     complete = [c for c in _complete_cuts(p) if c <= name]
     if len(complete) >= 2:

@@ -87,12 +87,19 @@ def _drop_part(cut):
     shutil.rmtree(cut / "g0001")
 
 
-@pytest.mark.parametrize("damage", [_delete_chunk, _flip_byte, _reshape, _drop_record, _drop_part])
+def _counters(cut):  # one digit of a counter changed: still valid JSON
+    f = cut / "cut.json"
+    rec = json.loads(f.read_text())
+    rec["counters"]["epoch_rows"][0] += 1
+    f.write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("damage", [_delete_chunk, _flip_byte, _reshape, _drop_record, _drop_part, _counters])
 def test_damaged_latest_cut_falls_back_to_the_previous(store, reference, tmp_path, capsys, damage):
     newest, previous = _first_epoch(store, tmp_path / "ck.zarr")
     capsys.readouterr()
     damage(newest)
-    assert ckpt.check_cut(tmp_path / "ck.zarr", newest.name, 2) is not None or damage is _drop_record
+    assert ckpt.check_cut(tmp_path / "ck.zarr", newest.name, 2) is not None
     resumed = _obpm(checkpoint=tmp_path / "ck.zarr", resume=True).fit(store)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
