@@ -22,8 +22,9 @@ import json
 import logging
 import multiprocessing.process
 import os
-import sys
 import ssl
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -195,8 +196,48 @@ def make_security(
             "every client shows a certificate signed by the CA (--tls-ca needs "
             "--tls-cert and --tls-key, or client.cert/client.key in --tls-config)"
         )
+    _check_tls_files(settings)
     kwargs = {_TLS_KEYS[k]: v for k, v in settings.items()}
     return Security(require_encryption=True if require is None else bool(require), **kwargs)
+
+
+def _pem_error(e: BaseException) -> str:
+    """The reason of an ``ssl`` load failure, in a few words."""
+    text = str(e).strip()
+    return str(getattr(e, "reason", None) or (text.splitlines()[0] if text else type(e).__name__))
+
+
+def _check_tls_files(settings: Mapping[str, Any]) -> None:
+    """Load every CA and certificate/key pair once, so that a bad file is one line naming it.
+
+    ``settings`` uses the keys of :data:`_TLS_KEYS` (``ca-file``, ``client.cert``, ...).
+    Without this, a garbage PEM fails deep inside distributed (a LocalCluster's workers
+    "did not start", or a traceback from the comm layer).
+    """
+    ca = settings.get("ca-file")
+    if ca:
+        try:
+            ssl.create_default_context().load_verify_locations(cafile=str(ca))
+        except (ssl.SSLError, OSError, ValueError) as e:
+            raise ValueError(f"TLS CA file {str(ca)!r} is not a readable PEM certificate ({_pem_error(e)})") from None
+    for role in _ROLES:
+        cert, key = settings.get(f"{role}.cert"), settings.get(f"{role}.key")
+        if not cert:
+            continue
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(cert), str(key) if key else None)
+        except (ssl.SSLError, OSError, ValueError) as e:
+            files = f"{str(cert)!r}" + (f" with key {str(key)!r}" if key else "")
+            raise ValueError(f"TLS certificate {files} ({role}) does not load: {_pem_error(e)} "
+                             "(expected a PEM certificate and its matching PEM private key)") from None
+
+
+def check_security(security: Any) -> None:
+    """:func:`_check_tls_files` for a ``distributed.Security`` (however it was built)."""
+    if security is None:
+        return
+    settings = {k: getattr(security, attr, None) for k, attr in _TLS_KEYS.items() if k in _PATH_KEYS}
+    _check_tls_files({k: v for k, v in settings.items() if v})
 
 
 def _has_certs(security: Any, role: str) -> bool:
@@ -236,18 +277,233 @@ def _explain_failed_start() -> Iterator[None]:
 
 
 CONNECT_TIMEOUT_ENV = "DISTLEARN_CONNECT_TIMEOUT"
+WORKER_WAIT_ENV = "DISTLEARN_WORKER_WAIT"
 
 
-def connect_timeout() -> float:
-    """Seconds to wait for a scheduler: ``$DISTLEARN_CONNECT_TIMEOUT``, 10 by default."""
-    raw = os.environ.get(CONNECT_TIMEOUT_ENV, "10")
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, str(default))
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise ValueError(f"${CONNECT_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"${name}={raw!r}: expected a positive number of seconds")
     return value
+
+
+def connect_timeout() -> float:
+    """Seconds to reach a scheduler: ``$DISTLEARN_CONNECT_TIMEOUT``, 10 by default.
+
+    It bounds the whole way in: the scheduler file appearing, the TCP (and TLS)
+    connection and Dask's handshake, and the client's reconnection attempts when
+    the scheduler goes away mid-run.
+    """
+    return _env_seconds(CONNECT_TIMEOUT_ENV, 10)
+
+
+def worker_wait() -> float:
+    """Seconds to wait for a scheduler's first worker: ``$DISTLEARN_WORKER_WAIT``, 60 by default."""
+    return _env_seconds(WORKER_WAIT_ENV, 60)
+
+
+class SchedulerLost(ConnectionError):
+    """The scheduler went away while tasks were running (one line: where, and how to resume)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__(f"the Dask scheduler at {address} was lost during the run; rerun with --resume "
+                         "(and --checkpoint) to continue from the last checkpoint")
+
+
+class WorkersKilled(ValueError):
+    """A task killed every worker it ran on (a crash in native code, or out of memory)."""
+
+    def __init__(self, key: Any, times: int | None) -> None:
+        self.key = key
+        n = "several" if times is None else str(times)
+        super().__init__(f"a task killed its workers {n} times: {key} (see the workers' logs: a crash or "
+                         "running out of memory)")
+
+
+def _scheduler_file_wait(path: str, timeout: float) -> str:
+    """The address in a scheduler file, waiting up to ``timeout`` s for it to appear (a scheduler may be starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        address = _scheduler_file_address(path)
+        if address is not None:
+            return address
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if os.path.isdir(path):
+        why = "is a directory"
+    elif not os.path.exists(path):
+        why = f"does not exist after {timeout:g} s"
+    else:
+        why = f"holds no scheduler address after {timeout:g} s (expected the JSON `dask scheduler --scheduler-file` writes)"
+    raise ConnectionError(f"scheduler file {path!r} {why}; start `dask scheduler --scheduler-file {path}` "
+                          f"or check the path (the wait is ${CONNECT_TIMEOUT_ENV} seconds)")
+
+
+def _tcp_accepts(address: str, timeout: float) -> bool:
+    """Whether anything accepts a TCP connection at ``tcp://host:port`` / ``tls://host:port``."""
+    import socket
+
+    from distributed.comm import parse_host_port
+    from distributed.comm.addressing import parse_address
+
+    with contextlib.suppress(Exception):
+        host, port = parse_host_port(parse_address(address)[1])
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def probe_scheduler(address: str, security: Any, timeout: float) -> dict[str, Any]:
+    """Connect to ``address`` and ask who it is, all within ``timeout`` seconds; return its identity.
+
+    distributed's own ``connect`` bounds the TCP connection but then waits for
+    the peer's handshake without a deadline, so a service that accepts and
+    stays silent (an HTTP server, a stray socket) would hang ``Client()``
+    forever.  Here the whole exchange -- connect, TLS, Dask's handshake and an
+    ``identity`` request -- has one deadline, and every failure is a one-line
+    :class:`ConnectionError` naming the address.
+    """
+    import asyncio
+    import threading
+
+    from distributed import Security
+    from distributed.comm import connect
+
+    args = (security if security is not None else Security()).get_connection_args("client")
+
+    async def ask() -> Any:
+        comm = await connect(address, timeout=timeout, **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:  # its own event loop, in its own thread: safe under a running loop (Jupyter)
+        try:
+            box["identity"] = asyncio.run(asyncio.wait_for(ask(), timeout))
+        except BaseException as e:  # noqa: BLE001 - reported below, in one line
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="distlearn-probe", daemon=True)
+    t.start()
+    t.join(timeout + 5)
+    err = box.get("error")
+    if t.is_alive() or isinstance(err, (asyncio.TimeoutError, TimeoutError)) or (
+            isinstance(err, OSError) and "Timed out" in str(err)):
+        if not _tcp_accepts(address, min(timeout, 2.0)):
+            raise ConnectionError(
+                f"no Dask scheduler answered at {address} within {timeout:g} s (nothing listens there); "
+                f"check the address and that `dask scheduler` runs there (the wait is "
+                f"${CONNECT_TIMEOUT_ENV} seconds)")
+        tls = " TLS and" if address.startswith("tls://") else ""
+        raise ConnectionError(f"the service at {address} accepted the connection but did not complete{tls} "
+                              f"Dask's handshake within {timeout:g} s: it is not a Dask scheduler (check the "
+                              f"address and port{', and the TLS certificates' if tls else ''})")
+    if err is not None:
+        chain = [err]
+        while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 8:
+            chain.append(nxt)
+        ssl_errors = [e for e in chain if isinstance(e, ssl.SSLError)]
+        if ssl_errors or address.startswith("tls://"):  # failed before Dask's first message: TLS
+            why = _first_line(ssl_errors[0] if ssl_errors else chain[-1])
+            raise ConnectionError(f"the TLS handshake with {address} failed ({why}); check that it is a Dask "
+                                  "scheduler and that --tls-ca/--tls-cert/--tls-key match the cluster's "
+                                  "certificates") from None
+        raise ConnectionError(f"the service at {address} is not a Dask scheduler: it did not speak Dask's "
+                              f"protocol ({_first_line(err)})") from None
+    ident = box.get("identity")
+    kind = ident.get("type") if isinstance(ident, Mapping) else None
+    if kind != "Scheduler":
+        what = f"a Dask {kind}" if isinstance(kind, str) and kind else "something else"
+        raise ConnectionError(f"the service at {address} is {what}, not a Dask scheduler "
+                              "(give the scheduler's address or its scheduler file)")
+    return dict(ident)
+
+
+def _n_workers(client: Any) -> int:
+    info = client.scheduler_info(n_workers=-1)
+    return int(info.get("n_workers", len(info.get("workers", {}))))
+
+
+def ensure_workers(client: Any, address: str | None = None, wait: float | None = None) -> None:
+    """Return once the cluster has a worker; wait up to :func:`worker_wait` s, saying so on stderr.
+
+    A scheduler started alone accepts tasks and holds them forever; this turns
+    that into a line ``waiting for workers at ADDRESS (up to N s;
+    DISTLEARN_WORKER_WAIT)`` and, if none joins, a one-line
+    :class:`ConnectionError`.
+    """
+    if _n_workers(client):
+        return
+    address = address or str(getattr(client.scheduler, "address", "?"))
+    wait = worker_wait() if wait is None else wait
+    print(f"waiting for workers at {address} (up to {wait:g} s; {WORKER_WAIT_ENV})", file=sys.stderr, flush=True)
+    try:
+        client.wait_for_workers(1, timeout=wait)
+    except (TimeoutError, OSError) as e:
+        if is_lost(client):
+            raise SchedulerLost(address) from None
+        if not isinstance(e, TimeoutError):
+            raise
+        raise ConnectionError(f"no Dask worker joined the scheduler at {address} within {wait:g} s; start "
+                              f"workers (`dask worker {address}`) or wait longer (${WORKER_WAIT_ENV})") from None
+
+
+def is_lost(client: Any) -> bool:
+    """Whether ``client`` has lost its scheduler (its comm closed: reconnecting, or given up and closed)."""
+    if getattr(client, "status", "running") in ("connecting", "closing", "closed", "failed"):
+        return True
+    comm = getattr(client, "scheduler_comm", None)
+    return comm is None or bool(getattr(comm, "comm", None) is not None and comm.comm.closed())
+
+
+def _killed_worker(e: BaseException) -> WorkersKilled | None:
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(e, KilledWorker):
+        key = getattr(e, "task", None) or (e.args[0] if e.args else "?")
+        times = getattr(e, "allowed_failures", None)
+        if isinstance(times, int):
+            times += 1  # allowed_failures deaths are forgiven; the next one kills the task
+        return WorkersKilled(key, times if isinstance(times, int) else None)
+    return None
+
+
+@contextlib.contextmanager
+def cluster_faults(client: Any, address: str | None = None) -> Iterator[None]:
+    """Turn a lost scheduler and a task that killed its workers into one line (:class:`SchedulerLost`,
+    :class:`WorkersKilled`); anything else (the task's own error) passes unchanged."""
+    from concurrent.futures import CancelledError
+
+    try:
+        yield
+    except (SchedulerLost, WorkersKilled):
+        raise
+    except (CancelledError, OSError, TimeoutError) as e:  # CommClosedError is an OSError
+        if isinstance(e, CancelledError) and "scheduler-connection-lost" not in str(e) and not is_lost(client):
+            raise
+        if not isinstance(e, CancelledError) and not is_lost(client):
+            raise
+        raise SchedulerLost(address or str(getattr(client.scheduler, "address", "?"))) from None
+    except Exception as e:
+        killed = _killed_worker(e)
+        if killed is None:
+            raise
+        raise killed from None
 
 
 @contextlib.contextmanager
@@ -333,24 +589,26 @@ def get_client(
         return
     if scheduler is not None:
         s = str(scheduler)
-        is_file = s.endswith(".json")
-        address = _scheduler_file_address(s) if is_file else s
-        if address is not None and address.startswith("tls://"):
+        timeout = connect_timeout()
+        address = _scheduler_file_wait(s, timeout) if s.endswith(".json") else s
+        if address.startswith("tls://"):
             if not _has_certs(security if security is not None else Security(), "client"):
                 raise _no_tls_error(address)
-        timeout = connect_timeout()
+            check_security(security)
+        probe_scheduler(address, security, timeout)
         try:
-            client = (Client(scheduler_file=s, security=security, timeout=timeout) if is_file
-                      else Client(s, security=security, timeout=timeout))
+            client = Client(address, security=security, timeout=timeout)
         except (OSError, TimeoutError) as e:
             raise ConnectionError(
-                f"no Dask scheduler answered at {address or s} within {timeout:g} s ({type(e).__name__}); "
+                f"no Dask scheduler answered at {address} within {timeout:g} s ({type(e).__name__}); "
                 f"check the address and that `dask scheduler` runs there (the wait is "
                 f"${CONNECT_TIMEOUT_ENV} seconds)") from None
         try:
-            yield client
+            with cluster_faults(client, address):
+                ensure_workers(client, address)
+                yield client
         finally:
-            client.close()
+            _close_quietly(client)
         return
     n = n_workers or os.cpu_count() or 1
     kwargs: dict[str, Any] = {}
@@ -366,6 +624,7 @@ def get_client(
                 f"and worker roles; missing: {missing} (make_security(tls_ca, tls_cert, "
                 f"tls_key) sets all three)"
             )
+        check_security(security)
         kwargs.update(protocol="tls", security=security)
     import dask
 
@@ -395,10 +654,28 @@ def get_client(
         cluster.close()
         raise
     try:
-        yield client
+        with cluster_faults(client, cluster.scheduler_address):
+            yield client
     finally:
         client.close()
         cluster.close()
+
+
+def _close_quietly(client: Any) -> None:
+    """Close ``client``; after a lost scheduler, without distributed's reconnection tracebacks on stderr."""
+    if not is_lost(client):
+        client.close()
+        return
+    loggers = [logging.getLogger(n) for n in ("distributed.client", "distributed.utils", "distributed.core")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.suppress(Exception):
+            client.close(timeout=2)
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def describe(client: Any) -> str:

@@ -37,7 +37,11 @@ from typing import Any
 
 from .._config import SPLIT_EVERY
 from . import graph
-from .cluster import describe, get_client
+from .cluster import cluster_faults, describe, ensure_workers, get_client, is_lost
+
+#: Seconds between the liveness checks of a wait on Dask (a wait never blocks longer than this
+#: without looking at the client's connection to its scheduler).
+POLL_SECONDS = 1.0
 
 __all__ = ["Executor", "InProcess", "OnDask", "executor_for"]
 
@@ -157,40 +161,74 @@ class OnDask(Executor):
     def __init__(self, client: Any, retries: int = 1) -> None:
         self.client = client
         self.retries = int(retries)
-        info = client.scheduler_info()
+        self.address = str(getattr(client.scheduler, "address", None) or "?")
+        with cluster_faults(client, self.address):
+            ensure_workers(client, self.address)  # a scheduler alone: say so, then a deadline
+            info = client.scheduler_info(n_workers=-1)
         self.n_workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
     def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
-        f = self.client.submit(fn, *args, key=key, retries=self.retries)
-        if nout is None:
-            return f
-        name, *index = key if isinstance(key, tuple) else (key,)
-        return [self.client.submit(operator.getitem, f, i, key=(f"{name}-out{i}", *index)) for i in range(nout)]
+        with cluster_faults(self.client, self.address):
+            f = self.client.submit(fn, *args, key=key, retries=self.retries)
+            if nout is None:
+                return f
+            name, *index = key if isinstance(key, tuple) else (key,)
+            return [self.client.submit(operator.getitem, f, i, key=(f"{name}-out{i}", *index))
+                    for i in range(nout)]
 
     def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
-        return self.client.compute(graph.tree_reduce(parts, merge, split_every=split_every, name=key),
-                                   retries=self.retries)
+        with cluster_faults(self.client, self.address):
+            return self.client.compute(graph.tree_reduce(parts, merge, split_every=split_every, name=key),
+                                       retries=self.retries)
 
     def scatter(self, obj: Any) -> Any:
-        return self.client.scatter([obj], broadcast=False, hash=True)[0]
+        with cluster_faults(self.client, self.address):
+            return self.client.scatter([obj], broadcast=False, hash=True)[0]
+
+    def _completions(self, handles: Sequence[Any]) -> Iterator[int]:
+        """The indices of ``handles`` as they finish (done, failed or cancelled).
+
+        Never blocks longer than :data:`POLL_SECONDS` without checking that the client still
+        has its scheduler, so a lost scheduler is :class:`~.cluster.SchedulerLost`, never a
+        hang (and the client itself gives up reconnecting after ``$DISTLEARN_CONNECT_TIMEOUT``
+        s and cancels every future, which wakes this up at once).
+        """
+        import queue
+
+        done: queue.SimpleQueue[int] = queue.SimpleQueue()
+        with cluster_faults(self.client, self.address):
+            for i, h in enumerate(handles):
+                h.add_done_callback(lambda _, i=i: done.put(i))
+            left = len(handles)
+            while left:
+                try:
+                    i = done.get(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    if is_lost(self.client):
+                        raise OSError("the client lost its scheduler") from None  # -> SchedulerLost
+                    continue
+                left -= 1
+                if handles[i].status == "cancelled" and is_lost(self.client):
+                    raise OSError("the client lost its scheduler")  # its tasks were cancelled with it
+                yield i
 
     def wait(self, handles: Sequence[Any]) -> None:
-        from distributed import wait
-
-        wait(list(handles))
-        for h in handles:  # raise the first task error, with the worker's traceback
-            if h.status == "error":
-                h.result()
+        handles = list(handles)
+        for i in self._completions(handles):
+            if handles[i].status != "finished":  # raise the first task error, with the worker's traceback
+                self.result(handles[i])
 
     def result(self, handle: Any) -> Any:
-        return handle.result()
+        if not handle.done():
+            for _ in self._completions([handle]):
+                pass
+        with cluster_faults(self.client, self.address):
+            return handle.result()
 
     def as_completed(self, handles: Sequence[Any]) -> Iterator[tuple[int, Any]]:
-        from distributed import as_completed
-
-        index = {h.key: i for i, h in enumerate(handles)}
-        for h in as_completed(list(handles)):
-            yield index[h.key], h
+        handles = list(handles)
+        for i in self._completions(handles):
+            yield i, handles[i]
 
     def cancel(self, handles: Sequence[Any]) -> None:
         pending = [h for h in handles if not h.done()]
