@@ -712,16 +712,24 @@ def _csr_fault(indptr, indices, data, y, base, n_features, sorted_, finite):  # 
     p0 = indptr[0] - base
     if p0 < 0:
         return _PTR_START, 0, 0
-    starts = 0  # rows that begin below their predecessor's last index (not a fault)
+    ptr = 0  # branch-free: the pointers of every row, then (only if one is wrong) which
     for r in range(n):
         lo = indptr[r] - base
         hi = indptr[r + 1] - base
-        if hi < lo:
-            return _PTR_DOWN, r, 0
-        if hi > m:
-            return _PTR_BEYOND, r, 0
-        if sorted_ and p0 < lo < hi and indices[lo] <= indices[lo - 1]:
-            starts += 1
+        ptr += (hi < lo) | (hi > m)
+    if ptr:
+        for r in range(n):
+            if indptr[r + 1] < indptr[r]:
+                return _PTR_DOWN, r, 0
+            if indptr[r + 1] - base > m:
+                return _PTR_BEYOND, r, 0
+    starts = 0  # rows that begin below their predecessor's last index (not a fault)
+    if sorted_ and n > 1 and indptr[n] - base > p0 + 1:
+        last = indptr[n] - base - 1
+        for r in range(1, n):
+            lo = indptr[r] - base
+            k = min(max(lo, p0 + 1), last)  # clamped: read in bounds whether or not it counts
+            starts += (lo > p0) & (lo < indptr[r + 1] - base) & (indices[k] <= indices[k - 1])
     p1 = indptr[n] - base
     ix = indices[p0:p1]  # sliced: loops over 0..len vectorise, loops over p0..p1 do not
     v = data[p0:p1]
@@ -1401,6 +1409,11 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         ds = Dataset(p, _meta=dict(meta), _stamp_=stamp)
     except KeyError as e:
         raise StoreError(f"{p}: missing array {e}") from e
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # block_index that does not decode (its checksum), an array's metadata ...
+        msg = " ".join(str(e).split())
+        raise StoreError(f"{p}: cannot be opened: {type(e).__name__}: {msg}") from e
     if validate:
         ds.validate(full=validate == "full")
     return ds if target is None else DatasetView(ds, target)

@@ -365,3 +365,51 @@ def test_block_fault_reports_each_kind():
     dense = np.ones((3, 2))
     dense[2, 1] = -np.inf
     assert store_mod.block_fault(dense, first_row=10) == (12, "value -inf of row 12, column 1 is not finite")
+
+
+def _oracle(indptr, indices, data, d):
+    """The first fault of a CSR block in Python (what block_fault must agree with): the pointers of
+    every row first (nothing is read through a wrong one), then the rows' contents in order."""
+    for r in range(len(indptr) - 1):
+        lo, hi = indptr[r], indptr[r + 1]
+        if hi < lo:
+            return r, "decreases"
+        if hi > len(indices):
+            return r, "points past"
+    for r in range(len(indptr) - 1):
+        lo, hi = indptr[r], indptr[r + 1]
+        for k in range(lo, hi):
+            if not 0 <= indices[k] < d:
+                return r, "is outside"
+            if k > lo and indices[k] <= indices[k - 1]:
+                return r, "not strictly increasing"
+            if not np.isfinite(data[k]):
+                return r, "is not finite"
+    return None
+
+
+def test_block_fault_agrees_with_a_row_by_row_oracle_on_random_damage():
+    rng = np.random.default_rng(7)
+    found = 0
+    for case in range(400):
+        n, d = int(rng.integers(1, 30)), int(rng.integers(1, 12))
+        X = sp.random(n, d, density=float(rng.uniform(0, 0.9)), format="csr", random_state=case, dtype=np.float32)
+        indptr, indices, data = X.indptr.astype(np.int64), X.indices.copy(), X.data.copy()
+        for _ in range(int(rng.integers(0, 3))):  # zero to two mutations
+            what = rng.integers(0, 4)
+            if what == 0 and len(indices):
+                indices[rng.integers(len(indices))] = rng.choice([-1, d, rng.integers(0, d)])
+            elif what == 1 and len(data):
+                data[rng.integers(len(data))] = rng.choice([np.nan, np.inf, 1.0])
+            elif what == 2 and n > 1:
+                indptr[rng.integers(1, n)] += rng.choice([-2, 1, 3])
+            elif what == 3 and len(indices) > 1:
+                k = int(rng.integers(1, len(indices)))
+                indices[k] = indices[k - 1]
+        want = _oracle(indptr, indices, data, d)
+        got = store_mod.block_fault((indptr, indices, data, d))
+        assert (got is None) == (want is None), (case, got, want)
+        if want is not None:
+            found += 1
+            assert got[0] == want[0] and want[1] in got[1], (case, got, want)
+    assert found > 100  # the mutations did find faults
