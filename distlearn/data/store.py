@@ -48,6 +48,7 @@ from numba import njit
 from zarr.codecs import Crc32cCodec
 from zarr.storage import LocalStore
 
+from .._outputs import check_output, replace
 from .._version import __version__
 from .._config import MAX_CLASSES, NNZ_CHUNK, NUMBA_FLAGS, STORE_FORMAT_VERSION, default_block_rows
 
@@ -286,8 +287,7 @@ class DatasetWriter:
         if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
             raise ValueError(f"block_rows must be a positive int; got {block_rows!r}")
         self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+        check_output(self.path, "store", overwrite=overwrite)
         self.layout = layout
         self.n_features = None if n_features is None else int(n_features)
         self.dtype = _check_dtype(dtype)
