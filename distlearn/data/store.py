@@ -18,7 +18,14 @@ and ``class_counts``, ``label_kind``, ``source``, ``params`` (how the data was
 made), ``codec`` (the compression of its arrays, see :data:`CODECS`; stores
 written before it was recorded have none and were written with zarr's default,
 ``zstd-0``; every array's own ``zarr.json`` names its codecs, which is what
-reading follows, so a store of any codec reads the same) and ``complete``.
+reading follows, so a store of any codec reads the same), ``integrity`` and ``complete``.
+
+``integrity`` (``{"crc32c": true, "fill": "invalid"}``, stores written since issue 26): every
+chunk of ``X``, ``y`` and ``block_index`` ends with a crc32c checksum (zarr's ``Crc32cCodec``
+after the compressor), every chunk is written, and the fill values are never data (NaN for
+values and labels, -1 for indices and pointers).  Older stores (fill 0, no checksums) read alike.
+Every read (:meth:`Dataset.read_rows`) refuses a missing chunk, a store replaced since it was
+opened, and a block that fails :func:`block_fault`, in one :class:`StoreError` line.
 
 Any block is read from its own chunks and two entries of ``block_index`` --
 nothing else -- so many processes can stream different blocks of one store at
