@@ -256,9 +256,26 @@ def _no_tls_error(address: str) -> ValueError:
 def _scheduler_file_address(path: str) -> str | None:
     try:
         with open(path) as f:
-            return str(json.load(f).get("address") or "") or None
+            address = json.load(f).get("address")
     except (OSError, ValueError, AttributeError):
-        return None  # let distributed report (or wait for) the file
+        return None  # not there yet, or not yet whole: _scheduler_file_wait waits for it
+    return address if isinstance(address, str) and address else None
+
+
+def _check_address(address: str, source: str) -> None:
+    """A one-line ValueError unless ``address`` is one distributed can connect to (``tcp://HOST:PORT``, ...)."""
+    from distributed.comm import parse_host_port
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, loc = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(loc)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{source}: {address!r} is not a scheduler address ({_first_line(e)}); expected "
+                         "tcp://HOST:PORT, tls://HOST:PORT or a scheduler file (*.json)") from None
 
 
 @contextlib.contextmanager
@@ -590,7 +607,12 @@ def get_client(
     if scheduler is not None:
         s = str(scheduler)
         timeout = connect_timeout()
-        address = _scheduler_file_wait(s, timeout) if s.endswith(".json") else s
+        if s.endswith(".json"):
+            address = _scheduler_file_wait(s, timeout)
+            _check_address(address, f"scheduler file {s!r}")
+        else:
+            address = s
+            _check_address(address, "scheduler")
         if address.startswith("tls://"):
             if not _has_certs(security if security is not None else Security(), "client"):
                 raise _no_tls_error(address)

@@ -164,6 +164,29 @@ def test_a_missing_scheduler_file_is_one_line_after_the_connect_wait(deadlines, 
             pass
     assert main(["train", store, "--model", "obpm", "--scheduler", str(missing)]) == 2
     _one_line_error(capsys, str(missing), "DISTLEARN_CONNECT_TIMEOUT")
+    # what a file or the flag names must be an address distributed can reach
+    (tmp_path / "odd.json").write_text(json.dumps({"address": "tcp://no-port"}))
+    with pytest.raises(ValueError, match=r"scheduler file '.*odd.json': 'tcp://no-port' is not a scheduler address"):
+        with get_client(str(tmp_path / "odd.json")):
+            pass
+    for bad in ("garbage://x", str(tmp_path)):
+        with pytest.raises(ValueError, match=f"scheduler: '{bad}' is not a scheduler address"):
+            with get_client(bad):
+                pass
+
+
+def test_the_waits_are_validated(monkeypatch):
+    from distlearn.distributed.cluster import connect_timeout, worker_wait
+
+    monkeypatch.setenv("DISTLEARN_WORKER_WAIT", "2.5")
+    assert worker_wait() == 2.5
+    monkeypatch.delenv("DISTLEARN_WORKER_WAIT")
+    monkeypatch.delenv("DISTLEARN_CONNECT_TIMEOUT", raising=False)
+    assert (worker_wait(), connect_timeout()) == (60.0, 10.0)
+    for value in ("soon", "0", "-1", "inf", "nan"):
+        monkeypatch.setenv("DISTLEARN_WORKER_WAIT", value)
+        with pytest.raises(ValueError, match=f"DISTLEARN_WORKER_WAIT='{value}': expected a positive number"):
+            worker_wait()
 
 
 def _start(args, log: Path, env=None) -> subprocess.Popen:
