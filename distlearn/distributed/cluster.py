@@ -464,8 +464,8 @@ def ensure_workers(client: Any, address: str | None = None, wait: float | None =
     DISTLEARN_WORKER_WAIT)`` and, if none joins, a one-line
     :class:`ConnectionError`.
     """
-    if _n_workers(client):
-        return
+    if _n_workers(client) or getattr(getattr(client, "cluster", None), "_adaptive", None) is not None:
+        return  # an adaptive cluster starts its workers for the tasks it is given
     address = address or str(getattr(client.scheduler, "address", "?"))
     wait = worker_wait() if wait is None else wait
     print(f"waiting for workers at {address} (up to {wait:g} s; {WORKER_WAIT_ENV})", file=sys.stderr, flush=True)
@@ -573,8 +573,16 @@ def get_client(
         A ``tls://`` scheduler (address or scheduler file) without any TLS
         configuration, or a ``security`` without the certificates it needs.
     ConnectionError
-        No scheduler answered at the address within :func:`connect_timeout`
-        seconds (``$DISTLEARN_CONNECT_TIMEOUT``, default 10).
+        Each in one line naming the address or file: no scheduler answered
+        within :func:`connect_timeout` seconds (``$DISTLEARN_CONNECT_TIMEOUT``,
+        default 10), which bounds the scheduler file appearing and the whole
+        TCP + TLS + Dask handshake (:func:`probe_scheduler`); the service there
+        is not a Dask scheduler; the TLS handshake failed; no worker joined
+        within :func:`worker_wait` seconds (``$DISTLEARN_WORKER_WAIT``, default
+        60; a line on stderr says it is waiting); and, inside the ``with``
+        block, :class:`SchedulerLost` when the scheduler goes away mid-run.
+    WorkersKilled
+        (a ValueError) inside the ``with`` block: a task killed its workers.
 
     Examples
     --------

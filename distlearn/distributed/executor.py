@@ -154,6 +154,13 @@ class OnDask(Executor):
     work (a retry after a lost worker recomputes it, with the same bits).
     ``retries`` re-runs a task that raised (a flaky file system); a task whose
     worker died is rescheduled by Dask itself.
+
+    Nothing here waits blindly: creating one waits for a first worker at most
+    ``$DISTLEARN_WORKER_WAIT`` seconds (:func:`~.cluster.ensure_workers`), and
+    every wait (``wait``, ``result``, ``as_completed``) checks the client's
+    connection every :data:`POLL_SECONDS`, so a lost scheduler is one line,
+    :class:`~.cluster.SchedulerLost` (a ConnectionError), and a task that
+    killed its workers :class:`~.cluster.WorkersKilled` (a ValueError).
     """
 
     kind = "dask"
