@@ -429,9 +429,13 @@ class DatasetWriter:
         return parts, np.concatenate(ys)
 
     def _flush_block(self, n: int) -> None:
-        if not self._arrays:
-            self._create_arrays(n)
         parts, y = self._take(n)
+        if not self._arrays:
+            if self.layout == "csr" and self.n_features is None:  # the first block decides the index width
+                top = max((int(p.indices.max()) for p in parts if sp.issparse(p) and p.nnz), default=0)
+                if top >= 2**31:
+                    self.index_dtype = np.dtype(np.int64)
+            self._create_arrays(n)
         first = self._n_rows
         if not np.all(np.isfinite(y)):
             bad = int(np.flatnonzero(~np.isfinite(y))[0])
@@ -504,6 +508,11 @@ class DatasetWriter:
                 raise ValueError(
                     f"row {first + r}: feature index {mx} is beyond n_features={self.n_features}"
                 )
+            if mx > np.iinfo(self.index_dtype).max:  # never wrapped: 64-bit only when known up front
+                raise ValueError(
+                    f"block at row {first}: feature index {mx} does not fit the store's {self.index_dtype.name} "
+                    f"indices (chosen from the first block); pass n_features (--n-features) above {mx} "
+                    "for 64-bit indices, or hash the features (--hash-bits)")
             self._max_index = max(self._max_index, mx)
             if not np.all(np.isfinite(data)):
                 row_of = np.repeat(np.arange(Xb.shape[0]), np.diff(indptr))

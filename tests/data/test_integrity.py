@@ -413,3 +413,20 @@ def test_block_fault_agrees_with_a_row_by_row_oracle_on_random_damage():
             found += 1
             assert got[0] == want[0] and want[1] in got[1], (case, got, want)
     assert found > 100  # the mutations did find faults
+
+
+def test_an_index_beyond_int32_is_kept_or_refused_never_wrapped(tmp_path):
+    big = 2**31 + 4
+    X = sp.csr_matrix((np.ones(2, np.float32), np.array([1, big], np.int64), np.array([0, 1, 2])),
+                      shape=(2, big + 1))
+    from distlearn.data import DatasetWriter
+
+    with DatasetWriter(tmp_path / "w.zarr") as w:  # n_features unknown: the first block decides
+        w.append(X, [1, -1])
+        ds = w.close()
+    assert ds.read_block(0).X.indices.tolist() == [1, big]
+    with pytest.raises(ValueError, match=rf"^block at row 1: feature index {big} does not fit the store's int32 "
+                                         r"indices .*--n-features.*--hash-bits"):
+        with DatasetWriter(tmp_path / "v.zarr", block_rows=1) as w:
+            w.append(X, [1, -1])
+    assert not (tmp_path / "v.zarr").exists()

@@ -90,8 +90,6 @@ def test_wide_index_hashed(tmp_path):
     assert X.shape[1] == 256 and X.nnz == 5 and 0 <= X.indices.min() and X.indices.max() < 256
 
 
-@pytest.mark.xfail(strict=True, reason="distlearn/data/store.py: DatasetWriter.append casts indices to the "
-                   "int32 index_dtype chosen when n_features is unknown; an index >= 2**31 wraps (store owner)")
 def test_wide_index_without_n_features_never_wraps(tmp_path):
     p = _file(tmp_path, str(2**31 + 5))
     try:
