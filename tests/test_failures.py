@@ -150,3 +150,15 @@ def test_a_script_starting_a_cluster_at_top_level_gets_one_clear_line(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: the LocalCluster's worker processes did not start; if unguarded.py")
     assert 'if __name__ == "__main__":' in last and "Nanny" not in r.stderr and "bootstrapping" not in r.stderr
+
+
+def test_a_float32_convert_that_rounds_values_to_zero_is_refused_naming_the_file(tmp_path, capsys):
+    f = tmp_path / "tiny.svm"
+    f.write_bytes(b"1 1:1e-50 2:1\n-1 1:2 3:1e-60\n")
+    assert main(["convert", str(f), str(tmp_path / "a.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tiny.svm" in err and "2 non-zero values" in err and "float64" in err, err
+    assert not (tmp_path / "a.zarr").exists()
+    assert main(["convert", str(f), str(tmp_path / "b.zarr"), "--dtype", "float64"]) == 0
+    X, _ = open_dataset(tmp_path / "b.zarr").to_scipy()
+    assert X[0, 0] == 1e-50 and X[1, 2] == 1e-60

@@ -232,7 +232,9 @@ def convert(
             raise ValueError("DNA input is written as a sparse feature map (--features onehot|wd|spectrum); "
                              "--dense, --n-features and parallel parsing do not apply")
         return convert_sequences(input, output, dtype=dtype, block_rows=block_rows, overwrite=overwrite, **opts)
-    reader = open_reader(input, format=fmt, dtype=dtype, **opts)
+    # Parsed in float64 and cast by the writer, which counts the values a float32 store would round
+    # to zero (refused) or to infinity (non-finite: refused): the reader never hides them.
+    reader = open_reader(input, format=fmt, dtype="float64", **opts)
     layout = layout or reader.default_layout
     width = n_features if n_features is not None else reader.n_features
     if n_features is not None and reader.n_features is not None and reader.n_features > n_features:
@@ -263,9 +265,13 @@ def convert(
                     writer.append(X if hash_bits is None else hash_columns(X, hash_bits, 1 - reader.zero_based), y)
                     bar.update_to(reader.bytes_read)
             bar.update_to(reader.size_bytes)
+            return writer.close()
+        except InputFormatError:
+            raise
+        except ValueError as exc:  # the writer's refusals ("row R: ...") name the input file too
+            raise InputFormatError(input, str(exc)) from None
         finally:
             bar.close()
-        return writer.close()
 
 
 def _svmlight_width(reader: SvmlightReader, client: Any, part_bytes: int) -> int:
