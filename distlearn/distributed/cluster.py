@@ -402,7 +402,7 @@ def probe_scheduler(address: str, security: Any, timeout: float) -> dict[str, An
     async def ask() -> Any:
         comm = await connect(address, timeout=timeout, **args)
         try:
-            await comm.write({"op": "identity", "reply": True})
+            await comm.write({"op": "identity", "n_workers": 0, "reply": True})
             return await comm.read()
         finally:
             comm.abort()
@@ -452,7 +452,7 @@ def probe_scheduler(address: str, security: Any, timeout: float) -> dict[str, An
 
 
 def _n_workers(client: Any) -> int:
-    info = client.scheduler_info(n_workers=-1)
+    info = client.scheduler_info(n_workers=0)
     return int(info.get("n_workers", len(info.get("workers", {}))))
 
 
@@ -486,6 +486,15 @@ def is_lost(client: Any) -> bool:
         return True
     comm = getattr(client, "scheduler_comm", None)
     return comm is None or bool(getattr(comm, "comm", None) is not None and comm.comm.closed())
+
+
+def scheduler_answers(client: Any, timeout: float) -> bool:
+    """Whether the scheduler answers an ``identity`` request within ``timeout`` seconds."""
+    try:
+        client.sync(client.scheduler.identity, n_workers=0, callback_timeout=timeout)
+    except Exception:  # noqa: BLE001 - a timeout or a closed comm: it did not answer
+        return False
+    return True
 
 
 def _killed_worker(e: BaseException) -> WorkersKilled | None:

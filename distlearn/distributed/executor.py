@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .._config import SPLIT_EVERY
 from . import graph
-from .cluster import cluster_faults, describe, ensure_workers, get_client, is_lost
+from .cluster import (SchedulerLost, cluster_faults, connect_timeout, describe, ensure_workers, get_client,
+                      is_lost, scheduler_answers)
 
 #: Seconds between the liveness checks of a wait on Dask (a wait never blocks longer than this
 #: without looking at the client's connection to its scheduler).
@@ -172,7 +174,8 @@ class OnDask(Executor):
         with cluster_faults(client, self.address):
             ensure_workers(client, self.address)  # a scheduler alone: say so, then a deadline
             info = client.scheduler_info(n_workers=-1)
-        self.n_workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+        self.n_workers = max(1, int(info.get("total_threads") or 0)
+                             or sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
     def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
         with cluster_faults(self.client, self.address):
@@ -196,27 +199,35 @@ class OnDask(Executor):
         """The indices of ``handles`` as they finish (done, failed or cancelled).
 
         Never blocks longer than :data:`POLL_SECONDS` without checking that the client still
-        has its scheduler, so a lost scheduler is :class:`~.cluster.SchedulerLost`, never a
-        hang (and the client itself gives up reconnecting after ``$DISTLEARN_CONNECT_TIMEOUT``
-        s and cancels every future, which wakes this up at once).
+        has its scheduler: a closed connection (the client gives up reconnecting after
+        ``$DISTLEARN_CONNECT_TIMEOUT`` s and cancels every future, which wakes this up at
+        once) is :class:`~.cluster.SchedulerLost`.  After ``$DISTLEARN_CONNECT_TIMEOUT`` s
+        without a finished task, the scheduler must also answer a ping
+        (:func:`~.cluster.scheduler_answers`): a scheduler that hangs with its connection
+        open (stopped, wedged) is lost too, not a wait forever.
         """
         import queue
 
         done: queue.SimpleQueue[int] = queue.SimpleQueue()
+        every = connect_timeout()
         with cluster_faults(self.client, self.address):
             for i, h in enumerate(handles):
                 h.add_done_callback(lambda _, i=i: done.put(i))
-            left = len(handles)
+            left, last = len(handles), time.monotonic()
             while left:
                 try:
                     i = done.get(timeout=POLL_SECONDS)
                 except queue.Empty:
                     if is_lost(self.client):
-                        raise OSError("the client lost its scheduler") from None  # -> SchedulerLost
+                        raise SchedulerLost(self.address) from None
+                    if time.monotonic() - last >= every:
+                        if not scheduler_answers(self.client, 3 * every):
+                            raise SchedulerLost(self.address) from None
+                        last = time.monotonic()
                     continue
-                left -= 1
+                left, last = left - 1, time.monotonic()
                 if handles[i].status == "cancelled" and is_lost(self.client):
-                    raise OSError("the client lost its scheduler")  # its tasks were cancelled with it
+                    raise SchedulerLost(self.address)  # its tasks were cancelled with it
                 yield i
 
     def wait(self, handles: Sequence[Any]) -> None:

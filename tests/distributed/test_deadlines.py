@@ -282,8 +282,13 @@ def test_lost_scheduler_and_killed_workers_are_one_line(deadlines, tmp_path):
                 ex.result(ex.submit("die-task", os._exit, 3))  # as a segfault would
             assert "\n" not in str(e.value) and isinstance(e.value, ValueError)
             assert ex.result(ex.submit("after", int, "0")) == 0  # the nanny restarted the worker
-            # the scheduler killed while a task runs: every kind of wait ends in one line
+            # a scheduler that hangs with its connection open (stopped): the wait's ping notices
             h = ex.submit("slow-task", time.sleep, 60.0)
+            threading.Timer(1.0, os.kill, (scheduler.pid, signal.SIGSTOP)).start()
+            with pytest.raises(SchedulerLost, match=f"the Dask scheduler at {address} was lost"):
+                ex.wait([h])
+            os.kill(scheduler.pid, signal.SIGCONT)
+            # the scheduler killed while a task runs: every kind of wait ends in one line
             threading.Timer(1.0, os.kill, (scheduler.pid, signal.SIGKILL)).start()
             t0 = time.monotonic()
             with pytest.raises(SchedulerLost) as lost:
@@ -299,6 +304,8 @@ def test_lost_scheduler_and_killed_workers_are_one_line(deadlines, tmp_path):
                        "(and --checkpoint) to continue from the last checkpoint")
     finally:
         os.environ.pop("DISTLEARN_WORKER_WAIT", None)
+        if scheduler.poll() is None:
+            os.kill(scheduler.pid, signal.SIGCONT)
         _stop(*([worker] if worker else []), scheduler)
 
 
