@@ -289,7 +289,8 @@ def _explain_failed_start() -> Iterator[None]:
         main = sys.modules.get("__main__")
         script = getattr(main, "__file__", None)
         hint = (f"; if {os.path.basename(script)} starts the cluster at its top level, put that code under "
-                "`if __name__ == \"__main__\":` (Dask's worker processes re-import the script)") if script else ""
+                "`if __name__ == \"__main__\":` (Dask's worker processes re-import the script)"
+                ) if script and os.path.basename(script) != "distlearn" else ""
         raise RuntimeError(f"the LocalCluster's worker processes did not start{hint}") from None
 
 
