@@ -40,7 +40,7 @@ from .stream import is_store
 __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "write_values"]
 
 #: Model name -> one line: ``"obpm"``, every rule of the registry, the adaptive rules
-#: (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`) and the kernel learners.
+#: (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`), the kernel learners and ``"kernel-obpm"``.
 MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--param base=NAME); by default 20 "
                            "learners per tau, tau chosen from the data (tau=auto), 10 epochs, average",
                           **{name: spec.summary for name, spec in RULES.items()},
@@ -51,7 +51,9 @@ MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--p
                           "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
                                          "kernel-perceptron; beta=0.01)",
                           "kernel-pa": "kernel passive-aggressive PA/PA-I/PA-II, single-prototype multiclass "
-                                       "(--param variant=PA C=1 kernel=rbf budget=...)"}
+                                       "(--param variant=PA C=1 kernel=rbf budget=...)",
+                          "kernel-obpm": "kernel Online Bayes Point Machine: 20 kernel learners on one shared pool "
+                                         "(--param base=kernel-mira tau=0.3), 10 epochs, average"}
 
 
 def _check_names(est: Any, params: dict[str, Any]) -> None:
@@ -81,18 +83,18 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
         ESTIMATORS,
         KERNEL_ESTIMATORS,
         OBPM,
+        KernelOBPM,
         ParameterMixing,
     )
 
-    est: Any = OBPM() if model == "obpm" else (KERNEL_ESTIMATORS[model]() if model in KERNEL_ESTIMATORS
-                                               else ADAPTIVE_ESTIMATORS[model]() if model in ADAPTIVE_ESTIMATORS
-                                               else ESTIMATORS[model]())
+    classes = {"obpm": OBPM, "kernel-obpm": KernelOBPM, **KERNEL_ESTIMATORS, **ADAPTIVE_ESTIMATORS, **ESTIMATORS}
+    est: Any = classes[model]()
     _check_names(est, params)
     if shards:
         if model == "obpm":
             raise ValueError("shards apply to single learners; OBPM parallelises over its learners "
                              "(--workers/--scheduler)")
-        if model in KERNEL_ESTIMATORS:
+        if model in KERNEL_ESTIMATORS or model == "kernel-obpm":
             raise ValueError("shards (parameter mixing) apply to linear learners; a kernel model trains in one "
                              "pass over its cache")
         if model in ADAPTIVE_ESTIMATORS:

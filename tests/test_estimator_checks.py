@@ -50,9 +50,11 @@ ESTIMATORS = [
     distlearn.KernelPerceptron(conversion="tree", random_state=0),
     distlearn.KernelPA(variant="PA-II", budget=40, removal="oldest", epochs=3, random_state=0),
     distlearn.KernelMIRA(budget="projectron", eta=0.3, epochs=2, random_state=0),
-    # Bayes points of kernel learners: one shared pool (OBPM), or N members' expansions (permutations).
-    distlearn.OBPM(n_estimators=6, base=distlearn.KernelMIRA(budget="variable"), conversion="average",
-                   random_state=0),
+    # Bayes points of kernel learners: one shared pool (KernelOBPM), or N members' expansions (permutations).
+    distlearn.KernelOBPM(n_estimators=6, base=distlearn.KernelMIRA(budget="variable"), conversion="average",
+                         random_state=0),
+    distlearn.KernelOBPM(n_estimators=4, base="kernel-pa", base_params={"budget": 20}, epochs=2, conversion="last",
+                         random_state=0),
     distlearn.PermutationBPM(n_estimators=3, base=distlearn.KernelPerceptron(budget=30), epochs=1, conversion="last",
                              random_state=0),
 ]

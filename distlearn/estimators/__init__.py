@@ -6,7 +6,10 @@
   (:data:`distlearn.learners.RULES`);
 - :mod:`.adaptive`: the adaptive rules (:class:`AROW`, :class:`NormalizedGradient`), with
   per-feature statistics in their state (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`);
-- :mod:`.bayes_point`: :class:`OBPM` (online) and :class:`PermutationBPM` (batch);
+- :mod:`.bayes_point`: :class:`OBPM` (online, linear rules) and :class:`PermutationBPM` (batch);
+- :mod:`.kernel_bayes_point`: :class:`KernelOBPM` (online, kernel learners on one shared pool);
+  both OBPMs derive from ``_online_bayes_point.OnlineBayesPoint``, and every ensemble reads
+  ``base=`` through ``_base_learners.resolve_base``;
 - :mod:`.kernel`: the kernel learners on a budget (:class:`KernelPerceptron`,
   :class:`KernelMIRA`, :class:`KernelPA`);
 - :mod:`.mixing`: :class:`ParameterMixing` (batch, data-parallel).
@@ -18,6 +21,7 @@ from .adaptive import ADAPTIVE_ESTIMATORS, AROW, AdaptiveLinearClassifier, Norma
 from .base import LinearClassifier, OnlineLinearClassifier
 from .bayes_point import OBPM, PermutationBPM
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
+from .kernel_bayes_point import KernelOBPM
 from .linear import (
     ALMA,
     ESTIMATORS,
@@ -45,6 +49,7 @@ __all__ = [
     "GeneralizedPerceptron",
     "KernelClassifier",
     "KernelMIRA",
+    "KernelOBPM",
     "KernelPA",
     "KernelPerceptron",
     "LinearClassifier",

@@ -1,12 +1,14 @@
 """Online Bayes Point Machines and permutation Bayes points over any linear rule.
 
 :class:`OBPM` is Algorithm 2 of Harrington, Herbrich, Kivinen, Platt &
-Williamson (2003): N learners run side by side, learner ``j`` is shown example
-``t`` only when its Bernoulli(tau) draw ``b_{j,t}`` is 1, and the hypothesis
-is the average of the N weight vectors, rescaled to norm at most 1 (step 15).
-The learners run in the ensemble engine (:mod:`distlearn.ensembles`); a fit on
-a store is a learner-parallel job (:mod:`distlearn.distributed.learner_parallel`)
-in this process or on Dask.
+Williamson (2003) over a linear rule: N learners run side by side, learner ``j``
+is shown example ``t`` only when its Bernoulli(tau) draw ``b_{j,t}`` is 1, and
+the hypothesis is the average of the N weight vectors, rescaled to norm at most
+1 (step 15).  The learners run in the ensemble engine (:mod:`distlearn.ensembles`);
+a fit on a store is a learner-parallel job
+(:mod:`distlearn.distributed.learner_parallel`) in this process or on Dask.  What
+it shares with the kernel OBPM (:class:`~distlearn.KernelOBPM`) is their base,
+:class:`~distlearn.estimators._online_bayes_point.OnlineBayesPoint`.
 
 :class:`PermutationBPM` is the batch Bayes point of the paper's section 3
 (after Herbrich, Graepel & Campbell 2001): N learners, each trained on its own
@@ -16,39 +18,32 @@ run-parallel tasks (:mod:`distlearn.distributed.runs`).
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .. import rng
 from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
-from ..conversions import Average, Last
 from ..data.store import open_dataset
 from ..distributed import learner_parallel
 from ..distributed.executor import executor_for
 from ..distributed.runs import fit_members
 from ..ensembles import _kernels as EK
 from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
-from ..learners import RULES
 from ..stream import is_store, store_token
-from ..ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
-from .adaptive import ADAPTIVE_ESTIMATORS, AdaptiveLinearClassifier
+from ._base_learners import refuse_adaptive, resolve_base, shown
+from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
 from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
-from .kernel import KERNEL_ESTIMATORS, KernelClassifier
-from .linear import ESTIMATORS
+from .kernel import KernelClassifier
 
-__all__ = ["OBPM", "PermutationBPM", "TAU_GRID", "refuse_adaptive", "resolve_base"]
+__all__ = ["OBPM", "PermutationBPM", "TAU_GRID"]
 
 #: The taus that ``OBPM(tau="auto")`` tries: the OBPM paper's values (0.05 and
 #: 0.2 on the splice sites, 0.3 elsewhere) and their neighbours.
 TAU_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
-#: ``tau="auto"`` with a kernel base: a kernel OBPM runs one tau, the paper's 0.3.
-KERNEL_AUTO_TAU = 0.3
 
 
 class TauChoice:
@@ -82,71 +77,6 @@ def _tau_values(tau: Any) -> tuple[float, ...]:
     if isinstance(tau, (tuple, list, np.ndarray)):
         return tuple(float(t) for t in tau)
     return (float(tau),)
-
-
-def _mistakes_of(margin: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Progressive mistakes from summed member margins: (n, K) -> (n,), (n, T, K) -> (n, T)."""
-    if margin.shape[-1] == 1:
-        yb = (y == 1) if margin.ndim == 2 else (y == 1)[:, None]
-        return (margin[..., 0] >= 0.0) != yb
-    yk = y if margin.ndim == 2 else y[:, None]
-    return np.argmax(margin, axis=-1) != yk
-
-
-def resolve_base(base: Any, base_params: dict[str, Any] | None) -> OnlineLinearClassifier:
-    """An unfitted base estimator from ``base`` (a rule name of :data:`distlearn.learners.RULES`, an
-    adaptive rule's name ``"arow"``, ``"nag"``, a kernel learner's name ``"kernel-perceptron"``,
-    ``"kernel-mira"``, ``"kernel-pa"``, or a distlearn linear, adaptive or kernel estimator, cloned)
-    with ``base_params`` set.  Which bases an ensemble can run is its own check (OBPM's fused kernel
-    and ParameterMixing refuse the adaptive ones: :func:`refuse_adaptive`)."""
-    names = sorted(RULES) + sorted(ADAPTIVE_ESTIMATORS) + sorted(KERNEL_ESTIMATORS)
-    if isinstance(base, str) and base in RULES:
-        est = ESTIMATORS[base]()
-    elif isinstance(base, str) and base in ADAPTIVE_ESTIMATORS:
-        est = ADAPTIVE_ESTIMATORS[base]()
-    elif isinstance(base, str) and base in KERNEL_ESTIMATORS:
-        est = KERNEL_ESTIMATORS[base]()
-    elif isinstance(base, OnlineLinearClassifier) and not isinstance(base, OBPM):
-        est = clone(base)
-    else:
-        raise ValueError(f"base must be one of {names}, or a distlearn linear or kernel estimator "
-                         f"(e.g. KernelMIRA(budget='variable')); got {base!r}")
-    if base_params:
-        if not isinstance(base_params, dict):
-            raise ValueError(f"base_params must be a dict of the base estimator's parameters, got {base_params!r}")
-        valid = est.get_params()
-        bad = sorted(set(base_params) - set(valid))
-        if bad:
-            raise ValueError(f"base_params: {type(est).__name__} has no parameter(s) {bad}; "
-                             f"it has {sorted(valid)}")
-        est.set_params(**base_params)
-    return est
-
-
-def refuse_adaptive(owner: str, value: Any, base: Any, why: str, instead: str) -> None:
-    """One line for an adaptive base (AROW, NormalizedGradient) where ``owner`` cannot run one: the
-    parameter as given (``value``, resolved to ``base``), why, and what to use instead (``{name}`` in
-    ``instead`` is the base's class name)."""
-    if isinstance(base, AdaptiveLinearClassifier):
-        name = type(base).__name__
-        shown = repr(value) if isinstance(value, str) else f"{name}(...)"
-        raise ValueError(f"base={shown}: {owner} {why}; {instead.format(name=name)}")
-
-
-class _ConversionChoice:
-    def check(self, name: str, value: Any) -> None:
-        _conversion_name(value)
-
-
-def _conversion_name(value: Any) -> str:
-    if isinstance(value, Last) or (isinstance(value, str) and value == "last"):
-        return "last"
-    if isinstance(value, Average) or (isinstance(value, str) and value == "average"):
-        return "average"
-    raise ValueError(
-        f"conversion must be 'last' or 'average' for a Bayes point ensemble, got {value!r}: both are linear in "
-        "the members, so they run inside the fused kernel; the data-driven conversions choose among one "
-        "learner's own hypotheses (use them on a single learner, or on PermutationBPM's members)")
 
 
 def _iter_xy(X: Any, yi: np.ndarray | None):
@@ -195,7 +125,8 @@ def _average_members(est: LinearClassifier, members: np.ndarray) -> np.ndarray:
     return H
 
 
-class OBPM(OnlineLinearClassifier):
+
+class OBPM(OnlineBayesPoint):
     """Online Bayes Point Machine (Harrington et al. 2003, Algorithm 2).
 
     ``n_estimators`` learners of the ``base`` rule run side by side; learner
@@ -223,17 +154,16 @@ class OBPM(OnlineLinearClassifier):
         with the same seed, so it *is* that model, bit for bit; the cost is
         that of one OBPM with ``len(taus) * n_estimators`` members.  Rules
         whose parameters depend on the horizon (``"margin"``) take it from
-        the largest tau.  A kernel OBPM runs one tau: there ``"auto"`` means
-        0.3 (:data:`KERNEL_AUTO_TAU`), the paper's value.
+        the largest tau.
     base : str or distlearn linear estimator, default="perceptron"
         The members' rule: ``"perceptron"`` (eta = 1, the paper's choice),
         ``"generalized"``, ``"margin"``, ``"alma"``, ``"romma"``, ``"pa"``,
         ``"mira"``, ``"lms"``, or an unfitted estimator such as
         ``ALMA(B=1.11, C=0.71)`` whose rule parameters are used (its
-        ``epochs``, ``shuffle``, ``conversion`` ... are ignored).  Or a kernel
-        learner -- ``KernelPerceptron``, ``KernelMIRA``, ``KernelPA`` -- whose
-        kernel, rule, ``beta``, ``budget`` and ``removal`` are used: the
-        *kernel OBPM* (Notes).  The adaptive learners (``"arow"``,
+        ``epochs``, ``shuffle``, ``conversion`` ... are ignored).  A kernel
+        learner (``KernelMIRA(...)``, ``"kernel-mira"``, ...) is refused:
+        the kernel OBPM is its own estimator, :class:`KernelOBPM`, with the
+        same ``base=``.  The adaptive learners (``"arow"``,
         ``"nag"``, ``AROW``, ``NormalizedGradient``) are refused: the fused
         ensemble kernel keeps no per-feature statistics (use
         :class:`PermutationBPM` with them).
@@ -349,31 +279,8 @@ class OBPM(OnlineLinearClassifier):
         Examples each member was shown (about ``tau * t_``).
     t_, n_iter_, n_features_in_ : int
 
-    support_vectors_, dual_coef_, n_support_ : kernel base only
-        The Bayes point as one kernel expansion, as on the kernel learners.
-    pool_size_ : int
-        Kernel base: the patterns of the shared pool (the union of the members' caches).
-    member_n_support_ : ndarray of shape (n_estimators,)
-        Kernel base: each member's cache size.
-    n_removed_ : int
-        Kernel base: removals from the members' caches, summed.
-
     Notes
     -----
-    **Kernel OBPM.**  With a kernel base the N members share one pool of
-    cached patterns -- the union of their caches; a pattern enters it once
-    when members insert it and leaves when no member holds it -- and one kernel
-    row per example, as the paper suggests ("the kernel values K(x, x_t) are
-    the same for all N perceptrons"); each member keeps its own coefficients
-    and incremental scores.  The base's budget applies to every member's own
-    cache, so each member is bit for bit the base learner run on the examples
-    it was shown (its random removals seeded by
-    :func:`distlearn.ensembles.kernel.member_seed`).  The Bayes point is one
-    kernel expansion over the pool, the mean of the members' coefficients
-    (``"average"``: over the ensemble's rounds).  It runs in this process
-    (arrays or a streamed store), float64, uniform weights; ``normalize``
-    does not rescale a kernel expansion (it would change no prediction).
-
     ``online_errors_`` sums the members' margins group by group; a split into
     a different number of learner groups can round that sum differently, so a
     margin within rounding of 0 may flip one online mistake.  The weights are
@@ -399,7 +306,7 @@ class OBPM(OnlineLinearClassifier):
         "n_estimators": Integral(1, None),
         "tau": TauChoice(),
         "normalize": Boolean(),
-        "conversion": _ConversionChoice(),
+        "conversion": ConversionChoice(),
         "conversion_scope": Options("ensemble", "members"),
         "weights": Options("uniform", "margin_bound"),
         "n_jobs": Integral(1, None),
@@ -410,12 +317,7 @@ class OBPM(OnlineLinearClassifier):
         "resume": Boolean(),
         "progress": Boolean(),
     }
-    _FITTED = OnlineLinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_",
-                                                "online_mistakes_", "member_rounds_", "_base_est", "job_",
-                                                "_epoch_errors", "support_vectors_", "dual_coef_", "n_support_",
-                                                "n_removed_", "member_n_support_", "pool_size_", "gamma_",
-                                                "_kernel_obj", "tau_", "taus_", "tau_online_errors_", "_tau_epoch",
-                                                "_tau_online", "_tau_updates", "_tau_mistakes")
+    _FITTED = OnlineBayesPoint._FITTED + ("members_", "bound_", "bound_uniform_", "job_")
 
     def __init__(self, *, n_estimators: int = 20, tau: Any = "auto", base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 10, shuffle: bool = True,
@@ -446,45 +348,22 @@ class OBPM(OnlineLinearClassifier):
         self.resume = resume
         self.progress = progress
 
-    # -- parameters ---------------------------------------------------------------
+    # -- parameters and the base rule ---------------------------------------------------
     def _check_params(self) -> None:
-        super()._check_params()
+        super()._check_params()  # the parameter table, then _check_base
         if self.learner_groups is not None:
             Integral(1, None).check("learner_groups", self.learner_groups)
         if min(_tau_values(self.tau)) <= 0.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
-        base = resolve_base(self.base, self.base_params)
+
+    def _check_base(self, base: OnlineLinearClassifier) -> None:
         refuse_adaptive("OBPM", self.base, base, "runs its members in one fused ensemble kernel, which keeps "
                         "no per-feature statistics (AROW's Sigma, NAG's scales and gradient sums)",
                         "use PermutationBPM(base={name}(...)) for a Bayes point of {name} learners, or a rule "
                         "without per-feature statistics as OBPM's base (e.g. 'pa')")
         if isinstance(base, KernelClassifier):
-            self._check_kernel_params(base)
-
-    def _check_kernel_params(self, base: KernelClassifier) -> None:
-        """What a kernel base cannot do (the kernel OBPM runs in this process, float64, uniform weights)."""
-        base._check_params()
-        bad = []
-        if self.weights != "uniform":
-            bad.append("weights='margin_bound' (a kernel Bayes point has no weight vectors to bound; use 'uniform')")
-        if _conversion_name(self.conversion) != "last" and self.conversion_scope != "ensemble":
-            bad.append("conversion_scope='members' (use 'ensemble')")
-        if self.learner_groups not in (None, 1) or self.n_jobs != 1:
-            bad.append("learner_groups/n_jobs > 1 (the members share one kernel row per example, in one pass)")
-        if self.scheduler not in (None, "in-process"):
-            bad.append(f"scheduler={self.scheduler!r} (a kernel OBPM fits in this process; run many fits on "
-                       "a cluster with distlearn.run_grid)")
-        if self.checkpoint is not None or self.resume:
-            bad.append("checkpoint/resume")
-        if base.budget == "projectron":
-            bad.append("budget='projectron' (each member would need its own inverse Gram matrix)")
-        if str(np.dtype(self.dtype)) != "float64":
-            bad.append(f"dtype={self.dtype!r} (kernel learners compute in float64)")
-        if not isinstance(self.tau, str) and len(_tau_values(self.tau)) > 1:
-            bad.append(f"tau={self.tau!r} (a kernel OBPM runs one tau; compare taus with distlearn.run_grid)")
-        if bad:
-            raise ValueError(f"OBPM with a kernel base ({type(base).__name__}) does not support "
-                             + "; ".join(bad))
+            raise ValueError(f"base={shown(self.base, base)}: OBPM runs linear rules; the kernel OBPM is "
+                             f"KernelOBPM(base={shown(self.base, base)}, ...) (distlearn train --model kernel-obpm)")
 
     def _check_partial(self) -> None:
         if self.weights != "uniform":
@@ -492,7 +371,7 @@ class OBPM(OnlineLinearClassifier):
 
     @property
     def _acc_mode(self) -> int:
-        if _conversion_name(self.conversion) == "last":
+        if not self._averaging:
             return EK.ACC_NONE
         return EK.ACC_ENSEMBLE if self.conversion_scope == "ensemble" else EK.ACC_MEMBERS
 
@@ -500,110 +379,28 @@ class OBPM(OnlineLinearClassifier):
     def _groups(self) -> int:
         return self.learner_groups if self.learner_groups is not None else self.n_jobs
 
-    # -- the base rule --------------------------------------------------------------
-    def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
-        return self._base_est._rule(n_classes)
-
-    def _prepare(self, X: Any, n_rows: int) -> None:
-        # A member sees about tau * n_rows examples (the margin perceptron's horizon).
-        self._base_est._prepare(X, max(1, int(round(max(self._taus) * n_rows))))
-        if self._kernel_base:
-            self.gamma_ = self._base_est.gamma_
-            self._kernel_obj = self._base_est._kernel_obj
-        elif hasattr(self._base_est, "_rule_obj"):
-            self._rule_obj = self._base_est._rule_obj
-
     @property
     def _taus(self) -> tuple[float, ...]:
-        if self._kernel_base and isinstance(self.tau, str):
-            return (KERNEL_AUTO_TAU,)  # a kernel OBPM runs one tau (its members share one pool)
         return _tau_values(self.tau)
 
-    @property
-    def _kernel_base(self) -> bool:
-        return isinstance(self.__dict__.get("_base_est"), KernelClassifier)
+    def _prepare(self, X: Any, n_rows: int) -> None:
+        super()._prepare(X, n_rows)
+        if hasattr(self._base_est, "_rule_obj"):  # a rule measured from the data (margin perceptron, LMS)
+            self._rule_obj = self._base_est._rule_obj
 
-    # -- state ------------------------------------------------------------------------
-    def _start(self, classes: np.ndarray, n_features: int) -> None:
-        self._base_est = resolve_base(self.base, self.base_params)
-        self._base_est.fit_intercept = self.fit_intercept
-        self._base_est.__dict__.pop("_rule_obj", None)
-        super()._start(classes, n_features)  # classes_, _rule_obj, counters, _seed
-        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
-        if self._kernel_base:
-            native = self._base_est._rule(len(self.classes_))[2]
-            self._state = init_kernel_ensemble(n_features, self.n_estimators, n_out, native=native,
-                                               keep_retired=self._acc_mode != EK.ACC_NONE)
-            self.n_removed_ = 0
-        else:
-            self._state = init_ensemble(n_features, self.n_estimators * len(self._taus), n_out,
-                                        dtype=self._np_dtype, running_sum=self._acc_mode != EK.ACC_NONE)
-        T = len(self._taus)
-        self.taus_ = np.asarray(self._taus, np.float64)
-        # per tau group: mistakes per epoch, first-epoch (online) mistakes and updates, recorded mistakes
-        self._tau_epoch = np.zeros((self.epochs, T), np.int64)
-        self._tau_online = np.zeros(T, np.int64)
-        self._tau_updates = np.zeros(T, np.int64)
-        self._tau_mistakes = np.zeros((0, T), np.uint8)
+    # -- the fused ensemble kernel ----------------------------------------------------------
+    def _new_state(self, n_features: int, n_outputs: int) -> Any:
+        return init_ensemble(n_features, self.n_estimators * len(self._taus), n_outputs, dtype=self._np_dtype,
+                             running_sum=self._acc_mode != EK.ACC_NONE)
 
-    def _make_tracker(self, X: Any) -> None:
-        self._conv = Last() if _conversion_name(self.conversion) == "last" else Average()
-        self._tracker = None
-        self._pass = 1
-
-    def _snapshot(self) -> tuple[Any, ...]:
-        state = copy.deepcopy(self._state) if self._kernel_base else self._state.copy()
-        return (state, self.n_iter_, self.t_, self._tau_epoch.copy(), self._tau_online.copy(),
-                self._tau_updates.copy(), self._tau_mistakes, getattr(self, "n_removed_", 0))
-
-    def _restore(self, snap: tuple[Any, ...]) -> None:
-        (self._state, self.n_iter_, self.t_, self._tau_epoch, self._tau_online, self._tau_updates,
-         self._tau_mistakes, n_removed) = snap
-        if self._kernel_base:
-            self.n_removed_ = n_removed
-
-    # -- running ------------------------------------------------------------------------
-    def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
-               count: bool) -> None:
-        if self._kernel_base:
-            b = self._base_est
-            log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
-                                              seed=self._seed, tau=self._taus[0], epoch=epoch, order=order,
-                                              beta=b._beta(), budget=b.budget, removal=b.removal)
-            margin, upd = log.margin[:, None, :], log.updates[:, None]
-            self.n_removed_ += int(log.removed.sum())
-        else:
-            margin, upd = learn_ensemble_chunk(
-                self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=self._taus, epoch=epoch,
-                order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
-                n_jobs=self.n_jobs, tau_block=self.n_estimators)
-        yo = yi if order is None else yi[order]
-        mistakes = _mistakes_of(margin, yo)  # (n, T): per tau group
-        if epoch < len(self._tau_epoch):
-            self._tau_epoch[epoch] += mistakes.sum(axis=0)
-        if not (count and epoch == 0):  # the online counters are the first epoch's (the paper's)
-            return
-        self._tau_online += mistakes.sum(axis=0)
-        self._tau_updates += upd.sum(axis=0)
-        self.t_ += len(yo)
-        if self.record_online:
-            self._tau_mistakes = np.concatenate([self._tau_mistakes, mistakes.astype(np.uint8)])
-
-    def _choose_tau(self) -> int:
-        """Keep the tau group of fewest progressive mistakes; sets the counters from its own."""
-        errs = self._tau_epoch.sum(axis=0)  # partial_fit's calls all count as epoch 0
-        g = int(np.argmin(errs))
-        self.tau_online_errors_ = errs.astype(np.int64)
-        self.tau_ = float(self._taus[g])
-        self.online_errors_ = int(self._tau_online[g])
-        self.n_updates_ = int(self._tau_updates[g])
-        self._epoch_errors = self._tau_epoch[:, g].copy()
-        self.online_mistakes_ = self._tau_mistakes[:, g].copy()
-        return g
+    def _learn_members(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray,
+                       epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        return learn_ensemble_chunk(
+            self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=self._taus, epoch=epoch,
+            order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
+            n_jobs=self.n_jobs, tau_block=self.n_estimators)
 
     def _finish(self) -> None:
-        if self._kernel_base:
-            return self._finish_kernel()
         st = self._state
         g = self._choose_tau()
         N, K = self.n_estimators, st.n_outputs
@@ -620,38 +417,15 @@ class OBPM(OnlineLinearClassifier):
         self.summary_ = self._conv
         self._set_hypothesis(_average_members(self, members))
 
-    def _finish_kernel(self) -> None:
-        """The kernel Bayes point: one expansion, the mean of the members' coefficients per pattern."""
-        self._choose_tau()
-        st = self._state
-        S, coef, lab = st.bayes_point(average=self._acc_mode != EK.ACC_NONE)
-        self.support_vectors_ = S
-        self.dual_coef_ = np.ascontiguousarray(coef.T)
-        self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
-        self.member_rounds_ = st.member_rounds
-        self.member_n_support_ = st.mmeta[:, 1].copy()
-        self.pool_size_ = st.pool_size
-        self.weights_ = np.full((st.n_outputs, st.n_members), 1.0 / st.n_members)
-        self.summary_ = self._conv
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Scores of the Bayes point: shape (n_samples,) for two classes (positive means
-        ``classes_[1]``), (n_samples, n_classes) otherwise."""
-        check_is_fitted(self, "summary_")
-        if self._kernel_base:
-            return KernelClassifier.decision_function(self, X)
-        return super().decision_function(X)
-
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
-        self.epoch_online_errors_ = self._epoch_errors.copy()
+        super()._after_fit(X, yi)
         if self.weights == "margin_bound":
             bound_weights(self, self.members_, X, yi)
             self._finish()
 
     # -- fit on a store: the learner-parallel job ----------------------------------------
     def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
-        if partial or isinstance(resolve_base(self.base, self.base_params), KernelClassifier):
-            # partial_fit, and every kernel OBPM: streamed through this process
+        if partial:  # partial_fit: streamed through this process
             return super()._fit_store(X, y, partial=partial, classes=classes)
         ds = self._open_store(X, y)
         if self.resume and self.checkpoint is None:

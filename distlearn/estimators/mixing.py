@@ -32,7 +32,7 @@ from ..distributed.mixing import (
 from ..learners import LinearState
 from ..stream import is_store, store_token
 from .base import LinearClassifier, OnlineLinearClassifier, data_radius
-from .bayes_point import refuse_adaptive, resolve_base
+from ._base_learners import refuse_adaptive, resolve_base
 from .kernel import KernelClassifier
 
 __all__ = ["ParameterMixing"]
@@ -198,7 +198,7 @@ class ParameterMixing(LinearClassifier):
         base = resolve_base(self.base, self.base_params)
         if isinstance(base, KernelClassifier):
             raise ValueError("ParameterMixing mixes the weight vectors of linear learners; a kernel learner has "
-                             "none (use PermutationBPM or OBPM with the kernel base)")
+                             "none (use PermutationBPM or KernelOBPM with the kernel base)")
         refuse_adaptive("ParameterMixing", self.base, base, "mixes weight vectors only, and how to mix "
                         "per-feature statistics (AROW's Sigma, NAG's scales and gradient sums) across shards is "
                         "not defined",

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from distlearn import rng
+from distlearn import KernelPA, rng
 from distlearn.ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk, member_seed
 from distlearn.learners import make_rule
 from distlearn.learners.kernel import init_budget_state, kernel_decision, learn_budget_chunk, make_kernel
@@ -129,18 +129,19 @@ def test_shared_pool_is_smaller_than_the_members_caches_together():
     assert logs[0].pool_size[-1] == st.pool_size
 
 
-# -- the estimators: OBPM(base=Kernel...) and PermutationBPM(base=Kernel...) ------------------------------
+# -- the estimators: KernelOBPM(base=Kernel...) and PermutationBPM(base=Kernel...) ------------------------
 
 
-def test_obpm_with_a_kernel_base_is_the_engines_bayes_point():
+def test_kernel_obpm_is_the_engines_bayes_point():
     from sklearn.datasets import load_digits
 
-    from distlearn import OBPM, KernelMIRA
+    from distlearn import KernelMIRA, KernelOBPM
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     base = KernelMIRA(kernel="rbf", gamma=0.5, budget="variable")
-    est = OBPM(n_estimators=12, tau=0.4, base=base, epochs=1, conversion="last", random_state=3).fit(X[:1000], y[:1000])
+    est = KernelOBPM(n_estimators=12, tau=0.4, base=base, epochs=1, conversion="last", random_state=3).fit(X[:1000],
+                                                                                                   y[:1000])
     st = est._state
     assert est.pool_size_ == st.pool_size <= st.mmeta[:, 1].sum()
     assert est.support_vectors_.shape[0] == est.dual_coef_.shape[1] == est.n_support_.sum() == est.pool_size_
@@ -154,18 +155,18 @@ def test_obpm_with_a_kernel_base_is_the_engines_bayes_point():
 
 @pytest.mark.parametrize("conversion", ["last", "average"])
 def test_kernel_obpm_partial_fit_and_store_equal_fit(tmp_path, conversion):
-    from distlearn import OBPM, KernelPerceptron
+    from distlearn import KernelOBPM, KernelPerceptron
     from distlearn.data import create_dataset
 
     X, y = _data(n=200, k=3, seed=9)
     kw = dict(n_estimators=6, tau=0.5, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=8), shuffle=False,
               random_state=2, conversion=conversion, epochs=1)
-    a = OBPM(**kw).fit(X, y)
-    b = OBPM(**kw)
+    a = KernelOBPM(**kw).fit(X, y)
+    b = KernelOBPM(**kw)
     for part in np.array_split(np.arange(200), 4):
         b.partial_fit(X[part], y[part], classes=[0, 1, 2])
     create_dataset(tmp_path / "k.zarr", X, y, block_rows=64, dtype="float64")
-    c = OBPM(**kw).fit(str(tmp_path / "k.zarr"))
+    c = KernelOBPM(**kw).fit(str(tmp_path / "k.zarr"))
     for other in (b, c):
         assert np.array_equal(a.support_vectors_, other.support_vectors_)
         assert np.array_equal(a.dual_coef_, other.dual_coef_)
@@ -174,19 +175,62 @@ def test_kernel_obpm_partial_fit_and_store_equal_fit(tmp_path, conversion):
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"weights": "margin_bound"}, "weights='margin_bound'"),
-    ({"scheduler": "local"}, "run_grid"),
-    ({"n_jobs": 2}, "learner_groups/n_jobs"),
-    ({"dtype": "float32"}, "float64"),
+    ({"base": KernelPA(budget="projectron")}, r"base=KernelPA\(\.\.\.\): KernelOBPM does not support budget='projectron'"),
+    ({"base": "pa"}, r"base='pa': KernelOBPM runs kernel learners .*OBPM\(base='pa'"),
+    ({"base": KernelPA(), "tau": (0.1, 0.3)}, "tau must be a real number in \\(0, 1\\]"),
+    ({"base": KernelPA(), "tau": "auto"}, "tau must be a real number in \\(0, 1\\]"),
+    ({"base": KernelPA(C=-1.0)}, "C"),
+    ({"base": KernelPA(), "conversion": "tree"}, "'last' or 'average'"),
 ])
 def test_kernel_obpm_refuses_what_it_cannot_do(params, message):
-    from distlearn import OBPM, KernelPA
+    from distlearn import KernelOBPM
 
     X, y = _data(n=40)
-    est = OBPM(base=KernelPA(), **params)
+    est = KernelOBPM(**params)
     with pytest.raises(ValueError, match=message):
         est.fit(X, y)
     assert not hasattr(est, "classes_")
+
+
+def test_kernel_obpm_has_no_linear_only_parameters_and_obpm_refuses_a_kernel_base():
+    """Two estimators, two explicit signatures: OBPM's linear-only parameters are not KernelOBPM's, and
+    OBPM with a kernel base is one line that names KernelOBPM."""
+    from distlearn import OBPM, KernelOBPM
+
+    X, y = _data(n=40)
+    with pytest.raises(TypeError, match="n_jobs"):
+        KernelOBPM(n_jobs=2)
+    assert set(KernelOBPM().get_params()) == {"n_estimators", "tau", "base", "base_params", "epochs", "shuffle",
+                                              "conversion", "record_online", "random_state"}
+    for base in (KernelPA(), "kernel-mira"):
+        est = OBPM(base=base)
+        with pytest.raises(ValueError, match=r"OBPM runs linear rules; the kernel OBPM is KernelOBPM\(base=") as e:
+            est.fit(X, y)
+        assert "\n" not in str(e.value) and not hasattr(est, "classes_")
+
+
+def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted_bit_for_bit(tmp_path):
+    """kernel_obpm_before_issue27.npz was saved by OBPM(base=KernelMIRA(...)) before KernelOBPM existed: it
+    loads as a kernel model, and KernelOBPM with the same parameters is the same model, bit for bit."""
+    from pathlib import Path
+
+    from distlearn import KernelMIRA, KernelOBPM
+    from distlearn.model import KernelModel, load_model, save_model
+
+    rs = np.random.default_rng(5)
+    X = rs.normal(size=(120, 3))
+    y = (np.floor((np.arctan2(X[:, 1], X[:, 0]) + math.pi) / (2 * math.pi) * 3) % 3).astype(np.int64)
+    old = load_model(Path(__file__).with_name("kernel_obpm_before_issue27.npz"))
+    assert isinstance(old, KernelModel) and old.meta["estimator"] == "OBPM"
+    est = KernelOBPM(n_estimators=4, tau=0.5, base=KernelMIRA(gamma=0.5, budget=12), epochs=2,
+                     random_state=7).fit(X[:100], y[:100])
+    assert np.array_equal(est.support_vectors_, old.support_vectors_)
+    assert np.array_equal(est.dual_coef_, old.dual_coef_)
+    assert np.array_equal(est.decision_function(X[100:]), old.decision_function(X[100:]))
+    assert np.array_equal(est.predict(X[100:]), old.predict(X[100:]))
+    new = load_model(save_model(est, tmp_path / "k.npz"))
+    assert new.meta["estimator"] == "KernelOBPM" and new.meta["params"]["tau"] == 0.5
+    assert np.array_equal(new.decision_function(X[100:]), old.decision_function(X[100:]))
 
 
 def test_permutation_bpm_with_a_kernel_base():
@@ -209,11 +253,36 @@ def test_permutation_bpm_with_a_kernel_base():
 
 
 def test_kernel_bases_by_name_and_where_they_do_not_apply():
-    from distlearn import OBPM, ParameterMixing
+    from distlearn import KernelOBPM, ParameterMixing
 
     X, y = _data(n=80, k=2, seed=8)
-    est = OBPM(n_estimators=3, base="kernel-perceptron", base_params={"gamma": 0.5, "budget": 10},
+    est = KernelOBPM(n_estimators=3, base="kernel-perceptron", base_params={"gamma": 0.5, "budget": 10},
                conversion="last", random_state=0).fit(X, y)
     assert est.pool_size_ <= 30 and est.dual_coef_.shape == (1, est.pool_size_)
     with pytest.raises(ValueError, match="a kernel learner has none"):
         ParameterMixing(base="kernel-mira").fit(X, y)
+
+
+def test_distlearn_train_model_kernel_obpm_and_the_old_obpm_kernel_base(tmp_path, capsys):
+    """``distlearn train --model kernel-obpm`` trains and saves the KernelOBPM of the same parameters;
+    ``--model obpm --param base=kernel-mira`` (the kernel OBPM before it had its own name) is one line
+    naming ``--model kernel-obpm``, exit 2."""
+    import json
+
+    from distlearn import KernelOBPM
+    from distlearn.cli import main
+    from distlearn.data import create_dataset
+    from distlearn.model import load_model
+
+    X, y = _data(n=120, k=3, seed=2)
+    store = create_dataset(tmp_path / "t.zarr", X, y, block_rows=50, dtype="float64").path
+    argv = ["train", str(store), "--model", "kernel-obpm", "--param", "n_estimators=4", "--param", "base=kernel-mira",
+            "--param", "tau=0.5", "--epochs", "2", "--seed", "1", "--json", "--save", str(tmp_path / "m.npz")]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "KernelOBPM" and out["n_support"] > 0
+    est = KernelOBPM(n_estimators=4, base="kernel-mira", tau=0.5, epochs=2, random_state=1).fit(str(store))
+    assert np.array_equal(load_model(tmp_path / "m.npz").decision_function(X), est.decision_function(X))
+    assert main(["train", str(store), "--model", "obpm", "--param", "base=kernel-mira", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--model kernel-obpm" in err and "KernelOBPM(base='kernel-mira'" in err and "\n" not in err

@@ -144,15 +144,21 @@ def test_bad_tau_is_one_clear_error(tau, match):
         OBPM(tau=tau).fit(X, y)
 
 
-def test_kernel_base_refuses_several_taus_and_takes_auto_as_the_papers_tau():
+def test_a_kernel_base_is_refused_and_kernel_obpm_runs_one_tau():
+    """tau="auto" chooses among tau groups of the fused linear kernel; OBPM refuses a kernel base (one line
+    naming KernelOBPM), and KernelOBPM runs one tau, the paper's 0.3 by default."""
+    from distlearn import KernelOBPM
+
     X, y = _binary(n=50)
-    with pytest.raises(ValueError, match="one tau"):
+    with pytest.raises(ValueError, match="KernelOBPM"):
         OBPM(base=KernelPerceptron(), tau=(0.1, 0.3)).fit(X, y)
-    auto = OBPM(base=KernelPerceptron(), n_estimators=5, random_state=0).fit(X, y)  # the default tau="auto"
-    fixed = OBPM(base=KernelPerceptron(), n_estimators=5, tau=0.3, random_state=0).fit(X, y)
-    assert auto.tau_ == 0.3
-    np.testing.assert_array_equal(auto.dual_coef_, fixed.dual_coef_)
-    np.testing.assert_array_equal(auto.support_vectors_, fixed.support_vectors_)
+    with pytest.raises(ValueError, match="real number"):
+        KernelOBPM(base=KernelPerceptron(), tau=(0.1, 0.3)).fit(X, y)
+    default = KernelOBPM(base=KernelPerceptron(), n_estimators=5, epochs=2, random_state=0).fit(X, y)
+    fixed = KernelOBPM(base=KernelPerceptron(), n_estimators=5, epochs=2, tau=0.3, random_state=0).fit(X, y)
+    assert default.tau_ == 0.3 and list(default.taus_) == [0.3]
+    np.testing.assert_array_equal(default.dual_coef_, fixed.dual_coef_)
+    np.testing.assert_array_equal(default.support_vectors_, fixed.support_vectors_)
 
 
 def test_learner_groups_balance_the_cost_of_tau_groups():

@@ -1,0 +1,207 @@
+"""The kernel Online Bayes Point Machine: :class:`KernelOBPM`.
+
+The OBPM of Harrington et al. (2003) over a kernel learner on a budget, as the
+paper's section 3 suggests: N members, member ``j`` shown example ``t`` when its
+Bernoulli(tau) draw is 1, all of them on one shared pool of patterns and one
+kernel row per example (:mod:`distlearn.ensembles.kernel`).  What it shares with
+the linear :class:`~distlearn.OBPM` -- the draws, the conversion, the progressive
+mistakes -- is their base,
+:class:`~distlearn.estimators._online_bayes_point.OnlineBayesPoint`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import Boolean, Integral, RandomState, Real
+from ..ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
+from ..learners.kernel import kernel_decision
+from ..stream import is_store
+from ._base_learners import shown
+from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
+from .kernel import KERNEL_ESTIMATORS, KernelClassifier
+
+__all__ = ["KernelOBPM"]
+
+
+class KernelOBPM(OnlineBayesPoint):
+    """Kernel Online Bayes Point Machine (Harrington et al. 2003, Algorithm 2 and section 3).
+
+    ``n_estimators`` kernel learners of the ``base`` learner run side by side;
+    learner ``j`` is shown example ``t`` when its Bernoulli(``tau``) draw
+    ``b_{j,t}`` is 1 (the draws of :class:`OBPM` with the same seed).  The N
+    members share one pool of cached patterns -- the union of their caches; a
+    pattern enters it once when members insert it and leaves when no member
+    holds it -- and one kernel row per example, as the paper suggests ("the
+    kernel values K(x, x_t) are the same for all N perceptrons"); each member
+    keeps its own coefficients and incremental scores.  The base's budget
+    applies to every member's own cache, so each member is bit for bit the base
+    learner run on the examples it was shown (its random removals seeded by
+    :func:`distlearn.ensembles.kernel.member_seed`).  The Bayes point is one
+    kernel expansion over the pool, the mean of the members' coefficients
+    (``"average"``: over the ensemble's rounds).  It fits in this process
+    (arrays, or a store streamed block by block), in float64; to run many fits
+    on a cluster use :func:`distlearn.run_grid`.
+
+    Parameters
+    ----------
+    n_estimators : int, default=20
+        N, the number of members.
+    tau : float, default=0.3
+        Probability that a member is shown an example, in (0, 1] (the paper's
+        0.3).  One value: the members share one pool, so taus are compared by
+        separate fits (:func:`distlearn.run_grid`).
+    base : str or distlearn kernel estimator, default="kernel-perceptron"
+        The members' learner: ``"kernel-perceptron"``, ``"kernel-mira"``,
+        ``"kernel-pa"``, or an unfitted ``KernelPerceptron``, ``KernelMIRA``,
+        ``KernelPA`` whose kernel, rule, ``beta``, ``budget`` (not
+        ``"projectron"``: each member would need its own inverse Gram matrix)
+        and ``removal`` are used (its ``epochs``, ``shuffle``, ``conversion``
+        ... are ignored).  A linear rule is :class:`OBPM`'s base.
+    base_params : dict, default=None
+        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).
+    epochs : int, default=10
+        Passes over the training data in ``fit``; each epoch draws fresh ``b_{j,t}``.
+    shuffle : bool, default=True
+        Visit the examples in a seeded permutation in each epoch of ``fit``
+        (``partial_fit`` keeps the stream's order).
+    conversion : {"last", "average"}, default="average"
+        ``"last"``: the members' final expansions.  ``"average"``: the
+        average of the ensemble's hypotheses over the rounds (h_0 included).
+    record_online : bool, default=False
+        Keep ``online_mistakes_``, the per-round progressive mistakes of the
+        Bayes point (one byte per round).
+    random_state : int, RandomState, Generator or None, default=None
+        Seed of every draw ``b_{j,t}``, of the shuffles and of random removals.
+
+    Attributes
+    ----------
+    support_vectors_ : ndarray of shape (pool_size_, n_features)
+    dual_coef_ : ndarray of shape (n_outputs, pool_size_)
+        The Bayes point: ``decision_function(x) = dual_coef_ @ k(support_vectors_, x)``.
+    n_support_ : ndarray of shape (n_classes,)
+    gamma_ : float
+        The kernel width used.
+    pool_size_ : int
+        The patterns of the shared pool (the union of the members' caches).
+    member_n_support_ : ndarray of shape (n_estimators,)
+        Each member's cache size.
+    member_rounds_ : ndarray of shape (n_estimators,)
+        Examples each member was shown (about ``tau * t_``).
+    n_removed_ : int
+        Removals from the members' caches, summed.
+    weights_ : ndarray of shape (n_outputs, n_estimators)
+        ``1 / N``.
+    online_errors_, epoch_online_errors_, online_mistakes_, n_updates_
+        Progressive mistakes of the Bayes point (first epoch; per epoch; per
+        round with ``record_online``), and member updates, summed.
+    tau_, taus_, classes_, t_, n_iter_, n_features_in_
+
+    References
+    ----------
+    E. Harrington, R. Herbrich, J. Kivinen, J. Platt, R. C. Williamson.
+    Online Bayes Point Machines. PAKDD 2003, LNAI 2637, pp. 241-252.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from distlearn import KernelOBPM, KernelMIRA
+    >>> X, y = make_moons(n_samples=300, noise=0.1, random_state=0)
+    >>> clf = KernelOBPM(n_estimators=10, base=KernelMIRA(gamma=2.0, budget="variable"), epochs=2,
+    ...                  random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    """
+
+    _common = {"epochs": Integral(1, None), "shuffle": Boolean(), "random_state": RandomState()}
+    _params = {"n_estimators": Integral(1, None), "tau": Real(0.0, 1.0, "right"), "conversion": ConversionChoice(),
+               "record_online": Boolean()}
+    _FITTED = OnlineBayesPoint._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "gamma_", "_kernel_obj",
+                                          "pool_size_", "member_n_support_", "n_removed_")
+    #: a kernel expansion has no bias and computes in float64
+    fit_intercept = False
+    dtype = "float64"
+
+    def __init__(self, *, n_estimators: int = 20, tau: float = 0.3, base: Any = "kernel-perceptron",
+                 base_params: dict[str, Any] | None = None, epochs: int = 10, shuffle: bool = True,
+                 conversion: Any = "average", record_online: bool = False, random_state: Any = None) -> None:
+        self.n_estimators = n_estimators
+        self.tau = tau
+        self.base = base
+        self.base_params = base_params
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.conversion = conversion
+        self.record_online = record_online
+        self.random_state = random_state
+
+    # -- parameters and the base learner -------------------------------------------------
+    def _check_base(self, base: Any) -> None:
+        if not isinstance(base, KernelClassifier):
+            raise ValueError(f"base={shown(self.base, base)}: KernelOBPM runs kernel learners "
+                             f"({', '.join(sorted(KERNEL_ESTIMATORS))} or their estimators); a linear rule is "
+                             f"OBPM(base={shown(self.base, base)}, ...)")
+        base._check_params()
+        if base.budget == "projectron":
+            raise ValueError(f"base={shown(self.base, base)}: KernelOBPM does not support budget='projectron' "
+                             "(each member would need its own inverse Gram matrix); use None, 'variable' or a size")
+
+    @property
+    def _taus(self) -> tuple[float, ...]:
+        return (float(self.tau),)
+
+    def _prepare(self, X: Any, n_rows: int) -> None:
+        super()._prepare(X, n_rows)  # the base measures gamma="scale"/"auto" on the data
+        self.gamma_ = self._base_est.gamma_
+        self._kernel_obj = self._base_est._kernel_obj
+
+    # -- the shared-pool engine ----------------------------------------------------------------
+    def _new_state(self, n_features: int, n_outputs: int) -> Any:
+        self.n_removed_ = 0
+        native = self._base_est._rule(len(self.classes_))[2]
+        return init_kernel_ensemble(n_features, self.n_estimators, n_outputs, native=native,
+                                    keep_retired=self._averaging)
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        return (*super()._snapshot(), self.n_removed_)
+
+    def _restore(self, snap: tuple[Any, ...]) -> None:
+        super()._restore(snap[:-1])
+        self.n_removed_ = snap[-1]
+
+    def _learn_members(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray,
+                       epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        b = self._base_est
+        log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
+                                          seed=self._seed, tau=float(self.tau), epoch=epoch, order=order,
+                                          beta=b._beta(), budget=b.budget, removal=b.removal)
+        self.n_removed_ += int(log.removed.sum())
+        return log.margin[:, None, :], log.updates[:, None]  # one tau group
+
+    def _finish(self) -> None:
+        """The kernel Bayes point: one expansion, the mean of the members' coefficients per pattern."""
+        self._choose_tau()
+        st = self._state
+        S, coef, lab = st.bayes_point(average=self._averaging)
+        self.support_vectors_ = S
+        self.dual_coef_ = np.ascontiguousarray(coef.T)
+        self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
+        self.member_rounds_ = st.member_rounds
+        self.member_n_support_ = st.mmeta[:, 1].copy()
+        self.pool_size_ = st.pool_size
+        self.weights_ = np.full((st.n_outputs, st.n_members), 1.0 / st.n_members)
+        self.summary_ = self._conv
+
+    # -- prediction ---------------------------------------------------------------------------
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores ``dual_coef_ @ k(support_vectors_, x)``: shape (n_samples,) for two classes
+        (positive means ``classes_[1]``), (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "summary_")
+        if is_store(X):
+            return super().decision_function(X)  # block by block, each through this method
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
