@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit
 
 from .._config import NUMBA_FLAGS
-from ._kernels import _AHEAD, _MAXF, _any_nonzero, _prefetch, _tiny
+from ._kernels import _AHEAD, _MAXF, _out_of_range, _prefetch
 
 # Rule codes, disjoint from the classic rules' (distlearn.learners._kernels).
 AROW = 100
@@ -213,7 +213,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                 for jj in range(lo, hi):
                     x = data[jj]
                     v += a[indices[jj] * K + k] * (x * x)
-                if not (v <= _MAXF and v >= _tiny(data)) and (v != 0.0 or _any_nonzero(data, lo, hi)):
+                if _out_of_range(v, data, lo, hi):
                     return ii  # sum Sigma_i x_i^2 overflowed or underflowed: features too large or small
                 if fit_intercept:
                     v += a[d * K + k] * bsq

@@ -41,8 +41,6 @@ from numba import njit
 
 from .._config import NUMBA_FLAGS
 from ._kernels import (
-    _MAXF,
-    _TINY64,
     MC_MIRA,
     MC_PA,
     MC_PA1,
@@ -52,9 +50,9 @@ from ._kernels import (
     PA1,
     PA2,
     PERCEPTRON,
-    _any_nonzero,
     _binary_step,
     _native_taus,
+    _out_of_range,
 )
 
 LINEAR_KERNEL = 0
@@ -471,7 +469,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
         sqx = 0.0
         for j in range(x.shape[0]):
             sqx += x[j] * x[j]
-        if not (sqx <= _MAXF and sqx >= _TINY64) and (sqx != 0.0 or _any_nonzero(x, 0, x.shape[0])):
+        if _out_of_range(sqx, x, 0, x.shape[0]):
             return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
         kxx = _kval(kernel, kp, x, x, sqx, sqx)
         n_slots = meta[0]

@@ -180,6 +180,17 @@ def _any_nonzero(vx, lo, hi):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _out_of_range(acc, vx, lo, hi):
+    """Whether ``acc``, a sum of squares over the row ``vx[lo:hi]`` (weighted by factors <= 1),
+    cannot drive a step: not finite, or below the smallest normal number of the row's dtype
+    although the row has a nonzero value.  The one test of the numeric guard, shared by every
+    engine (the linear, adaptive and kernel ones); the row is re-read only when the sum is tiny."""
+    if acc <= _MAXF and acc >= _tiny(vx):
+        return False
+    return acc != 0.0 or _any_nonzero(vx, lo, hi)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _sqnorm(vx, lo, hi, fit_intercept, bias):
     """||x||^2 of one row (bias feature included when fitted), summed in order.
 
@@ -192,9 +203,8 @@ def _sqnorm(vx, lo, hi, fit_intercept, bias):
     for jj in range(lo, hi):
         v = vx[jj]
         acc += v * v
-    if not (acc <= _MAXF and acc >= _tiny(vx)):
-        if acc != 0.0 or _any_nonzero(vx, lo, hi):
-            return np.nan
+    if _out_of_range(acc, vx, lo, hi):
+        return np.nan
     if fit_intercept:
         acc += bias * bias
     return acc

@@ -111,3 +111,18 @@ def test_ranges_on_a_real_cluster(tmp_path, client):
     with pytest.raises(InputFormatError, match=r"bad\.svm:4: token '18446744073709551617:2\.5'.*64-bit"):
         convert(q, tmp_path / "bad.zarr", client=client, part_bytes=12)
     assert not (tmp_path / "bad.zarr").exists()
+
+
+def test_wide_index_in_a_later_block_never_wraps(tmp_path):
+    """The store's index width is fixed by its first block: a wide index met later is kept exactly
+    or refused in one line with the hints -- never wrapped."""
+    p = tmp_path / "late.svm"
+    p.write_bytes(b"1 1:0.5 3:1\n-1 2:1\n1 4:-1\n-1 1:1 2147483653:2.5\n")
+    try:
+        ds = convert(p, tmp_path / "late.zarr", chunk_bytes=16, block_rows=2)
+    except (InputFormatError, ValueError) as e:
+        assert "\n" not in str(e) and str(p) in str(e) and "--hash-bits" in str(e) and "--n-features" in str(e)
+        assert not (tmp_path / "late.zarr").exists()
+        return
+    X, _ = open_dataset(ds.path).to_scipy()
+    assert X.indices.tolist() == [0, 2, 1, 3, 0, 2**31 + 4]
