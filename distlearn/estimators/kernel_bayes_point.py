@@ -79,14 +79,14 @@ class KernelOBPM(OnlineBayesPoint):
 
     Attributes
     ----------
-    support_vectors_ : ndarray of shape (pool_size_, n_features)
-    dual_coef_ : ndarray of shape (n_outputs, pool_size_)
+    support_vectors_ : ndarray of shape (n_patterns, n_features)
+    dual_coef_ : ndarray of shape (n_outputs, n_patterns)
         The Bayes point: ``decision_function(x) = dual_coef_ @ k(support_vectors_, x)``.
     n_support_ : ndarray of shape (n_classes,)
     gamma_ : float
         The kernel width used.
     pool_size_ : int
-        The patterns of the shared pool (the union of the members' caches).
+        ``n_patterns``, the patterns of the shared pool (the union of the members' caches).
     member_n_support_ : ndarray of shape (n_estimators,)
         Each member's cache size.
     member_rounds_ : ndarray of shape (n_estimators,)
