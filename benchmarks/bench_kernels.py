@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distlearn import OBPM, KernelMIRA
+from distlearn import KernelMIRA, KernelOBPM
 from distlearn.data.public import FASHION_HELP, fashion_mnist_dir, letter_file, load_fashion_mnist
 from distlearn.learners import make_rule
 from distlearn.learners._budget import ROW_BLOCK
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, budget in ([(f"obpm-{N}", None), (f"obpm-{N}-variable", "variable")] if N else []):
             def obpm(budget=budget):
                 base = KernelMIRA(beta=0.01, budget=budget, **kp)
-                return OBPM(n_estimators=N, tau=0.3, base=base, epochs=1, conversion="last", random_state=0).fit(Xtr, ytr)
+                return KernelOBPM(n_estimators=N, tau=0.3, base=base, epochs=1, conversion="last", random_state=0).fit(Xtr, ytr)
 
             fit_s, fit_all, clf = timed(obpm, args.repeat)
             rows.append(_row(label, fit_s, fit_all, clf, Xte, yte, args.repeat))

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist
 from ..distributed import run_grid
-from ..estimators import OBPM, KernelMIRA, PermutationBPM
+from ..estimators import KernelMIRA, KernelOBPM, PermutationBPM
 from ._cells import render_text
 
 METRICS = ["test_error", "online_error", "n_support", "n_updates", "fit_seconds"]
@@ -158,8 +158,8 @@ def run(name, args):
     if args.bayes:
         # Bayes points of variable-cache MIRA: the kernel OBPM (shared pool) and 10 permutations
         var = KernelMIRA(beta=0.01, epochs=1, budget="variable", **kp)
-        for label, est in ((f"obpm-{args.bayes}", OBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var,
-                                                                 epochs=1, conversion="last")),
+        for label, est in ((f"obpm-{args.bayes}", KernelOBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var,
+                                                                       epochs=1, conversion="last")),
                            ("pbpm-10", PermutationBPM(n_estimators=10, base=var, epochs=1, conversion="last"))):
             t2 = run_grid(est, None, (Xtr, ytr), (Xte, yte), repeats=perms, scheduler=args.scheduler,
                           metrics=METRICS, progress=args.progress)
