@@ -46,6 +46,7 @@ from ..learners._budget import (
     _kval,
     _next_block,
     _pick_bounded,
+    _out_of_range,
     _taus,
 )
 
@@ -140,6 +141,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
         sqx = 0.0
         for jj in range(d):
             sqx += x[jj] * x[jj]
+        if _out_of_range(sqx, x, 0, d):
+            return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
         kxx = _kval(kernel, kp, x, x, sqx, sqx)
         n_pool = pmeta[0]
         gb = G[ii - b0]

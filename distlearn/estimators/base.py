@@ -34,7 +34,7 @@ from .. import rng
 from .._validation import Boolean, Integral, Options, RandomState, check_params
 from ..conversions import make_conversion
 from ..data.store import check_matrix, open_dataset
-from ..learners import copy_state, init_state, make_rule, max_row_norm
+from ..learners import NonFiniteError, copy_state, init_state, make_rule, max_row_norm
 from ..stream import array_order, classes_of, encode_labels, epoch_chunks, is_store
 
 __all__ = ["ConversionParam", "LinearClassifier", "OnlineLinearClassifier", "data_radius"]
@@ -408,7 +408,12 @@ class OnlineLinearClassifier(LinearClassifier):
             for ch in epoch_chunks(ds, seed=self._seed, epoch=epoch, shuffle=shuffle, classes=self.classes_,
                                    dtype=self._np_dtype):
                 tids = np.arange(self.t_, self.t_ + ch.X.shape[0], dtype=np.int64) if partial else ch.tids
-                self._learn(ch.X, ch.y, ch.order, tids, epoch, count)
+                try:
+                    self._learn(ch.X, ch.y, ch.order, tids, epoch, count)
+                except NonFiniteError as exc:  # name the store, block and store row, as OBPM's tasks do
+                    row = ch.first_row + int(exc.row)
+                    raise NonFiniteError(f"store {ds.path}, block {ch.block}, store row {row} (epoch {epoch}): {exc}",
+                                         row, exc.round) from None
                 if self._halted:
                     break
             if count:

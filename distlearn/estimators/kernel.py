@@ -137,7 +137,13 @@ def _kernel_doc(cls: type) -> type:
 
 
 def _data_var(X: Any) -> tuple[float, int]:
-    """The variance of all entries of X (array, sparse or store) and n_features."""
+    """The variance of all entries of X (array, sparse or store) and n_features (inf or NaN when the
+    features overflow float64: the engine then refuses them in one line)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _data_var_of(X)
+
+
+def _data_var_of(X: Any) -> tuple[float, int]:
     if is_store(X):
         ds = open_dataset(X)
         s = s2 = 0.0
@@ -147,7 +153,8 @@ def _data_var(X: Any) -> tuple[float, int]:
             s += float(np.sum(data, dtype=np.float64))
             s2 += float(np.sum(np.square(data, dtype=np.float64)))
         n = max(1, ds.n_samples * ds.n_features)
-        return s2 / n - (s / n) ** 2, ds.n_features
+        m = s / n  # float arithmetic: a mean of 1e200 squares to inf (numpy's var does the same), never raises
+        return float(np.float64(s2) / n - np.float64(m) * np.float64(m)), ds.n_features
     if sp.issparse(X):
         n = X.shape[0] * X.shape[1]
         m = X.sum() / n

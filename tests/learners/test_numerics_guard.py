@@ -125,3 +125,26 @@ def test_train_command_is_one_line_exit_2(tmp_path, capsys, model, scale):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("distlearn train: error: ")
     assert f"too {'large' if scale > 1 else 'small'} for float64" in err[0] and "scale them" in err[0]
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_kernel_obpm_refuses_like_its_base(scale):
+    X = np.random.default_rng(1).standard_normal((40, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match="scale them") as info:
+        distlearn.KernelOBPM(n_estimators=3, base="kernel-mira").fit(X * scale, y)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("model", ["pa", "kernel-pa", "kernel-obpm"])  # rules that need ||x||^2
+def test_a_store_refusal_names_the_store_block_and_row(tmp_path, capsys, model):
+    from distlearn.data import create_dataset
+
+    X = np.random.default_rng(2).standard_normal((50, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    X[20:] *= 1e200  # blocks 1 and 2; block 0 is read first (no shuffle) and trains
+    create_dataset(tmp_path / "s.zarr", X, y, block_rows=20, dtype="float64")
+    assert cli.main(["train", str(tmp_path / "s.zarr"), "--model", model, "--param", "shuffle=false"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "Warning" not in err, err
+    assert "s.zarr" in err and "block 1, store row 2" in err and "scale them" in err, err
