@@ -306,7 +306,7 @@ def _load_arrays(p: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise
     except IsADirectoryError as exc:
         raise ValueError(f"{p}: is a directory, not a model file") from exc
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as exc:
         raise _damaged(p, exc) from None
     try:
         with zf:

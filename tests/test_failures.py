@@ -162,3 +162,29 @@ def test_a_float32_convert_that_rounds_values_to_zero_is_refused_naming_the_file
     assert main(["convert", str(f), str(tmp_path / "b.zarr"), "--dtype", "float64"]) == 0
     X, _ = open_dataset(tmp_path / "b.zarr").to_scipy()
     assert X[0, 0] == 1e-50 and X[1, 2] == 1e-60
+
+
+def test_compressed_inputs_of_every_kind_and_a_fake_magic_number(tmp_path, capsys):
+    import bz2
+    import gzip
+    import lzma
+
+    body = b"1 1:0.5 2:1\n-1 2:3\n"
+    plain = convert_to(tmp_path, "plain.svm", body)
+    for name, pack in (("a.svm.gz", gzip.compress), ("a.svm.bz2", bz2.compress), ("a.svm.xz", lzma.compress)):
+        ds = convert_to(tmp_path, name, pack(body))
+        assert np.array_equal(ds.to_numpy()[0], plain.to_numpy()[0]), name
+    (tmp_path / "fake.svm").write_bytes(b"BZh" + body)  # bzip2's magic number, then no bzip2 stream
+    assert main(["convert", str(tmp_path / "fake.svm"), str(tmp_path / "fake.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fake.svm" in err and "Traceback" not in err, err
+
+
+def test_labels_beyond_int64_stay_floats(tmp_path):
+    ds = convert_to(tmp_path, "big.svm", b"99999999999999999999 1:1\n1 2:1\n")
+    assert ds.to_numpy()[1].tolist() == [1e20, 1.0] and ds.classes.tolist() == [1.0, 1e20]
+
+
+def convert_to(tmp_path, name, data):
+    (tmp_path / name).write_bytes(data)
+    return convert(tmp_path / name, tmp_path / (name + ".zarr"), dtype="float64")

@@ -31,8 +31,10 @@ class _Input:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.compression = sniff_compression(path)
         self._raw = open(path, "rb")
-        opener: Any = {"gzip": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}.get(self.compression or "")
-        self._f: IO[bytes] = opener(fileobj=self._raw) if opener else self._raw
+        # GzipFile takes the open file as fileobj=; BZ2File and LZMAFile take it as their first argument
+        opener: Any = {"gzip": lambda f: gzip.GzipFile(fileobj=f, mode="rb"), "bz2": bz2.BZ2File,
+                       "xz": lzma.LZMAFile}.get(self.compression or "")
+        self._f: IO[bytes] = opener(self._raw) if opener else self._raw
         self._pending: bytes | None = None  # the first bytes, a byte-order mark removed
 
     def _prime(self) -> bytes:

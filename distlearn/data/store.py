@@ -40,11 +40,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import itertools
+import math
 import os
 import shutil
 import socket
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -541,7 +542,9 @@ class DatasetWriter:
             "with --dtype float64 (dtype='float64') or scale the features")
 
     def _count_labels(self, y: np.ndarray) -> None:
-        if self._label_integral and not np.all(y == np.round(y)):
+        # Integer labels come back as int64: only those float64 holds exactly (|y| <= 2^53) are
+        # integers; a label like 1e19 stays a float instead of wrapping to a negative int64.
+        if self._label_integral and not (np.all(y == np.round(y)) and np.all(np.abs(y) <= 2.0**53)):
             self._label_integral = False
         if self._label_counts is None:
             return
@@ -1169,8 +1172,15 @@ class Dataset:
             return
         # Every block through the one checked read: every chunk present and decoded (its crc32c
         # checksum verified), block_index, pointers, indices, values and labels.
+        classes = self.classes
         for i in range(self.n_blocks):
-            self.read_block(i)
+            y = self.read_block(i).y
+            if classes is not None and len(y):
+                unknown = np.setdiff1d(np.unique(y), classes)
+                if unknown.size:
+                    lo, hi = (int(v) for v in self.block_bounds[i:i + 2])
+                    raise StoreError(f"{p}: block {i} (rows {lo}..{hi - 1}): labels {unknown[:5].tolist()} are not "
+                                     f"among the metadata's classes {classes.tolist()[:10]}")
 
 
     # -- side arrays
@@ -1362,6 +1372,46 @@ def _du(path: Path) -> int:
     return total
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: What every key of a store's ``distlearn`` metadata must hold (every store format version writes
+#: these); a damaged or edited value is refused when the store is opened, not used.
+_META_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "n_samples": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "n_features": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "nnz": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "dtype": (lambda v: v in _DTYPES, f"one of {sorted(_DTYPES)}"),
+    "block_rows": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "n_blocks": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "classes": (lambda v: v is None or (isinstance(v, list) and all(_is_number(c) for c in v)
+                                        and v == sorted(set(v))), "null or a sorted list of distinct numbers"),
+    "class_counts": (lambda v: v is None or (isinstance(v, list) and all(_is_int(c) and c >= 0 for c in v)),
+                     "null or a list of counts"),
+    "label_kind": (lambda v: v in ("integer", "float"), "'integer' or 'float'"),
+}
+
+
+def _check_meta(p: Path, meta: dict[str, Any]) -> None:
+    """Refuse, in one line, a store whose metadata is missing a key or holds a value of the wrong kind."""
+    for key, (ok, what) in _META_SCHEMA.items():
+        if key not in meta:
+            raise StoreError(f"{p}: the store's metadata has no {key!r} (damaged or edited)")
+        if not ok(meta[key]):
+            raise StoreError(f"{p}: the store's metadata {key}={meta[key]!r} is not {what} (damaged or edited)")
+    counts = meta["class_counts"]
+    if (meta["classes"] is None) != (counts is None) or (counts is not None and (
+            len(counts) != len(meta["classes"]) or sum(counts) != meta["n_samples"])):
+        raise StoreError(f"{p}: the store's metadata classes and class_counts disagree (damaged or edited)")
+    if meta.get("index_dtype") not in (None, "int32", "int64"):
+        raise StoreError(f"{p}: the store's metadata index_dtype={meta['index_dtype']!r} is not int32 or int64")
+
+
 def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str = True,
                  target: str | None = None) -> Dataset:
     """Open a distlearn store for reading, or a binary view of it.
@@ -1421,6 +1471,7 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         raise StoreError(f"{p}: the store is incomplete (its write did not finish)")
     if meta.get("layout") not in LAYOUTS:
         raise StoreError(f"{p}: unknown layout {meta.get('layout')!r}")
+    _check_meta(p, meta)
     try:
         ds = Dataset(p, _meta=dict(meta), _stamp_=stamp)
     except KeyError as e:

@@ -154,8 +154,21 @@ def test_open_rejects_what_is_not_a_whole_store(tmp_path):
     with pytest.raises(StoreError, match="format version 99"):
         open_dataset(ds.path)
     g.attrs["distlearn"] = {**meta, "n_samples": 4}
+    with pytest.raises(StoreError, match="class_counts disagree"):
+        open_dataset(ds.path)
+    g.attrs["distlearn"] = {**meta, "n_samples": 4, "class_counts": [2, 2]}
     with pytest.raises(StoreError, match="shape"):
         open_dataset(ds.path)
+    for key, value in (("dtype", "fmoat32"), ("block_rows", None), ("label_kind", "integes"),
+                       ("classes", [1, 0]), ("n_features", -2)):
+        g.attrs["distlearn"] = {**meta, key: value} if value is not None else \
+            {k: v for k, v in meta.items() if k != key}
+        with pytest.raises(StoreError, match=f"metadata.*{key}"):
+            open_dataset(ds.path)
+    g.attrs["distlearn"] = {**meta, "classes": [0, 3], "class_counts": [2, 1]}
+    open_dataset(ds.path)  # cheap open: the metadata is well formed
+    with pytest.raises(StoreError, match=r"labels \[1\] are not among the metadata's classes"):
+        open_dataset(ds.path, validate="full")
 
 
 def test_kill_during_write_leaves_only_a_hidden_partial(tmp_path):
