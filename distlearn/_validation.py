@@ -7,6 +7,7 @@ it got and the range it accepts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import os
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "OptionalPath", "check_params"]
+__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "SchedulerAddress", "plain_scheduler",
+           "OptionalPath", "check_params"]
 
 
 class Real:
@@ -86,14 +88,51 @@ class RandomState:
         raise ValueError(f"{name} must be None, a non-negative int, or a numpy RandomState/Generator; got {value!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class SchedulerAddress:
+    """A Dask scheduler named by its address, with the TLS ``security`` that reaches it.
+
+    What a ``distributed.Client`` given as ``scheduler=`` becomes when an estimator is
+    copied, cloned or pickled (:func:`plain_scheduler`): plain data, unlike the live client.
+    """
+
+    address: str
+    security: Any = None
+
+    def __str__(self) -> str:
+        return self.address
+
+
+def _is_client(value: Any) -> bool:
+    return hasattr(value, "submit") and hasattr(value, "scheduler")
+
+
+def plain_scheduler(value: Any) -> Any:
+    """``scheduler=`` as plain data: a ``distributed.Client`` becomes its scheduler's address
+    (a :class:`SchedulerAddress` with the client's security when it speaks TLS); anything else
+    is returned as it is.  The one place where a live client is reduced."""
+    if not _is_client(value):
+        return value
+    address = getattr(getattr(value, "scheduler", None), "address", None)
+    if not address:
+        raise ValueError("scheduler= is a distributed.Client that is not connected to a scheduler; pass a "
+                         "connected client or the scheduler's address")
+    address = str(address)
+    if address.startswith("tls://"):
+        return SchedulerAddress(address, getattr(value, "security", None))
+    return address
+
+
 class Scheduler:
-    """Where work runs: ``None``/``"in-process"``, ``"local"``, an address or scheduler file, or a Client.
+    """Where work runs: ``None``/``"in-process"``, ``"local"``, an address or scheduler file, a
+    jobqueue spec (``"slurm:FILE"``), a :class:`SchedulerAddress`, or a Client (kept as its address
+    when the estimator is copied: :func:`plain_scheduler`).
 
     The meaning is documented once, in :func:`distlearn.distributed.executor.executor_for`.
     """
 
     def check(self, name: str, value: Any) -> None:
-        if value is None or hasattr(value, "submit"):
+        if value is None or _is_client(value) or isinstance(value, SchedulerAddress):
             return
         if isinstance(value, (str, os.PathLike)) and str(value) not in ("", "sync", "threads"):
             return

@@ -391,9 +391,24 @@ def _progress(flag: bool | None) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
 
+def _where(scheduler: str | None, workers: int | None) -> str | None:
+    """``--scheduler``/``--workers N`` as ``scheduler=``: the address or file, ``"local:N"``, or None
+    (this process).  The executor (:func:`distlearn.distributed.executor_for`) does the rest."""
+    return scheduler or (f"local:{workers}" if workers else None)
+
+
+def _security(a: argparse.Namespace) -> Any:
+    """The ``--tls-*`` flags as a ``distributed.Security`` (None without them)."""
+    if not any(getattr(a, k, None) for k in ("tls_ca", "tls_cert", "tls_key", "tls_config")):
+        return None
+    from .distributed import make_security
+
+    return make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config)
+
+
 def _cmd_convert(a: argparse.Namespace) -> int:
     from .data.readers import convert
-    from .distributed import get_client
+    from .distributed import executor_for
 
     opts: dict[str, Any] = {}
     if a.zero_based:
@@ -417,11 +432,9 @@ def _cmd_convert(a: argparse.Namespace) -> int:
         progress=_progress(a.progress),
         **opts,
     )
-    if a.jobs or a.scheduler:
-        with get_client(a.scheduler, n_workers=a.jobs) as client:
-            ds = convert(a.input, a.output, client=client, **kwargs)
-    else:
-        ds = convert(a.input, a.output, **kwargs)
+    where = _where(a.scheduler, a.jobs)
+    with executor_for(where) as ex:
+        ds = convert(a.input, a.output, executor=None if where is None else ex, **kwargs)
     seconds = time.perf_counter() - t0
     info = ds.info()
     info["convert_seconds"] = round(seconds, 3)
@@ -518,19 +531,17 @@ def _param(text: str) -> tuple[str, Any]:
 
 
 def _cmd_predict(a: argparse.Namespace) -> int:
-    from .model import load_model
     from .training import predict
 
     if a.proba:
         raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
     if a.out:
         check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input])
-    model = load_model(a.model)
-    if a.workers or a.scheduler:
-        res = _predict_on_dask(a, model)
-    else:
-        res = predict(model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite)
+    res = predict(a.model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite,
+                  scheduler=_where(a.scheduler, a.workers))
     values = res.pop("values", None)
+    if res.get("ran_on") and not a.json:
+        print(f"ran on {res['ran_on']}", file=sys.stderr)
     if a.json:
         if values is not None:
             res["values"] = values.tolist()
@@ -542,37 +553,6 @@ def _cmd_predict(a: argparse.Namespace) -> int:
         print(f"{res['n']:,} {'scores' if a.decision else 'labels'}: {shown}{', ...' if res['n'] > 10 else ''} "
               "(--out FILE writes them all)")
     return 0
-
-
-def _predict_on_dask(a: argparse.Namespace, model: Any) -> dict[str, Any]:
-    """``predict --workers/--scheduler``: one task per block of the store, written in order as they come."""
-    import numpy as np
-
-    from .data import open_dataset
-    from .data._io import ordered_tasks
-    from .distributed.cluster import get_client
-    from .model import predict_block
-    from .stream import is_store
-    from .training import write_values
-
-    if not is_store(a.input) or os.path.isfile(a.input):
-        raise ValueError(f"--workers/--scheduler predict the blocks of a store; {a.input} is not one "
-                         "(distlearn convert makes one)")
-    ds = open_dataset(a.input)
-    want = model.meta.get("n_features")
-    if want is not None and ds.n_features > want:
-        raise ValueError(f"{a.input}: {ds.n_features} features, the model knows {want}")
-    model_path, store = os.path.abspath(a.model), os.path.abspath(str(a.input).split("#")[0]) + (
-        "#" + str(a.input).split("#", 1)[1] if "#" in str(a.input) else "")
-    with get_client(a.scheduler, n_workers=a.workers) as client:
-        print(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
-        blocks = ordered_tasks(client, predict_block, [(model_path, store, b, a.decision) for b in range(ds.n_blocks)])
-        if a.out:
-            n = write_values(blocks, a.out, overwrite=a.overwrite, inputs=[a.model, a.input])
-            return {"n": n, "out": a.out, "blocks": ds.n_blocks}
-        parts = list(blocks)
-    values = np.concatenate(parts) if parts else np.zeros(0)
-    return {"n": int(len(values)), "out": None, "values": values, "blocks": ds.n_blocks}
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> int:
@@ -636,7 +616,7 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
     if a.name not in PAPERS:  # the corpus pipelines write their data there first
         claim_dir(a.out, "experiment")
 
-    scheduler = a.scheduler if a.scheduler else ("local" if a.workers else None)
+    scheduler = _where(a.scheduler, a.workers)
 
     def log(msg: str) -> None:
         if not a.json:
@@ -704,8 +684,7 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
-    import contextlib
-
+    from ._validation import SchedulerAddress
     from .data import open_dataset
     from .model import save_model
     from .training import evaluate, fit_summary, make_estimator
@@ -742,22 +721,16 @@ def _cmd_train(a: argparse.Namespace) -> int:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
     ds = open_dataset(a.store)
-    tls = any(getattr(a, k) for k in ("tls_ca", "tls_cert", "tls_key", "tls_config"))
-    with contextlib.ExitStack() as stack:
-        if on_dask and (a.scheduler or a.workers or tls):
-            from .distributed.cluster import get_client, make_security
-
-            sec = make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config) if tls else None
-            client = stack.enter_context(get_client(a.scheduler, n_workers=a.workers, security=sec))
-            if not a.json:
-                print(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
-            est.set_params(scheduler=client)
-        elif not on_dask and (a.scheduler or a.workers):
-            raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards; {a.model} alone "
-                             "trains in process")
-        t0 = time.perf_counter()
-        est.fit(a.store)
-        seconds = time.perf_counter() - t0
+    where, sec = _where(a.scheduler, a.workers), _security(a)
+    if not on_dask and (where or sec):
+        raise ValueError(f"--scheduler/--workers/--tls-* apply to --model obpm or --shards; {a.model} alone "
+                         "trains in process")
+    if on_dask and (a.in_process or where or sec):  # plain data: the estimator's executor connects
+        est.set_params(scheduler="in-process" if a.in_process else
+                       SchedulerAddress(where or "local", sec) if sec is not None else where)
+    t0 = time.perf_counter()
+    est.fit(a.store)
+    seconds = time.perf_counter() - t0
     summary = fit_summary(est)
     result: dict[str, Any] = {
         "model": summary["model"], "store": str(a.store), "n_samples": ds.n_samples, "n_features": ds.n_features,
@@ -812,7 +785,8 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     check_output(a.out, "demo", overwrite=False)
     claim_dir(a.out, "demo")
-    result = quickstart.run(out=a.out, n_workers=a.workers, n_samples=a.n_samples, scheduler=a.scheduler)
+    result = quickstart.run(out=a.out, n_workers=a.workers, n_samples=a.n_samples,
+                            scheduler=_where(a.scheduler, a.workers) or "local")
     if a.json:
         print(json.dumps(result, indent=2))
     else:

@@ -214,15 +214,29 @@ def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: An
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
-            format: str | None = None, overwrite: bool = True) -> dict[str, Any]:
-    """Labels (or ``decision`` scores) of a fitted classifier or loaded model for arrays, a store
-    (or view), or any readable data file, block by block.
+            format: str | None = None, overwrite: bool = True, scheduler: Any = None, n_workers: int | None = None,
+            security: Any = None) -> dict[str, Any]:
+    """Labels (or ``decision`` scores) of a fitted classifier, a loaded model or a model file (its
+    path) for arrays, a store (or view), or any readable data file, block by block.
 
     ``out``: stream them to ``.npy``, ``.csv``/``.txt`` (one row per line; scores of a multiclass
     model as comma-separated columns) or a ``.zarr`` array (:func:`write_values`).  Returns
     ``{"n", "out", "values"}`` (``values`` only without ``out``); ``overwrite`` as in
     :func:`write_values`.
+
+    ``scheduler`` (as everywhere: :func:`distlearn.distributed.executor_for`, with ``n_workers``
+    and ``security``): predict the blocks of a store as tasks, each reading the model file by path
+    (:func:`distlearn.model.predict_block`), written in order; the result adds ``"blocks"`` and
+    ``"ran_on"``.  ``est`` must then be the model file and ``X`` a store.
     """
+    from .model import load_model
+
+    model_path = os.path.abspath(os.fspath(est)) if isinstance(est, (str, os.PathLike)) else None
+    if model_path is not None:
+        est = load_model(model_path)
+    if scheduler is not None:
+        return _predict_on(scheduler, est, model_path, X, decision=decision, out=out, overwrite=overwrite,
+                           n_workers=n_workers, security=security)
     d = _width(est)
 
     def blocks() -> Iterator[np.ndarray]:
@@ -237,6 +251,38 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         return {"n": int(values.shape[0]), "out": None, "values": values}
     inputs = (X,) if isinstance(X, (str, os.PathLike)) else ()
     return {"n": write_values(blocks(), out, overwrite=overwrite, inputs=inputs), "out": os.fspath(out)}
+
+
+def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, decision: bool, out: Any,
+                overwrite: bool, n_workers: int | None, security: Any) -> dict[str, Any]:
+    """:func:`predict` of a store's blocks as executor tasks (one per block, results in order)."""
+    from .distributed import executor_for
+    from .model import predict_block
+
+    if not isinstance(X, (str, os.PathLike)) or not is_store(X) or os.path.isfile(X):
+        raise ValueError(f"predicting on a cluster (scheduler=, --workers/--scheduler) reads the blocks of a store; "
+                         f"{X if isinstance(X, (str, os.PathLike)) else 'an array'} is not one "
+                         "(distlearn convert makes one)")
+    if model_path is None:
+        raise ValueError("predicting on a cluster reads the model from its file: pass the path of a model "
+                         "saved by distlearn.model.save_model (distlearn train --save)")
+    ds = open_dataset(X)
+    want = getattr(model, "meta", {}).get("n_features")
+    if want is not None and ds.n_features > want:
+        raise ValueError(f"{X}: {ds.n_features} features, the model knows {want}")
+    # workers open the files by path, from their own working directory
+    path, _, view = os.fspath(X).partition("#")
+    store = os.path.abspath(path) + (f"#{view}" if view else "")
+    jobs = [(model_path, store, b, decision) for b in range(ds.n_blocks)]
+    with executor_for(scheduler, n_workers=n_workers, security=security) as ex:
+        res: dict[str, Any] = {"blocks": ds.n_blocks, "ran_on": ex.describe()}
+        blocks = ex.map_ordered(predict_block, jobs)
+        if out is not None:
+            n = write_values(blocks, out, overwrite=overwrite, inputs=[model_path, os.fspath(X)])
+            return {"n": n, "out": os.fspath(out), **res}
+        parts = list(blocks)
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    return {"n": int(len(values)), "out": None, "values": values, **res}
 
 
 def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, overwrite: bool = True,

@@ -17,15 +17,15 @@ PKG = Path(__file__).resolve().parents[1] / "distlearn"
 #: Layer of every top-level module or package, bottom up.  A module may import
 #: its own layer's siblings only where listed in SAME_LAYER_OK, and any lower layer.
 LAYERS: dict[str, int] = {
-    "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0,
+    "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0, "_tasks": 0,
     "data": 1,
     "stream": 2,
     "learners": 3,
     "conversions": 4, "ensembles": 4,
     "distributed": 5,
     "estimators": 6,
-    "model": 7, "training": 7,
-    "experiments": 8,
+    "model": 7,
+    "training": 8, "experiments": 8,
     "cli": 9,
     "__main__": 10, "__init__": 10,
 }
@@ -129,3 +129,53 @@ def test_the_walker_sees_function_level_and_relative_imports(tmp_path):
     assert "distlearn.learners._kernels" in found
     graph = _graph()
     assert ("distributed", "stream") in {(s, d) for s, lst in graph.items() for _, _, d in lst if s == "distributed"}
+
+
+#: What builds a Dask client or starts a cluster: called only inside ``distributed/``.
+CLIENT_MAKERS = {"Client", "LocalCluster", "get_client", "start_jobqueue_cluster", "make_jobqueue_cluster"}
+
+
+def _client_uses(path: Path) -> list[str]:
+    """``file:line: what`` for every client built, cluster started or task submitted to a client in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    rel = path.relative_to(PKG.parent) if path.is_relative_to(PKG.parent) else path.name
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in (
+                "distributed", "dask"):
+            hits += [f"{rel}:{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                     if a.name in CLIENT_MAKERS]
+        if isinstance(node, ast.ImportFrom) and any(a.name in CLIENT_MAKERS for a in node.names) and (
+                node.level or (node.module or "").startswith("distlearn")):
+            hits.append(f"{rel}:{node.lineno}: imports " + ", ".join(a.name for a in node.names))
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name in CLIENT_MAKERS:
+            hits.append(f"{rel}:{node.lineno}: {name}(")
+        elif isinstance(f, ast.Attribute) and f.attr in ("submit", "map", "scatter", "compute", "gather") \
+                and "client" in ast.unparse(f.value).lower():
+            hits.append(f"{rel}:{node.lineno}: {ast.unparse(f)}(")
+    return hits
+
+
+def test_no_client_outside_distributed():
+    """Only ``distributed/`` builds a client, starts a cluster or submits to a client: everything
+    else passes ``scheduler=`` (plain data) to ``executor_for`` and runs through the Executor."""
+    outside = [p for p in sorted(PKG.rglob("*.py")) if "distributed" not in p.relative_to(PKG).parts[:1]]
+    hits = [h for p in outside for h in _client_uses(p)]
+    assert hits == [], "clients outside distributed/:\n" + "\n".join(hits)
+
+
+def test_the_client_check_can_fail(tmp_path):
+    # The checker itself: each way of reaching a client is found (so the test above can fail).
+    f = tmp_path / "probe.py"
+    f.write_text("from distributed import Client\nfrom .distributed.cluster import get_client\n"
+                 "def g(client, fn):\n    c = Client('tcp://x:1')\n    with get_client('local') as cl:\n"
+                 "        return client.submit(fn), self.client.scatter(1), cl.map(fn, [1])\n")
+    found = [h.split(": ", 1)[1] for h in _client_uses(f)]
+    assert sorted(found) == sorted(["from distributed import Client", "imports get_client", "Client(",
+                                    "get_client(", "client.submit(", "self.client.scatter("]), found
+    inside = _client_uses(PKG / "distributed" / "executor.py")
+    assert any("self.client.submit(" in h for h in inside)  # the executor itself is where they live

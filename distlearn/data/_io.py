@@ -7,7 +7,7 @@ import gzip
 import lzma
 import os
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import IO, Any
 
 from ._errors import InputFormatError
@@ -128,34 +128,3 @@ def iter_line_chunks(f: _Input, chunk_bytes: int, *, path: str, first_line: int 
             first_line += chunk.count(b"\n")
         if not data:
             return
-
-
-def ordered_tasks(client: Any, fn: Any, jobs: Sequence[tuple[Any, ...]], **shared: Any) -> Iterator[Any]:
-    """``fn(*job, **shared)`` for every job, results in job order: in this process when ``client`` is
-    None, else as Dask tasks with at most two per worker in flight (dict and array ``shared`` values
-    are scattered once to every worker; the rest go with each task).  Stopping early cancels the rest."""
-    if client is None:
-        for job in jobs:
-            yield fn(*job, **shared)
-        return
-    import numpy as np
-
-    # a list around each value: scatter() would spread a dict's items as separate futures
-    shared = {k: (client.scatter([v], broadcast=True, hash=False)[0] if isinstance(v, (dict, np.ndarray)) else v)
-              for k, v in shared.items()}
-    window = 2 * max(1, len(client.scheduler_info().get("workers", {})))
-    futures: list[Any] = []
-    nxt = 0
-    try:
-        for i in range(len(jobs)):
-            while nxt < len(jobs) and nxt < i + window:
-                futures.append(client.submit(fn, *jobs[nxt], pure=True, **shared))
-                nxt += 1
-            res = futures[i].result()
-            futures[i] = None  # let the worker drop it
-            yield res
-    finally:
-        for f in futures:
-            if f is not None:
-                f.cancel()
-

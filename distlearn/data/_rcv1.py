@@ -64,7 +64,8 @@ import scipy.sparse as sp
 from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns, hash_token
-from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, ordered_tasks, sniff_compression, strip_bom
+from .._tasks import OrderedMap, run_ordered
+from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
 from ._svmlight import line_aligned_ranges
 
 __all__ = [
@@ -471,7 +472,7 @@ def convert_rcv1(
     dtype: str = "float32",
     block_rows: int | None = None,
     overwrite: bool = False,
-    client: Any = None,
+    executor: OrderedMap | None = None,
     part_bytes: int = PARALLEL_PART_BYTES,
     progress: Any = None,
 ) -> Any:
@@ -496,8 +497,9 @@ def convert_rcv1(
         Hash tokens (or the vector files' term ids) into ``2**hash_bits`` columns instead of
         building a vocabulary (:mod:`distlearn.data._hashing`): no first pass, bounded width,
         no ``vocabulary`` group; ``tfidf``, ``min_df`` and ``vocabulary`` do not apply.
-    client : distributed.Client, default=None
-        Run the vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
+    executor : executor, default=None
+        An executor of :func:`distlearn.distributed.executor_for` (``map_ordered``): run the
+        vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
         whole compressed files.  Results are written in file order, so the store is the same.
 
     The store holds ``X`` (documents x terms), ``y`` = the top-level code of each document
@@ -552,7 +554,7 @@ def convert_rcv1(
             vocab = Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
             at, last = 1, None
-            for (p, _, _), res in zip(jobs, ordered_tasks(client, _vocabulary_task, jobs)):
+            for (p, _, _), res in zip(jobs, run_ordered(executor, _vocabulary_task, jobs)):
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
@@ -574,7 +576,7 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
-        for p, docids, lines, X, done in _rows(paths, kind, client, terms, idf, weighting, normalize, part_bytes,
+        for p, docids, lines, X, done in _rows(paths, kind, executor, terms, idf, weighting, normalize, part_bytes,
                                                hash_bits):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
@@ -645,7 +647,7 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
-def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, idf: np.ndarray | None,
+def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[bytes] | None, idf: np.ndarray | None,
           weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None
           ) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
     """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
@@ -678,8 +680,8 @@ def _rows(paths: list[str], kind: str, client: Any, terms: list[bytes] | None, i
     jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
-    for (path, _, stop), res in zip(jobs, ordered_tasks(client, _rows_task, jobs, index=index, weighting=weighting, idf=idf,
-                                                     normalize=normalize)):
+    for (path, _, stop), res in zip(jobs, run_ordered(executor, _rows_task, jobs, index=index, weighting=weighting, idf=idf,
+                                                   normalize=normalize)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:
             _raise(path, at, res["error"])

@@ -9,7 +9,7 @@ token.
 
 :func:`convert` drives any reader into a :class:`~distlearn.data.store.DatasetWriter`;
 for large uncompressed svmlight files it parses line-aligned byte ranges as
-Dask tasks (``client=``) and writes them in order.
+executor tasks (``executor=``, e.g. on Dask) and writes them in order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .._config import PARALLEL_PART_BYTES
 from .._outputs import check_output
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
-from ._io import open_binary, ordered_tasks
+from .._tasks import OrderedMap, run_ordered
+from ._io import open_binary
 from ._svmlight import (
     SvmlightReader,
     count_lines_before,
@@ -138,7 +139,7 @@ def convert(
     block_rows: int | None = None,
     n_features: int | None = None,
     overwrite: bool = False,
-    client: Any = None,
+    executor: OrderedMap | None = None,
     part_bytes: int = PARALLEL_PART_BYTES,
     progress: bool | Callable[[int, int], None] = False,
     **reader_options: Any,
@@ -166,9 +167,12 @@ def convert(
         Rows per stored block (see :class:`~distlearn.data.store.DatasetWriter`).
     n_features : int, default=None
         Column count; rows with more features are errors.
-    client : distributed.Client, default=None
-        Parse an uncompressed svmlight file as parallel tasks over line-aligned
-        byte ranges of ``part_bytes``; results are written in file order.
+    executor : executor, default=None
+        Where to parse: an executor of :func:`distlearn.distributed.executor_for` (anything with
+        ``map_ordered``: :class:`distlearn._tasks.OrderedMap`).  With one, an uncompressed svmlight
+        file is parsed as tasks over line-aligned byte ranges of ``part_bytes`` and RCV1-v2 files as
+        tasks per range or file; results are written in file order, so the store is the same.
+        ``None``: this process.
     progress : bool or callable
         ``True`` shows a progress bar (bytes of input); a callable gets ``(done, total)``.
     hash_bits : int, default=None
@@ -183,8 +187,11 @@ def convert(
     Dataset
         The new store, opened.
     """
+    if "client" in reader_options:
+        raise TypeError("convert(client=) is now executor=: with distlearn.distributed.executor_for(scheduler) as "
+                        "ex: convert(..., executor=ex)")
     inputs = [str(p) for p in input] if isinstance(input, (list, tuple)) else [str(input)]
-    if client is not None:  # workers open the files by path, from their own working directory
+    if executor is not None:  # workers open the files by path, from their own working directory
         inputs = [os.path.abspath(p) for p in inputs]
     if not inputs:
         raise ValueError("no input files")
@@ -221,14 +228,14 @@ def convert(
         bar = _Progress(progress, sum(os.path.getsize(p) for p in inputs), Path(input).name)
         try:
             return convert_rcv1(inputs, output, dtype=dtype, block_rows=block_rows, overwrite=overwrite,
-                                client=client, part_bytes=part_bytes, progress=bar.update_to if progress else None,
+                                executor=executor, part_bytes=part_bytes, progress=bar.update_to if progress else None,
                                 **opts)
         finally:
             bar.close()
     if fmt == "dna":
         from ._dna import convert_sequences
 
-        if layout == "dense" or n_features is not None or client is not None:
+        if layout == "dense" or n_features is not None or executor is not None:
             raise ValueError("DNA input is written as a sparse feature map (--features onehot|wd|spectrum); "
                              "--dense, --n-features and parallel parsing do not apply")
         return convert_sequences(input, output, dtype=dtype, block_rows=block_rows, overwrite=overwrite, **opts)
@@ -239,9 +246,9 @@ def convert(
     width = n_features if n_features is not None else reader.n_features
     if n_features is not None and reader.n_features is not None and reader.n_features > n_features:
         raise InputFormatError(input, f"rows have {reader.n_features} features, more than n_features={n_features}")
-    parallel = client is not None and fmt == "svmlight" and getattr(reader, "compression", None) is None
+    parallel = executor is not None and fmt == "svmlight" and getattr(reader, "compression", None) is None
     if layout == "dense" and width is None:
-        width = _svmlight_width(reader, client if parallel else None, part_bytes)
+        width = _svmlight_width(reader, executor if parallel else None, part_bytes)
     params = {"format": fmt, **reader.params}
     if hash_bits is not None:
         layout, width = "csr", 1 << hash_bits
@@ -259,7 +266,7 @@ def convert(
     ) as writer:
         try:
             if parallel:
-                _parallel_svmlight(reader, writer, client, part_bytes, bar, hash_bits)
+                _parallel_svmlight(reader, writer, executor, part_bytes, bar, hash_bits)
             else:
                 for X, y in reader:
                     writer.append(X if hash_bits is None else hash_columns(X, hash_bits, 1 - reader.zero_based), y)
@@ -274,11 +281,11 @@ def convert(
             bar.close()
 
 
-def _svmlight_width(reader: SvmlightReader, client: Any, part_bytes: int) -> int:
+def _svmlight_width(reader: SvmlightReader, executor: OrderedMap | None, part_bytes: int) -> int:
     """One pass to find an svmlight file's column count (needed up front for a dense store)."""
     width = 0
-    if client is not None:
-        for part in _iter_parts(reader, client, part_bytes):
+    if executor is not None:
+        for part in _iter_parts(reader, executor, part_bytes):
             width = max(width, part["n_cols"])
     else:
         for X, _ in reader:
@@ -286,11 +293,11 @@ def _svmlight_width(reader: SvmlightReader, client: Any, part_bytes: int) -> int
     return max(width, 1)
 
 
-def _iter_parts(reader: SvmlightReader, client: Any, part_bytes: int):
+def _iter_parts(reader: SvmlightReader, executor: OrderedMap | None, part_bytes: int):
     """Parsed byte ranges in file order, keeping a bounded number of tasks in flight."""
     jobs = [(reader.path, a, b) for a, b in line_aligned_ranges(reader.path, part_bytes)]
     kwargs = {"zero_based": reader.zero_based, "n_features": reader.n_features, "dtype": reader.dtype.name}
-    for part in ordered_tasks(client, parse_svmlight_range, jobs, **kwargs):
+    for part in run_ordered(executor, parse_svmlight_range, jobs, **kwargs):
         if "error" in part:
             line, reason, token = part["error"]
             before = count_lines_before(reader.path, part["start"])
@@ -298,13 +305,13 @@ def _iter_parts(reader: SvmlightReader, client: Any, part_bytes: int):
         yield part
 
 
-def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, client: Any, part_bytes: int, bar: Any,
-                       hash_bits: int | None = None) -> None:
+def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, executor: OrderedMap | None, part_bytes: int,
+                       bar: Any, hash_bits: int | None = None) -> None:
     import scipy.sparse as sp
 
     n = 0
     done = 0
-    for part in _iter_parts(reader, client, part_bytes):
+    for part in _iter_parts(reader, executor, part_bytes):
         rows = len(part["y"])
         if rows:
             width = writer.n_features or part["n_cols"]

@@ -547,11 +547,11 @@ def get_client(
 
     Parameters
     ----------
-    scheduler : Client, str or None
+    scheduler : Client or str
         An existing ``Client`` (used as is, not closed; ``security`` is then
         ignored), a scheduler address (``tcp://127.0.0.1:8786`` or
         ``tls://10.0.0.1:8786``) or a scheduler file path (``*.json``);
-        ``None`` starts a LocalCluster on 127.0.0.1 with one single-threaded
+        ``"local"`` starts a LocalCluster on 127.0.0.1 with one single-threaded
         worker process per core (numba kernels release the GIL, but the
         parsers do not); ``"slurm:FILE[:N]"`` or ``"pbs:FILE[:N]"`` submits
         ``N`` batch jobs of dask workers as the dask-jobqueue configuration
@@ -594,6 +594,11 @@ def get_client(
     WorkersKilled
         (a ValueError) inside the ``with`` block: a task killed its workers.
 
+    ``None`` is refused: everywhere else in distlearn it means "this process"
+    (:func:`~distlearn.distributed.executor_for`), which has no client.  Code
+    outside ``distributed/`` never calls this: it passes ``scheduler=`` to
+    :func:`~distlearn.distributed.executor_for`.
+
     Examples
     --------
     >>> from distlearn.distributed import get_client
@@ -608,6 +613,11 @@ def get_client(
     if scheduler is not None and hasattr(scheduler, "submit"):
         yield scheduler
         return
+    if scheduler is None:
+        raise ValueError("get_client(None): None means this process, which has no client; pass 'local' for a "
+                         "LocalCluster, an address or a scheduler file")
+    if isinstance(scheduler, str) and scheduler == "local":
+        scheduler = None  # below: the LocalCluster
     if security is not None and not isinstance(security, Security):
         raise TypeError(
             f"security must be a distributed.Security (see make_security) or None, "

@@ -13,18 +13,27 @@ accepts it, means what :func:`executor_for` says, and nothing else:
 
 ==========================  =======================================================
 ``None``, ``"in-process"``  this process (threads where the plan has ``n_jobs``)
-``"local"``                 a LocalCluster on 127.0.0.1 for this call, closed after
-                            it (one single-threaded worker process per core)
+``"local"``, ``"local:N"``  a LocalCluster on 127.0.0.1 for this call, closed after
+                            it (N, or ``n_workers``, or one per core, single-threaded
+                            worker processes)
 ``"tcp://host:8786"``       the scheduler at that address (``tls://`` with TLS
                             from dask's configuration or :func:`make_security`)
 ``"path/scheduler.json"``   the scheduler a scheduler file names
 ``"slurm:FILE[:N]"``        N SLURM (``"pbs:FILE[:N]"``: PBS) jobs of dask workers, as
                             the dask-jobqueue file FILE describes (e.g.
                             ``cluster/jobqueue.yaml``), cancelled after the call
-a ``distributed.Client``    that client's cluster (not closed afterwards)
+``SchedulerAddress(s, sec)`` any of the above with its TLS ``security`` (plain data)
+a ``distributed.Client``    that client's cluster (not closed afterwards); an
+                            estimator's copies and pickles hold its address instead
+                            (:func:`distlearn._validation.plain_scheduler`)
 ==========================  =======================================================
 
-A cluster is never started unasked: ``None`` is always this process.
+A cluster is never started unasked: ``None`` is always this process.  Nothing
+outside ``distributed/`` builds a client or submits a task: the converters, the
+corpus readers, ``predict``, the experiments and the CLI take ``scheduler=`` (plain
+data) and run through :func:`executor_for`; the data layer, which cannot import this
+module, receives the executor from its caller and uses only :meth:`Executor.map_ordered`
+(:class:`distlearn._tasks.OrderedMap`).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .._config import SPLIT_EVERY
+from .._tasks import in_this_process
+from .._validation import SchedulerAddress, plain_scheduler
 from . import graph
 from .cluster import (SchedulerLost, cluster_faults, connect_timeout, describe, ensure_workers, get_client,
                       is_lost, scheduler_answers)
@@ -57,6 +68,8 @@ class Executor:
 
     kind: str
     n_workers: int
+    #: ``scheduler=`` as plain data that reaches the same place (for an estimator run inside this job)
+    scheduler: Any = None
 
     def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
         """Run ``fn(*args)`` (handles among ``args`` are replaced by their values) as the task ``key``.
@@ -90,6 +103,34 @@ class Executor:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def map_ordered(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], **shared: Any) -> Iterator[Any]:
+        """``fn(*job, **shared)`` for every job, yielded in job order (an ordered map).
+
+        At most ``2 * n_workers`` tasks are in flight: a task is submitted only when the
+        result ``2 * n_workers`` places before it was taken, so a long input streams in
+        bounded memory.  Leaving the loop early (an error in a result) cancels the rest.
+        The results are those of :func:`distlearn._tasks.in_this_process`, the same bits.
+        """
+        shared = self._share(shared)
+        window = 2 * max(1, int(self.n_workers))
+        handles: list[Any] = []
+        try:
+            for i in range(len(jobs)):
+                while len(handles) < len(jobs) and len(handles) < i + window:
+                    handles.append(self._submit_job(fn, jobs[len(handles)], shared))
+                res = self.result(handles[i])
+                handles[i] = None  # let the worker drop it
+                yield res
+        finally:
+            with contextlib.suppress(Exception):  # a lost scheduler is already the error being raised
+                self.cancel([h for h in handles if h is not None])
+
+    def _share(self, shared: dict[str, Any]) -> dict[str, Any]:
+        return shared
+
+    def _submit_job(self, fn: Callable[..., Any], job: tuple[Any, ...], shared: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
 
 class InProcess(Executor):
     """Run tasks here: at once (``n_jobs=1``) or on a thread pool.
@@ -99,6 +140,7 @@ class InProcess(Executor):
     """
 
     kind = "in-process"
+    scheduler = "in-process"
 
     def __init__(self, n_jobs: int = 1) -> None:
         self.n_jobs = max(1, int(n_jobs))
@@ -141,6 +183,15 @@ class InProcess(Executor):
             if isinstance(h, Future):
                 h.cancel()
 
+    def map_ordered(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], **shared: Any) -> Iterator[Any]:
+        if self._pool is None:
+            return in_this_process(fn, jobs, **shared)
+        return super().map_ordered(fn, jobs, **shared)
+
+    def _submit_job(self, fn: Callable[..., Any], job: tuple[Any, ...], shared: dict[str, Any]) -> Any:
+        assert self._pool is not None
+        return self._pool.submit(fn, *job, **shared)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -171,6 +222,7 @@ class OnDask(Executor):
         self.client = client
         self.retries = int(retries)
         self.address = str(getattr(client.scheduler, "address", None) or "?")
+        self.scheduler = plain_scheduler(client)
         with cluster_faults(client, self.address):
             ensure_workers(client, self.address)  # a scheduler alone: say so, then a deadline
             info = client.scheduler_info(n_workers=-1)
@@ -253,6 +305,19 @@ class OnDask(Executor):
         if pending:
             self.client.cancel(pending)
 
+    def _share(self, shared: dict[str, Any]) -> dict[str, Any]:
+        """Dict and array values go to every worker once; the rest travel with each task."""
+        import numpy as np
+
+        with cluster_faults(self.client, self.address):
+            # a list around each value: scatter() would spread a dict's items as separate futures
+            return {k: (self.client.scatter([v], broadcast=True, hash=False)[0]
+                        if isinstance(v, (dict, np.ndarray)) else v) for k, v in shared.items()}
+
+    def _submit_job(self, fn: Callable[..., Any], job: tuple[Any, ...], shared: dict[str, Any]) -> Any:
+        with cluster_faults(self.client, self.address):
+            return self.client.submit(fn, *job, pure=True, retries=self.retries, **shared)
+
     def describe(self) -> str:
         return "dask " + describe(self.client)
 
@@ -264,8 +329,12 @@ def executor_for(scheduler: Any, *, n_jobs: int = 1, retries: int = 1, n_workers
 
     ``n_jobs`` sizes the in-process thread pool, ``n_workers`` a ``"local"``
     cluster, ``retries`` the Dask retries of a failed task, ``security`` the TLS
-    of a cluster this call connects to or starts.
+    of a cluster this call connects to or starts.  Whatever this call started (a
+    thread pool, a LocalCluster, jobqueue jobs, a client) is closed when the
+    ``with`` block ends; a Client passed in is not.
     """
+    if isinstance(scheduler, SchedulerAddress):  # a Client reduced to plain data (an estimator's copy)
+        scheduler, security = scheduler.address, security if security is not None else scheduler.security
     if scheduler is None or (isinstance(scheduler, str) and scheduler == "in-process"):
         ex = InProcess(n_jobs)
         try:
@@ -277,5 +346,10 @@ def executor_for(scheduler: Any, *, n_jobs: int = 1, retries: int = 1, n_workers
         raise ValueError(f"scheduler={scheduler!r} is not a distlearn scheduler; use None or 'in-process' (this "
                          "process), 'local', an address, a scheduler file, 'slurm:FILE', 'pbs:FILE' "
                          "or a distributed.Client")
-    with get_client(None if scheduler == "local" else scheduler, n_workers=n_workers, security=security) as client:
+    if isinstance(scheduler, str) and scheduler.startswith("local:"):
+        n = scheduler[len("local:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"scheduler={scheduler!r}: 'local:N' takes a positive number of workers N")
+        scheduler, n_workers = "local", int(n)
+    with get_client(scheduler, n_workers=n_workers, security=security) as client:
         yield OnDask(client, retries=retries)

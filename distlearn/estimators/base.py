@@ -31,7 +31,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import rng
-from .._validation import Boolean, Integral, Options, RandomState, check_params
+from .._validation import Boolean, Integral, Options, RandomState, check_params, plain_scheduler
 from ..conversions import make_conversion
 from ..data.store import check_matrix, open_dataset
 from ..learners import NonFiniteError, copy_state, init_state, make_rule, max_row_norm
@@ -199,6 +199,22 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+    # -- copies hold plain data -------------------------------------------------
+    # A ``scheduler=`` Client is a live connection (it cannot be deep-copied or pickled):
+    # clones (GridSearchCV), pickles and get_params see its address instead
+    # (:func:`distlearn._validation.plain_scheduler`); ``fit`` on this object still uses the client.
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        params = super().get_params(deep=deep)
+        if "scheduler" in params:
+            params["scheduler"] = plain_scheduler(params["scheduler"])
+        return params
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if "scheduler" in state:
+            state = {**state, "scheduler": plain_scheduler(state["scheduler"])}
+        return state
 
 
 class OnlineLinearClassifier(LinearClassifier):

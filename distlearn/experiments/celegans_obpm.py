@@ -263,17 +263,11 @@ def pipeline(out: str | os.PathLike[str], *, train: str | None = None, test: str
             t = time.perf_counter()
             convert_sequences(src, dst, features="wd", degree=degree, overwrite=True)
             steps[f"convert_{Path(dst).stem}_seconds"] = time.perf_counter() - t
-    import contextlib
-
-    from ..distributed import get_client
-
-    local = scheduler is None or scheduler == "in-process"
-    with (contextlib.nullcontext(None) if local
-          else get_client(None if scheduler == "local" else scheduler, n_workers=n_workers)) as client:
-        if client is not None:
-            say(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}")
+    with executor_for(scheduler, n_workers=n_workers) as ex:  # one cluster for all the cells
+        if ex.kind == "dask":
+            say(f"Dask cluster: {ex.describe()}")
         say("running the cells ...")
-        res = run(train_store, test_store, out, seed=seed, scheduler=client, **options)
+        res = run(train_store, test_store, out, seed=seed, scheduler=ex.scheduler, **options)
     res["steps"] = steps
     write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
     return res

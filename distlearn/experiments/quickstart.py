@@ -28,7 +28,7 @@ import numpy as np
 from ..data import open_dataset, synthetic
 from ..data._svmlight import write_svmlight
 from ..data.readers import convert
-from ..distributed import get_client
+from ..distributed import executor_for
 from ..estimators import ALMA, OBPM, Perceptron
 
 
@@ -50,10 +50,16 @@ def run(
     out: str | os.PathLike[str] = "demo-output",
     n_workers: int | None = None,
     n_samples: int = 50_000,
-    scheduler: Any = None,
+    scheduler: Any = "local",
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Run the job; returns a JSON-ready dict with one row per data set and ``ok``."""
+    """Run the job; returns a JSON-ready dict with one row per data set and ``ok``.
+
+    ``scheduler`` as everywhere (:func:`distlearn.distributed.executor_for`; ``"local"``: a
+    LocalCluster of ``n_workers``).  The demo shows Dask: ``None`` (this process) is refused.
+    """
+    if scheduler is None or scheduler == "in-process":
+        raise ValueError("the demo runs on a Dask cluster: scheduler='local', an address or a scheduler file")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
@@ -71,13 +77,13 @@ def run(
         files.append((name, p, (time.perf_counter() - t0) / 2))
 
     rows = []
-    with get_client(scheduler, n_workers=n_workers) as client:
-        n_w = len(client.scheduler_info()["workers"])
+    with executor_for(scheduler, n_workers=n_workers) as ex:
+        n_w = ex.n_workers
         for name, path, gen_s in files:
             size = path.stat().st_size
             part = max(256 << 10, min(64 << 20, size // (4 * n_w) + 1))
             t0 = time.perf_counter()
-            ds = convert(path, out / f"{name}.zarr", client=client, part_bytes=part, overwrite=True,
+            ds = convert(path, out / f"{name}.zarr", executor=ex, part_bytes=part, overwrite=True,
                          dtype="float32" if name == "rcv1-like" else "float64")
             secs = time.perf_counter() - t0
             ds = open_dataset(ds.path, validate="full")
@@ -98,8 +104,8 @@ def run(
                 "matches_sklearn": bool(same and n_read == ds.n_samples),
                 "store": str(ds.path),
             })
-        cluster = {"workers": n_w, "scheduler": client.scheduler.address}
-        distributed = _obpm_on_cluster(out / "rcv1-like.zarr", client, seed)
+        cluster = {"workers": n_w, "scheduler": str(ex.scheduler)}
+        distributed = _obpm_on_cluster(out / "rcv1-like.zarr", ex.scheduler, seed)
     training = _train_obpm(out, seed)
     return {
         "rows": rows,
@@ -111,14 +117,14 @@ def run(
     }
 
 
-def _obpm_on_cluster(store: Path, client: Any, seed: int) -> dict[str, Any]:
+def _obpm_on_cluster(store: Path, scheduler: Any, seed: int) -> dict[str, Any]:
     """Learner-parallel OBPM (N=100, tau=0.3, 2 epochs) on the cluster, one learner group per
     worker, each a chain of one-block tasks; then the same in this process: same bits?"""
     import numpy as np
 
     kw = dict(n_estimators=100, tau=0.3, epochs=2, conversion="last", random_state=seed, checkpoint_every=1)
     t0 = time.perf_counter()
-    est = OBPM(scheduler=client, **kw).fit(store)
+    est = OBPM(scheduler=scheduler, **kw).fit(store)
     dask_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     ref = OBPM(scheduler="in-process", **kw).fit(store)

@@ -326,26 +326,20 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
     (converted into ``OUT/rcv1.zarr``), or neither: an RCV1-v2-sized corpus of ``n_docs``
     documents is generated into ``OUT/corpus`` (:func:`distlearn.data._rcv1.write_rcv1_corpus`)
     and converted.  ``scheduler``: as everywhere (None: this process; "local": a LocalCluster of
-    ``n_workers``; an address or a Client); the conversion and the cells share the cluster.
+    ``n_workers``; an address or a scheduler file): the conversion and the cells share the cluster.
     """
     from ..data._rcv1 import convert_rcv1, write_rcv1_corpus
-    from ..distributed import get_client
 
     check_problems(options.get("problems"))
     say = log or (lambda msg: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     steps: dict[str, float] = {}
-    local = scheduler is None or scheduler == "in-process"
     if tokens is not None and qrels is None:
         raise ValueError("token files need their topic file: --qrels rcv1-v2.topics.qrels")
-    import contextlib
-
-    ctx = contextlib.nullcontext(None) if local else get_client(None if scheduler == "local" else scheduler,
-                                                                   n_workers=n_workers)
-    with ctx as client:
-        if client is not None:
-            say(f"Dask cluster: {client.scheduler.address}, dashboard {client.dashboard_link}")
+    with executor_for(scheduler, n_workers=n_workers) as ex:  # the conversion and the cells share it
+        if ex.kind == "dask":
+            say(f"Dask cluster: {ex.describe()}")
         if store is None:
             store = out / "rcv1.zarr"
             if store.exists():
@@ -366,10 +360,10 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
                     tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]
                 say(f"converting {len(tokens)} token files into {store} ...")
                 t = time.perf_counter()
-                convert_rcv1(tokens, store, qrels=qrels, hierarchy=hierarchy, client=client)
+                convert_rcv1(tokens, store, qrels=qrels, hierarchy=hierarchy, executor=ex)
                 steps["convert_seconds"] = time.perf_counter() - t
         say("running the cells ...")
-        res = run(store, out, seed=seed, scheduler=client, **options)
+        res = run(store, out, seed=seed, scheduler=ex.scheduler, **options)
     res["steps"] = steps
     write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
     return res

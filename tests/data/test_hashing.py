@@ -15,6 +15,7 @@ from distlearn.cli import main
 from distlearn.data import open_dataset
 from distlearn.data._hashing import hash_columns, hash_index, hash_token
 from distlearn.data.readers import convert
+from distlearn.distributed.executor import OnDask
 
 from .test_rcv1 import QRELS, TOKENS_A, TOKENS_B, _w
 
@@ -46,7 +47,7 @@ def test_svmlight_hashed_store_in_process_and_on_dask(tmp_path, client):
     f = tmp_path / "big.svm"
     f.write_text("\n".join(rows) + "\n")
     a = convert(f, tmp_path / "a.zarr", hash_bits=10, dtype="float64")
-    b = convert(f, tmp_path / "b.zarr", hash_bits=10, dtype="float64", client=client, part_bytes=24)
+    b = convert(f, tmp_path / "b.zarr", hash_bits=10, dtype="float64", executor=OnDask(client), part_bytes=24)
     assert a.n_features == 1024 and a.meta["params"]["hash_bits"] == 10 and "murmurhash3" in a.meta["params"]["hash"]
     Xa, Xb = a.read_block(0).X, b.read_block(0).X
     assert (Xa != Xb).nnz == 0

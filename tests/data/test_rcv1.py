@@ -26,6 +26,7 @@ from distlearn.data._rcv1 import (
     write_rcv1_corpus,
 )
 from distlearn.data.store import DatasetWriter, StoreError
+from distlearn.distributed.executor import OnDask
 
 # Written from the LYRL2004 description: ".I docid", ".W", tokens over lines, a blank line.
 TOKENS_A = b""".I 2286
@@ -190,7 +191,8 @@ def test_byte_range_parts_and_dask_give_the_same_store(client, tmp_path):
     info = write_rcv1_corpus(tmp_path / "c", 3000, n_terms=2000, mean_distinct=30)
     one = convert_rcv1(info["tokens"], tmp_path / "one.zarr", qrels=info["qrels"], part_bytes=1 << 40)
     parts = convert_rcv1(info["tokens"], tmp_path / "parts.zarr", qrels=info["qrels"], part_bytes=20_000)
-    dask = convert_rcv1(info["tokens"], tmp_path / "dask.zarr", qrels=info["qrels"], part_bytes=50_000, client=client)
+    dask = convert_rcv1(info["tokens"], tmp_path / "dask.zarr", qrels=info["qrels"], part_bytes=50_000,
+                        executor=OnDask(client))
     X1, y1 = one.to_scipy()
     for ds in (parts, dask):
         X, y = ds.to_scipy()

@@ -15,6 +15,7 @@ from distlearn.data import open_dataset
 from distlearn.data._errors import InputFormatError
 from distlearn.data._svmlight import SvmlightReader, line_aligned_ranges, write_svmlight
 from distlearn.data.readers import convert, detect_format
+from distlearn.distributed.executor import OnDask
 
 # A fixture written from the svmlight format description (svmlight.joachims.org):
 # <line> .=. <target> <feature>:<value> ... <feature>:<value> # <info>, with qid,
@@ -219,7 +220,7 @@ def test_parallel_convert_on_real_cluster(tmp_path, client):
     y = rng.integers(0, 3, 20000)
     p = tmp_path / "big.svm"
     dump_svmlight_file(X, y, str(p), zero_based=False)
-    ds = convert(p, tmp_path / "big.zarr", client=client, part_bytes=50_000, block_rows=1500)
+    ds = convert(p, tmp_path / "big.zarr", executor=OnDask(client), part_bytes=50_000, block_rows=1500)
     Xs, ys = load_svmlight_file(str(p), dtype=np.float32)
     X2, y2 = open_dataset(ds.path, validate="full").to_scipy()
     assert np.array_equal(X2.indptr, Xs.indptr) and np.array_equal(X2.indices, Xs.indices)
@@ -228,7 +229,7 @@ def test_parallel_convert_on_real_cluster(tmp_path, client):
     with open(p, "ab") as f:
         f.write(b"1 1:1 2:x\n")
     with pytest.raises(InputFormatError, match=r"big\.svm:20001: token '2:x'"):
-        convert(p, tmp_path / "bad.zarr", client=client, part_bytes=50_000)
+        convert(p, tmp_path / "bad.zarr", executor=OnDask(client), part_bytes=50_000)
     assert not (tmp_path / "bad.zarr").exists()
     assert sorted(os.listdir(tmp_path)) == ["big.svm", "big.zarr"]
 

@@ -12,6 +12,7 @@ from distlearn.data import open_dataset
 from distlearn.data._errors import InputFormatError
 from distlearn.data._svmlight import SvmlightReader, count_lines_before, line_aligned_ranges, parse_svmlight_range
 from distlearn.data.readers import convert
+from distlearn.distributed.executor import OnDask
 
 # (index token, what it must give): an int means the stored 0-based index (1-based file)
 WIDE = [2**31 + 5, 2**63 - 1]
@@ -104,12 +105,13 @@ def test_wide_index_without_n_features_never_wraps(tmp_path):
 @pytest.mark.cluster
 def test_ranges_on_a_real_cluster(tmp_path, client):
     p = _file(tmp_path, str(2**31 + 5))
-    ds = convert(p, tmp_path / "w.zarr", n_features=2**31 + 5, client=client, part_bytes=12, dtype="float64")
+    ds = convert(p, tmp_path / "w.zarr", n_features=2**31 + 5, executor=OnDask(client), part_bytes=12,
+                 dtype="float64")
     X, _ = open_dataset(ds.path).to_scipy()
     assert X.indices.dtype == np.int64 and X.indices.tolist() == [0, 2, 1, 2**31 + 4, 3]
     q = _file(tmp_path, str(2**64 + 1), name="bad.svm")
     with pytest.raises(InputFormatError, match=r"bad\.svm:4: token '18446744073709551617:2\.5'.*64-bit"):
-        convert(q, tmp_path / "bad.zarr", client=client, part_bytes=12)
+        convert(q, tmp_path / "bad.zarr", executor=OnDask(client), part_bytes=12)
     assert not (tmp_path / "bad.zarr").exists()
 
 

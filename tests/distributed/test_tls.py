@@ -325,14 +325,14 @@ def test_get_client_checks_security(pki):
             pass
     client_only = Security(tls_ca_file=good["ca"], tls_client_cert=good["cert"], tls_client_key=good["key"])
     with pytest.raises(ValueError, match=r"TLS LocalCluster needs .* missing: \['scheduler', 'worker'\]"):
-        with get_client(None, n_workers=1, security=client_only):
+        with get_client("local", n_workers=1, security=client_only):
             pass
 
 
 @pytest.mark.cluster
 def test_local_cluster_with_tls(pki, store):
     good = pki["good"]
-    with get_client(None, n_workers=1, security=make_security(good["ca"], good["cert"], good["key"])) as c:
+    with get_client("local", n_workers=1, security=make_security(good["ca"], good["cert"], good["key"])) as c:
         assert c.scheduler.address.startswith("tls://127.0.0.1:")
         assert re.fullmatch(r"scheduler tls://127\.0\.0\.1:\d+, 1 worker, 1 thread, "
                             r"(dashboard http://\S+|no dashboard)", describe(c))
