@@ -24,11 +24,18 @@ union.
 ``Abar[i, :]`` is the sum of the members' coefficients of pool pattern ``i``:
 the ensemble's margin ``sum_i Abar[i] kpool[i]`` scores the running Bayes
 point on every example (the online error) at O(|pool| K) per round.
+
+The entry point takes the state as one record (:class:`EnsembleCache`: the :class:`Pool` and
+the :class:`Members`) and the rule, kernel and budget as the single learner's records
+(:class:`~distlearn.learners._budget.StepRule`, ``KernelParams``, ``BudgetSpec``).  Round
+counters: ``t_pool`` the ensemble's (``pool.meta[2]``, keys ``pool.key``, ``gborn``, ``gdied``),
+``t_member`` member ``j``'s own (``members.meta[j, 2]``, keys ``born``, ``died``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -38,89 +45,137 @@ from ..learners._budget import (
     BUDGET_FIXED,
     BUDGET_VARIABLE,
     REMOVE_MARGIN,
-    REMOVE_OLDEST,
+    REMOVE_RANDOM,
     ROW_BLOCK,
     _bound_step,
     _bound_table,
     _grow_bound,
+    _insert_scores,
     _kval,
     _next_block,
-    _pick_bounded,
+    _nonzero_columns,
     _out_of_range,
-    _taus,
+    _pick_bounded,
+    _steps,
+    _victim,
 )
 
-__all__ = ["learn_kernel_ensemble_block"]
+__all__ = ["Pool", "Members", "EnsembleCache", "KernelEnsembleLog", "learn_kernel_ensemble_block"]
+
+
+class Pool(NamedTuple):
+    """The patterns the members hold, each once (module docstring)."""
+
+    S: np.ndarray      #: (pool, d) the patterns
+    sq: np.ndarray     #: (pool,) their squared norms
+    kd: np.ndarray     #: (pool,) their self-kernels
+    lab: np.ndarray    #: (pool,) classes
+    key: np.ndarray    #: (pool,) the ensemble round of insertion
+    ref: np.ndarray    #: (pool,) members holding the pattern
+    alive: np.ndarray  #: (pool,) bool
+    meta: np.ndarray   #: int64 [n_pool_slots, n_pool_alive, t_pool]
+    Abar: np.ndarray   #: (pool, K) the members' coefficients summed
+
+
+class Members(NamedTuple):
+    """The members' slots: row ``j`` of each array is member ``j``'s cache, as the single learner's."""
+
+    pidx: np.ndarray   #: (N, slots) pool index of the slot's pattern
+    A: np.ndarray      #: (N, slots, K) coefficients
+    F: np.ndarray      #: (N, slots, K) scores (kept under margin removal)
+    kd: np.ndarray     #: (N, slots) self-kernels
+    lab: np.ndarray    #: (N, slots) classes
+    born: np.ndarray   #: (N, slots) insertion, in the member's rounds
+    died: np.ndarray   #: (N, slots) removal, in the member's rounds (-1 while live)
+    gborn: np.ndarray  #: (N, slots) insertion, in the ensemble's rounds
+    gdied: np.ndarray  #: (N, slots) removal, in the ensemble's rounds
+    alive: np.ndarray  #: (N, slots) bool
+    meta: np.ndarray   #: int64 (N, 3): [n_slots, n_alive, t_member]
+
+
+class EnsembleCache(NamedTuple):
+    """The kernel OBPM's state as the engine takes it."""
+
+    pool: Pool
+    members: Members
+
+
+class KernelEnsembleLog(NamedTuple):
+    """Per round of a chunk: the ensemble's summed member scores before the round (``(rounds, K)``),
+    member insertions, member removals and the live pool size after the round."""
+
+    margin: np.ndarray
+    updates: np.ndarray
+    removed: np.ndarray
+    pool_size: np.ndarray
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx, A, F, labm, alive,
-                   died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn):
+def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols, Dp, Dn):
     """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
     ``bounded``, its margin bounds grow as the single learner's do)."""
+    K = mem.A.shape[2]
+    A, F, pidx = mem.A, mem.F, mem.pidx
     pv = pidx[j, v]
-    xv = PS[pv]
-    nz = 0
-    for k in range(K):
-        if A[j, v, k] != 0.0:
-            cols[nz] = k
-            nz += 1
+    xv = pool.S[pv]
+    nz = _nonzero_columns(K, A[j, v], cols)
     if bounded:
         _bound_table(mode, K, A[j, v], -1.0, Dp, Dn)
-    for i in range(mmeta[j, 0] if keep_scores else 0):
-        if alive[j, i] and i != v:
-            pi = pidx[j, i]
-            kv = _kval(kernel, kp, xv, PS[pi], psq[pv], psq[pi])
+    for i in range(mem.meta[j, 0] if keep_scores else 0):
+        if mem.alive[j, i] and i != v:
+            kv = _kval(kern, xv, pool.S[pidx[j, i]])
             for q in range(nz):
                 F[j, i, cols[q]] -= A[j, v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub[j], i, _bound_step(Dp, Dn, labm[j, i], kv))
-    alive[j, v] = False
-    died[j, v] = tj
-    gdied[j, v] = T
-    mmeta[j, 1] -= 1
-    pref[pv] -= 1
-    if pref[pv] == 0:
-        palive[pv] = False
-        pmeta[1] -= 1
+                _grow_bound(ub[j], i, _bound_step(Dp, Dn, mem.lab[j, i], kv))
+    mem.alive[j, v] = False
+    mem.died[j, v] = t_member
+    mem.gdied[j, v] = t_pool
+    mem.meta[j, 1] -= 1
+    pool.ref[pv] -= 1
+    if pool.ref[pv] == 0:
+        pool.alive[pv] = False
+        pool.meta[1] -= 1
         for k in range(K):
-            Abar[pv, k] = 0.0
+            pool.Abar[pv, k] = 0.0
     else:
         for k in range(K):
-            Abar[pv, k] -= A[j, v, k]
+            pool.Abar[pv, k] -= A[j, v, k]
 
 
 @njit(**NUMBA_FLAGS)
-def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kernel, kp, K, mode, budget, n_budget,
-                                removal, PS, psq, pkd, plab, pkey, pref, palive, pmeta, Abar, pidx, A, F, kdm,
-                                labm, born, died, gborn, gdied, alive, mmeta, kpool, out_margin, out_updates,
-                                out_removed, out_size):
+def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log):
     """All rounds of one dense block, in ``order``; member ``j`` is shown round ``ii`` iff ``mask[ii, j]``.
 
-    Pool: rows ``PS``, squared norms ``psq``, self-kernels ``pkd``, classes
-    ``plab``, ``pkey`` the ensemble round of insertion, ``pref`` holders,
-    ``palive``; ``pmeta = [n_pool_slots, n_pool_alive, T]`` (``T`` the ensemble's
-    round counter).  Members: ``(N, slots)`` arrays as in the module docstring,
-    ``mmeta[j] = [n_slots, n_alive, t_j]``.  ``uniforms[ii, j]`` is member
-    ``j``'s random-removal draw for round ``ii`` (fixed budget, removal 2).  The
-    caller guarantees room for ``len(order)`` more pool and member slots.
+    ``e`` the state (:class:`EnsembleCache`), ``rule``, ``kern``, ``budget`` the single learner's
+    records, ``mode`` its score mode (K = the columns of ``members.A``).  ``uniforms[ii, j]`` is
+    member ``j``'s random-removal draw for round ``ii`` (fixed budget, random removal; read only
+    then).  The caller guarantees room for ``len(order)`` more pool and member slots.
 
-    Per round: ``out_margin[ii]`` the summed member scores of the example
-    before the round (``Abar`` form), ``out_updates`` member insertions,
-    ``out_removed`` member removals, ``out_size`` the live pool.  Returns -1,
-    or the position of the first round with a non-finite score (not applied).
+    Per round (:class:`KernelEnsembleLog`): ``margin[ii]`` the summed member scores of the example
+    before the round (``Abar`` form), ``updates`` member insertions, ``removed`` member removals,
+    ``pool_size`` the live pool.  Returns -1, or the position of the first round with a non-finite
+    score (not applied).
     """
+    pool, mem = e.pool, e.members
+    PS, palive, pmeta, Abar = pool.S, pool.alive, pool.meta, pool.Abar
+    A, F, pidx, alive, mmeta = mem.A, mem.F, mem.pidx, mem.alive, mem.meta
     d = X.shape[1]
     N = mask.shape[1]
+    K = A.shape[2]
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    kpool = np.zeros(PS.shape[0], dtype=np.float64)  # the round's kernel row against the pool
+    krow = np.zeros(A.shape[1], dtype=np.float64)  # the same row in member j's slot order
     m = np.zeros(K, dtype=np.float64)
-    tau = np.zeros(K, dtype=np.float64)
+    steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
-    keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)  # F read only then
-    bounded = keep_scores  # removal margins tested against bounds first (_pick_bounded)
+    # F read only under margin removal, whose margins are tested against bounds first (_pick_bounded)
+    keep_scores = budget.code == BUDGET_VARIABLE or (budget.code == BUDGET_FIXED and budget.removal == REMOVE_MARGIN)
+    bounded = keep_scores
+    random_removal = budget.code == BUDGET_FIXED and budget.removal == REMOVE_RANDOM
     ub = np.full((A.shape[0], A.shape[1]) if bounded else (0, 0), np.inf)
     cols = np.zeros(K, dtype=np.int64)  # the nonzero columns of an update (a zero changes no score)
     cand = np.zeros(A.shape[1] if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
@@ -133,17 +188,17 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
         if ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = pmeta[0]
-            _next_block(kernel, kp, X, order, ii, PS, palive, n0, Xt, G, acc)
+            _next_block(kern, X, order, ii, PS, palive, n0, Xt, G, acc)
         r = order[ii]
         x = X[r]
-        c = y[r]
-        T = pmeta[2]
+        yc = y[r]
+        t_pool = pmeta[2]
         sqx = 0.0
         for jj in range(d):
             sqx += x[jj] * x[jj]
         if _out_of_range(sqx, x, 0, d):
             return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
-        kxx = _kval(kernel, kp, x, x, sqx, sqx)
+        kxx = _kval(kern, x, x)
         n_pool = pmeta[0]
         gb = G[ii - b0]
         for i in range(n0):
@@ -151,17 +206,17 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 kpool[i] = gb[i]
         for i in range(n0, n_pool):
             if palive[i]:
-                kpool[i] = _kval(kernel, kp, PS[i], x, psq[i], sqx)
+                kpool[i] = _kval(kern, PS[i], x)
         finite = math.isfinite(kxx)
         for k in range(K):
-            out_margin[ii, k] = 0.0
+            log.margin[ii, k] = 0.0
         for i in range(n_pool):
             if palive[i]:
                 kv = kpool[i]
                 for k in range(K):
-                    out_margin[ii, k] += Abar[i, k] * kv
+                    log.margin[ii, k] += Abar[i, k] * kv
         for k in range(K):
-            finite = finite and math.isfinite(out_margin[ii, k])
+            finite = finite and math.isfinite(log.margin[ii, k])
         if not finite:
             return ii
         pt = -1  # the pool slot of x_t once a member inserts it
@@ -170,13 +225,14 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
         for j in range(N):
             if not mask[ii, j]:
                 continue
-            tj = mmeta[j, 2]
+            t_member = mmeta[j, 2]
             n_slots = mmeta[j, 0]
             for k in range(K):
                 m[k] = 0.0
             for i in range(n_slots):
                 if alive[j, i]:
                     kv = kpool[pidx[j, i]]
+                    krow[i] = kv
                     for k in range(K):
                         m[k] += A[j, i, k] * kv
             finite = True
@@ -184,43 +240,26 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                 finite = finite and math.isfinite(m[k])
             if not finite:
                 return ii
-            fire = _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy)
+            fire = _steps(rule, mode, K, m, yc, kxx, steps, work, dummy)
             if fire:
-                if budget == BUDGET_FIXED and mmeta[j, 1] >= n_budget:
-                    v = -1
-                    if removal == REMOVE_MARGIN:
-                        v = _pick_bounded(n_slots, mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], -np.inf,
-                                          ub[j], cand)
-                    elif removal == REMOVE_OLDEST:
-                        for i in range(n_slots):
-                            if alive[j, i] and (v < 0 or born[j, i] < born[j, v]):
-                                v = i
-                    else:
-                        pos = int(math.floor(uniforms[ii, j] * mmeta[j, 1]))
-                        if pos >= mmeta[j, 1]:
-                            pos = mmeta[j, 1] - 1
-                        seen = 0
-                        for i in range(n_slots):
-                            if alive[j, i]:
-                                if seen == pos:
-                                    v = i
-                                    break
-                                seen += 1
-                    kv = kpool[pidx[j, v]]
+                if budget.code == BUDGET_FIXED and mmeta[j, 1] >= budget.size:
+                    u = uniforms[ii, j] if random_removal else 0.0
+                    v = _victim(budget.removal, n_slots, mmeta[j, 1], u, mode, K, A[j], F[j], mem.kd[j], mem.lab[j],
+                                mem.born[j], alive[j], ub[j], cand)
                     for k in range(K):
-                        m[k] -= A[j, v, k] * kv
-                    _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx, A, F,
-                                   labm, alive, died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn)
+                        m[k] -= A[j, v, k] * krow[v]
+                    _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols,
+                                   Dp, Dn)
                     n_rem += 1
                 if pt < 0:
                     pt = pmeta[0]
                     for jj in range(d):
                         PS[pt, jj] = x[jj]
-                    psq[pt] = sqx
-                    pkd[pt] = kxx
-                    plab[pt] = c
-                    pkey[pt] = T
-                    pref[pt] = 0
+                    pool.sq[pt] = sqx
+                    pool.kd[pt] = kxx
+                    pool.lab[pt] = yc
+                    pool.key[pt] = t_pool
+                    pool.ref[pt] = 0
                     palive[pt] = True
                     kpool[pt] = kxx
                     for k in range(K):
@@ -232,51 +271,39 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, p, beta, kern
                     pmeta[1] += 1
                 s = mmeta[j, 0]
                 pidx[j, s] = pt
-                kdm[j, s] = kxx
-                labm[j, s] = c
-                born[j, s] = tj
-                died[j, s] = -1
-                gborn[j, s] = T
-                gdied[j, s] = -1
+                mem.kd[j, s] = kxx
+                mem.lab[j, s] = yc
+                mem.born[j, s] = t_member
+                mem.died[j, s] = -1
+                mem.gborn[j, s] = t_pool
+                mem.gdied[j, s] = -1
                 for k in range(K):
-                    A[j, s, k] = tau[k]
+                    A[j, s, k] = steps[k]
                 if keep_scores:
-                    nz = 0
-                    for k in range(K):
-                        if tau[k] != 0.0:
-                            cols[nz] = k
-                            nz += 1
-                    if bounded:
-                        _bound_table(mode, K, tau, 1.0, Dp, Dn)
-                    for i in range(n_slots):
-                        if alive[j, i]:
-                            kv = kpool[pidx[j, i]]
-                            for q in range(nz):
-                                F[j, i, cols[q]] += tau[cols[q]] * kv
-                            if bounded:
-                                _grow_bound(ub[j], i, _bound_step(Dp, Dn, labm[j, i], kv))
+                    _insert_scores(n_slots, mode, K, steps, krow, F[j], mem.lab[j], alive[j], bounded, ub[j], cols,
+                                   Dp, Dn)
                 for k in range(K):
-                    F[j, s, k] = m[k] + tau[k] * kxx
-                    Abar[pt, k] += tau[k]
+                    F[j, s, k] = m[k] + steps[k] * kxx
+                    Abar[pt, k] += steps[k]
                 alive[j, s] = True
-                pref[pt] += 1
+                pool.ref[pt] += 1
                 mmeta[j, 0] = s + 1
                 mmeta[j, 1] += 1
                 n_upd += 1
                 if bounded:
                     ub[j, s] = np.inf
-                if budget == BUDGET_VARIABLE:
+                if budget.code == BUDGET_VARIABLE:
                     while True:
-                        v = _pick_bounded(mmeta[j, 0], mode, K, A[j], F[j], kdm[j], labm[j], born[j], alive[j], beta,
-                                          ub[j], cand)
+                        v = _pick_bounded(mmeta[j, 0], mode, K, A[j], F[j], mem.kd[j], mem.lab[j], mem.born[j],
+                                          alive[j], rule.beta, ub[j], cand)
                         if v < 0:
                             break
-                        _member_remove(j, v, tj, T, kernel, kp, K, mode, PS, psq, pref, palive, pmeta, Abar, pidx,
-                                       A, F, labm, alive, died, gdied, mmeta, bounded, ub, keep_scores, cols, Dp, Dn)
+                        _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores,
+                                       cols, Dp, Dn)
                         n_rem += 1
-            mmeta[j, 2] = tj + 1
-        out_updates[ii] = n_upd
-        out_removed[ii] = n_rem
-        out_size[ii] = pmeta[1]
-        pmeta[2] = T + 1
+            mmeta[j, 2] = t_member + 1
+        log.updates[ii] = n_upd
+        log.removed[ii] = n_rem
+        log.pool_size[ii] = pmeta[1]
+        pmeta[2] = t_pool + 1
     return -1

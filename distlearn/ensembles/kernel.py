@@ -14,7 +14,7 @@ coefficients (:meth:`KernelEnsembleState.bayes_point`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -29,9 +29,10 @@ from ..learners.kernel import (
     kernel_decision,
     keeps_scores,
     raise_kernel_non_finite,
+    step_rule,
 )
 from ..learners.linear import Rule
-from ._budget import learn_kernel_ensemble_block
+from ._budget import EnsembleCache, KernelEnsembleLog, Members, Pool, learn_kernel_ensemble_block
 
 __all__ = ["KernelEnsembleState", "KernelEnsembleLog", "init_kernel_ensemble", "learn_kernel_ensemble_chunk",
            "member_seed"]
@@ -167,6 +168,13 @@ class KernelEnsembleState:
             k = int(self.mmeta[j, 0])
             self.pidx[j, :k] = remap[self.pidx[j, :k]]
 
+    def record(self) -> EnsembleCache:
+        """The state as the engine takes it (:class:`~distlearn.ensembles._budget.EnsembleCache`; the arrays, not copies)."""
+        return EnsembleCache(
+            Pool(self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.pmeta, self.Abar),
+            Members(self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.died, self.gborn, self.gdied,
+                    self.alive, self.mmeta))
+
     def member_support(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Member ``j``'s live patterns, coefficients and classes, in its insertion order."""
         n = int(self.mmeta[j, 0])
@@ -184,13 +192,13 @@ class KernelEnsembleState:
         """
         if average and not self.keep_retired:
             raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
-        N, K, T = self.n_members, self.n_outputs, self.t
+        N, K, n_rounds = self.n_members, self.n_outputs, self.t
         parts = []  # (S, A, key, life, lab, member) of member slots
         for j in range(N):
             n = int(self.mmeta[j, 0])
             s = np.arange(n) if average else np.flatnonzero(self.alive[j, :n])  # dead, uncompacted slots count
             p = self.pidx[j, s]
-            died = np.where(self.alive[j, s], T, self.gdied[j, s])
+            died = np.where(self.alive[j, s], n_rounds, self.gdied[j, s])
             parts.append((self.PS[p], self.A[j, s], self.pkey[p], np.stack([self.gborn[j, s], died], axis=1),
                           self.plab[p], np.full(s.size, j)))
         if average:
@@ -199,7 +207,7 @@ class KernelEnsembleState:
             return np.zeros((0, self.n_features)), np.zeros((0, K)), np.zeros(0, dtype=np.int64)
         S, A, key, life, lab, member = (np.concatenate([q[i] for q in parts]) for i in range(6))
         if average:
-            A = A * ((life[:, 1] - life[:, 0]).astype(np.float64) / (T + 1))[:, None]
+            A = A * ((life[:, 1] - life[:, 0]).astype(np.float64) / (n_rounds + 1))[:, None]
         # each (pattern, member) once; summed in (pattern, member) order, so the same bits whatever the chunking
         o = np.lexsort((member, key))
         S, A, key, lab = S[o], A[o], key[o], lab[o]
@@ -209,16 +217,6 @@ class KernelEnsembleState:
         coef /= N
         keep = np.flatnonzero(np.any(coef != 0.0, axis=1))
         return S[first[keep]], coef[keep], lab[first[keep]]
-
-
-class KernelEnsembleLog(NamedTuple):
-    """Per round of a chunk: the ensemble's summed member scores before the round (``(rounds, K)``),
-    member insertions, member removals and the live pool size after the round."""
-
-    margin: np.ndarray
-    updates: np.ndarray
-    removed: np.ndarray
-    pool_size: np.ndarray
 
 
 def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, native: bool = False,
@@ -265,6 +263,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     m = order.shape[0]
     out = KernelEnsembleLog(np.zeros((m, K)), np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64),
                             np.zeros(m, dtype=np.int64))
+    rec_rule, rec_kern = step_rule(rule, beta), kernel.record()
+    spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], 0.0)
     random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
     seeds = [member_seed(seed, j) for j in range(N)] if random else []
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
@@ -278,13 +278,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             uniforms = np.zeros((0, 0))
         state.compact()
         state._grow(int(state.pmeta[0]) + (hi - lo), int(state.mmeta[:, 0].max(initial=0)) + (hi - lo))
-        kpool = np.zeros(state.PS.shape[0])
-        bad = learn_kernel_ensemble_block(
-            Xd, yd, od, mask, uniforms, rule.code, rule.params, float(beta), kernel.code, kernel.params, K,
-            state.mode, bcode, n_budget, REMOVALS[removal], state.PS, state.psq, state.pkd, state.plab, state.pkey,
-            state.pref, state.palive, state.pmeta, state.Abar, state.pidx, state.A, state.F, state.kdm, state.labm,
-            state.born, state.died, state.gborn, state.gdied, state.alive, state.mmeta, kpool, out.margin[lo:hi],
-            out.updates[lo:hi], out.removed[lo:hi], out.pool_size[lo:hi])
+        bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
+                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
         state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updates[lo:lo + done].sum())

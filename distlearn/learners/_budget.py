@@ -35,6 +35,7 @@ largest ``mu`` (Fig. 3), 1 = the oldest, 2 = the one at position
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -76,24 +77,85 @@ __all__ = [
     "LINEAR_KERNEL", "POLY_KERNEL", "RBF_KERNEL", "MODE_BINARY", "MODE_OVR", "MODE_NATIVE",
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON", "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
 ]
 
 
+# The records the compiled entry points take (numba types a NamedTuple by its fields: each call
+# passes the same values the positional arguments did, read by name instead of by position).
+
+
+class KernelParams(NamedTuple):
+    """A kernel as the engine reads it: ``linear`` ``x.x'``, ``poly`` ``(gamma x.x' + coef0)^degree``,
+    ``rbf`` ``exp(-gamma ||x - x'||^2)``."""
+
+    code: int       #: LINEAR_KERNEL, POLY_KERNEL or RBF_KERNEL
+    gamma: float
+    degree: float
+    coef0: float
+
+
+class StepRule(NamedTuple):
+    """A kernel rule's step as the engine reads it."""
+
+    code: int           #: the linear registry's rule code (PERCEPTRON, MIRA, PA, ..., MC_PA2)
+    params: np.ndarray  #: the registry's parameter vector, read by the shared steps of ``_kernels``
+    eta: float          #: the perceptron's step (its coefficient is ``y eta``); unused by the other rules
+    beta: float         #: the perceptron's update margin, and DistillCache's removal threshold
+
+
+class BudgetSpec(NamedTuple):
+    """What the cache may hold and how it makes room."""
+
+    code: int        #: BUDGET_NONE, BUDGET_VARIABLE, BUDGET_FIXED or BUDGET_PROJECTRON
+    size: int        #: the fixed cache's size (BUDGET_FIXED)
+    removal: int     #: REMOVE_MARGIN, REMOVE_OLDEST or REMOVE_RANDOM (BUDGET_FIXED)
+    span_tol: float  #: the Projectron's ``eta``: a pattern within it of the cache's span is projected
+
+
+class Cache(NamedTuple):
+    """The single learner's cache (module docstring), one slot per row of each array."""
+
+    S: np.ndarray      #: (slots, d) the patterns
+    sq: np.ndarray     #: (slots,) their squared norms
+    kd: np.ndarray     #: (slots,) their self-kernels k(x_i, x_i)
+    A: np.ndarray      #: (slots, K) coefficients
+    F: np.ndarray      #: (slots, K) scores f(x_i) of the whole hypothesis (kept under margin removal)
+    lab: np.ndarray    #: (slots,) classes
+    born: np.ndarray   #: (slots,) round of insertion
+    died: np.ndarray   #: (slots,) round of removal, -1 while live
+    alive: np.ndarray  #: (slots,) bool
+    meta: np.ndarray   #: int64 [n_slots, n_alive, t]: high-water mark, live slots, the learner's round counter
+    Kinv: np.ndarray   #: the Projectron's inverse Gram matrix of the cache ((1, 1) otherwise)
+
+
+class BudgetLog(NamedTuple):
+    """Per round of a chunk: the hypothesis' mistake and hinge loss before the update,
+    whether it updated (inserted a pattern), the cache size after the round, and the
+    number of patterns removed in the round."""
+
+    mistake: np.ndarray
+    hinge: np.ndarray
+    updated: np.ndarray
+    cache_size: np.ndarray
+    removed: np.ndarray
+
+
 @njit(inline="always", **NUMBA_FLAGS)
-def _kval(kernel, kp, a, b, sqa, sqb):
-    """k(a, b) for rows ``a``, ``b`` (``sqa``, ``sqb`` their squared norms; RBF uses
-    the direct sum of squared differences, which is exact where a ~ b)."""
-    if kernel == RBF_KERNEL:
+def _kval(kern, a, b):
+    """k(a, b) for rows ``a``, ``b`` (``kern`` a :class:`KernelParams`; RBF uses the direct
+    sum of squared differences, which is exact where a ~ b)."""
+    if kern.code == RBF_KERNEL:
         acc = 0.0
         for j in range(a.shape[0]):
             t = a[j] - b[j]
             acc += t * t
-        return math.exp(-kp[0] * acc)
+        return math.exp(-kern.gamma * acc)
     acc = 0.0
     for j in range(a.shape[0]):
         acc += a[j] * b[j]
-    if kernel == POLY_KERNEL:
-        return (kp[0] * acc + kp[2]) ** kp[1]
+    if kern.code == POLY_KERNEL:
+        return (kern.gamma * acc + kern.coef0) ** kern.degree
     return acc
 
 
@@ -102,7 +164,7 @@ ROW_BLOCK = 16
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc):
+def _block_rows(kern, S, alive, n0, Xt, nb, G, acc):
     """``G[b, i] = k(S[i], x_b)`` for the live slots ``i < n0`` and the ``nb`` rows held
     transposed in ``Xt[:, :nb]``.
 
@@ -118,29 +180,29 @@ def _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc):
             continue
         for b in range(ROW_BLOCK):
             acc[b] = 0.0
-        if kernel == RBF_KERNEL:
+        if kern.code == RBF_KERNEL:
             for j in range(d):
                 s = S[i, j]
                 for b in range(ROW_BLOCK):
                     t = s - Xt[j, b]
                     acc[b] += t * t
             for b in range(nb):
-                G[b, i] = math.exp(-kp[0] * acc[b])
+                G[b, i] = math.exp(-kern.gamma * acc[b])
         else:
             for j in range(d):
                 s = S[i, j]
                 for b in range(ROW_BLOCK):
                     acc[b] += s * Xt[j, b]
-            if kernel == POLY_KERNEL:
+            if kern.code == POLY_KERNEL:
                 for b in range(nb):
-                    G[b, i] = (kp[0] * acc[b] + kp[2]) ** kp[1]
+                    G[b, i] = (kern.gamma * acc[b] + kern.coef0) ** kern.degree
             else:
                 for b in range(nb):
                     G[b, i] = acc[b]
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc):
+def _next_block(kern, X, order, ii, S, alive, n0, Xt, G, acc):
     """Load the rows ``order[ii:ii + ROW_BLOCK]`` transposed into ``Xt`` and compute their kernel
     rows ``G`` against the live slots ``< n0`` (:func:`_block_rows`)."""
     nb = min(ROW_BLOCK, order.shape[0] - ii)
@@ -149,7 +211,7 @@ def _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc):
         xr = X[order[ii + b]]
         for j in range(d):
             Xt[j, b] = xr[j]
-    _block_rows(kernel, kp, S, alive, n0, Xt, nb, G, acc)
+    _block_rows(kern, S, alive, n0, Xt, nb, G, acc)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -345,27 +407,27 @@ def _bound_step(Dp, Dn, c, kv):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
-    """The rule's step on scores ``m`` of an example of class ``c``: ``tau[k]`` becomes the
+def _steps(rule, mode, K, m, c, kxx, steps, work, dummy):
+    """The rule's step on scores ``m`` of an example of class ``c``: ``steps[k]`` becomes the
     new pattern's coefficient in column ``k``; returns whether it updates."""
     fire = False
     for k in range(K):
-        tau[k] = 0.0
+        steps[k] = 0.0
     if mode == MODE_NATIVE:
-        if rule == PERCEPTRON:
+        if rule.code == PERCEPTRON:
             rival = -1
             other = -np.inf
             for k in range(K):
                 if k != c and (rival < 0 or m[k] > other):
                     other = m[k]
                     rival = k
-            if m[c] - other <= beta:
-                tau[c] = p[1]
-                tau[rival] = -p[1]
+            if m[c] - other <= rule.beta:
+                steps[c] = rule.eta
+                steps[rival] = -rule.eta
         else:
-            _native_taus(rule, p, m, c, K, tau, work, kxx, dummy, 0, 0, False, 0.0)
+            _native_taus(rule.code, rule.params, m, c, K, steps, work, kxx, dummy, 0, 0, False, 0.0)
         for k in range(K):
-            if tau[k] != 0.0:
+            if steps[k] != 0.0:
                 fire = True
         return fire
     for k in range(K):
@@ -374,54 +436,108 @@ def _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy):
         else:
             yk = 1.0 if c == k else -1.0
         z = yk * m[k]
-        if rule == PERCEPTRON:
-            if z <= beta:
-                tau[k] = yk * p[1]
+        if rule.code == PERCEPTRON:
+            if z <= rule.beta:
+                steps[k] = yk * rule.eta
                 fire = True
         else:
-            upd, cc, u, project = _binary_step(rule, p, z, yk, m[k], 0.0, 1.0, kxx)
+            upd, cc, u, project = _binary_step(rule.code, rule.params, z, yk, m[k], 0.0, 1.0, kxx)
             if upd and u != 0.0:
-                tau[k] = u
+                steps[k] = u
                 fire = True
     return fire
 
 
-@njit(**NUMBA_FLAGS)
-def _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols, Dp,
-            Dn):
-    """Remove slot ``v`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other live slots when
-    the scores are kept (and, when ``bounded``, their margin bounds grow: :func:`_pick_bounded`)."""
-    n_slots = meta[0] if keep_scores else 0
-    xv = S[v]
+# The per-round pieces both engines run on a cache of slots (the single learner's, or one OBPM
+# member's: its rows of the ensemble's (N, slots) arrays), written once.
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _victim(removal, n_slots, n_alive, u, mode, K, A, F, kd, lab, born, alive, ub, cand):
+    """The slot a full fixed cache removes: the largest removal margin (:func:`_pick_bounded`),
+    the oldest, or the live slot at position ``floor(u n_alive)`` in insertion order (``u`` the
+    round's uniform draw; slots are appended in round order)."""
+    v = -1
+    if removal == REMOVE_MARGIN:
+        v = _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, ub, cand)
+    elif removal == REMOVE_OLDEST:
+        for i in range(n_slots):
+            if alive[i] and (v < 0 or born[i] < born[v]):
+                v = i
+    else:
+        pos = int(math.floor(u * n_alive))
+        if pos >= n_alive:
+            pos = n_alive - 1
+        seen = 0
+        for i in range(n_slots):
+            if alive[i]:
+                if seen == pos:
+                    v = i
+                    break
+                seen += 1
+    return v
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _nonzero_columns(K, a, cols):
+    """The columns ``k`` with ``a[k] != 0`` into ``cols`` (a zero coefficient changes no score); their count."""
     nz = 0
     for k in range(K):
-        if A[v, k] != 0.0:
+        if a[k] != 0.0:
             cols[nz] = k
             nz += 1
+    return nz
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _insert_scores(n_slots, mode, K, steps, krow, F, lab, alive, bounded, ub, cols, Dp, Dn):
+    """A pattern of coefficients ``steps`` enters: ``F[i] += steps k(x_t, x_i)`` for the live slots
+    ``< n_slots`` (``krow[i]`` the kernel value), and with ``bounded`` their margin bounds grow."""
+    nz = _nonzero_columns(K, steps, cols)
     if bounded:
-        _bound_table(mode, K, A[v], -1.0, Dp, Dn)
+        _bound_table(mode, K, steps, 1.0, Dp, Dn)
     for i in range(n_slots):
-        if alive[i] and i != v:
-            kv = _kval(kernel, kp, xv, S[i], sq[v], sq[i])
+        if alive[i]:
+            kv = krow[i]
             for q in range(nz):
-                F[i, cols[q]] -= A[v, cols[q]] * kv
+                F[i, cols[q]] += steps[cols[q]] * kv
             if bounded:
                 _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
-    alive[v] = False
-    died[v] = t
-    meta[1] -= 1
 
 
 @njit(**NUMBA_FLAGS)
-def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, n_budget, removal, uniforms,
-                       S, sq, kd, A, F, lab, born, died, alive, meta, krow,
-                       out_mistake, out_hinge, out_fired, out_size, out_removed, blocked, eta, Kinv):
-    """All rounds of one dense block, in ``order``.
+def _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn):
+    """Remove slot ``v`` of the cache ``c`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other
+    live slots when the scores are kept (and, when ``bounded``, their margin bounds grow:
+    :func:`_pick_bounded`)."""
+    K = c.A.shape[1]
+    n_slots = c.meta[0] if keep_scores else 0
+    xv = c.S[v]
+    nz = _nonzero_columns(K, c.A[v], cols)
+    if bounded:
+        _bound_table(mode, K, c.A[v], -1.0, Dp, Dn)
+    for i in range(n_slots):
+        if c.alive[i] and i != v:
+            kv = _kval(kern, xv, c.S[i])
+            for q in range(nz):
+                c.F[i, cols[q]] -= c.A[v, cols[q]] * kv
+            if bounded:
+                _grow_bound(ub, i, _bound_step(Dp, Dn, c.lab[i], kv))
+    c.alive[v] = False
+    c.died[v] = t
+    c.meta[1] -= 1
 
-    ``meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
+
+@njit(**NUMBA_FLAGS)
+def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked):
+    """All rounds of one dense block, in ``order``: the rule ``rule`` (:class:`StepRule`) with the
+    kernel ``kern`` (:class:`KernelParams`) on the cache ``c`` (:class:`Cache`) within ``budget``
+    (:class:`BudgetSpec`), scores in ``mode`` (MODE_BINARY, MODE_OVR, MODE_NATIVE; K = the columns
+    of ``c.A``).  Each round writes its entry of ``log`` (:class:`BudgetLog`).
+
+    ``c.meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
     keys ``born``/``died``); ``uniforms[ii]`` the random removal draw of round
-    ``ii``; ``krow`` scratch of at least the slot capacity.  The caller
-    guarantees room for ``len(order)`` more slots.  Returns -1, or the position
+    ``ii``.  The caller guarantees room for ``len(order)`` more slots.  Returns -1, or the position
     in ``order`` of the first round whose scores are not finite, or whose
     ``||x||^2`` overflows or underflows float64 (that round and later ones are
     not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
@@ -429,49 +545,54 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
     (:func:`_block_rows`), patching the patterns inserted inside the block row
     by row -- the same values as ``blocked=False``, bit for bit.
 
-    ``budget == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``Kinv`` holds
+    ``budget.code == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``c.Kinv`` holds
     the inverse Gram matrix of the cache (nothing is ever removed, so slots are
-    the cache in order); an update whose pattern is within ``eta`` of the span of
-    the cache (``delta^2 = k(x,x) - k_t . K^{-1} k_t <= eta^2``) adds
-    ``tau d*``, ``d* = K^{-1} k_t``, to the cached coefficients instead of inserting.
+    the cache in order); an update whose pattern is within ``eta = budget.span_tol`` of the span
+    of the cache (``delta^2 = k(x,x) - k_t . K^{-1} k_t <= eta^2``) adds
+    ``steps d*``, ``d* = K^{-1} k_t``, to the cached coefficients instead of inserting.
     """
     d = X.shape[1]
+    K = c.A.shape[1]
+    cap = c.S.shape[0]
+    projectron = budget.code == BUDGET_PROJECTRON
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
-    G = np.zeros((ROW_BLOCK, S.shape[0]), dtype=np.float64)
+    G = np.zeros((ROW_BLOCK, cap), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
-    dd = np.zeros(S.shape[0] if budget == BUDGET_PROJECTRON else 0, dtype=np.float64)
+    krow = np.zeros(cap, dtype=np.float64)  # the round's kernel row against the slots
+    dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
     m = np.zeros(K, dtype=np.float64)
-    tau = np.zeros(K, dtype=np.float64)
+    steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     dummy = np.zeros(0, dtype=np.float64)
     # the scores F of the cached patterns are read only by margin-based removal; without it they
     # are not kept (the driver marks them stale: BudgetState.scores_kept).  Removal by margin
     # tests bounds first (_pick_bounded).
-    keep_scores = budget == BUDGET_VARIABLE or (budget == BUDGET_FIXED and removal == REMOVE_MARGIN)
+    keep_scores = budget.code == BUDGET_VARIABLE or (budget.code == BUDGET_FIXED and budget.removal == REMOVE_MARGIN)
     bounded = keep_scores
     cols = np.zeros(K, dtype=np.int64)  # the nonzero columns of an update (a zero changes no score)
-    ub = np.full(S.shape[0] if bounded else 0, np.inf)
-    cand = np.zeros(S.shape[0] if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
+    ub = np.full(cap if bounded else 0, np.inf)
+    cand = np.zeros(cap if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
     Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
     Dn = np.zeros(max(K, 2), dtype=np.float64)
+    S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = meta[0]
-            _next_block(kernel, kp, X, order, ii, S, alive, n0, Xt, G, acc)
+            _next_block(kern, X, order, ii, S, alive, n0, Xt, G, acc)
         r = order[ii]
         x = X[r]
-        c = y[r]
+        yc = y[r]
         t = meta[2]
         sqx = 0.0
         for j in range(x.shape[0]):
             sqx += x[j] * x[j]
         if _out_of_range(sqx, x, 0, x.shape[0]):
             return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
-        kxx = _kval(kernel, kp, x, x, sqx, sqx)
+        kxx = _kval(kern, x, x)
         n_slots = meta[0]
         for k in range(K):
             m[k] = 0.0
@@ -487,7 +608,7 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             first = n0
         for i in range(first, n_slots):
             if alive[i]:
-                kv = _kval(kernel, kp, S[i], x, sq[i], sqx)
+                kv = _kval(kern, S[i], x)
                 krow[i] = kv
                 for k in range(K):
                     m[k] += A[i, k] * kv
@@ -498,104 +619,73 @@ def learn_budget_block(X, y, order, rule, p, beta, kernel, kp, K, mode, budget, 
             return ii
         # the prediction and the loss of the hypothesis before the update
         if mode == MODE_BINARY:
-            s0 = 1.0 if c == 1 else -1.0
-            out_mistake[ii] = (m[0] >= 0.0) != (s0 > 0.0)
+            s0 = 1.0 if yc == 1 else -1.0
+            log.mistake[ii] = (m[0] >= 0.0) != (s0 > 0.0)
             h = 1.0 - s0 * m[0]
         else:
             best = 0
             for k in range(1, K):
                 if m[k] > m[best]:
                     best = k
-            out_mistake[ii] = best != c
+            log.mistake[ii] = best != yc
             other = -np.inf
             for k in range(K):
-                if k != c and m[k] > other:
+                if k != yc and m[k] > other:
                     other = m[k]
-            h = 1.0 - (m[c] - other)
-        out_hinge[ii] = h if h > 0.0 else 0.0
-        fire = _taus(rule, p, beta, mode, K, m, c, kxx, tau, work, dummy)
+            h = 1.0 - (m[yc] - other)
+        log.hinge[ii] = h if h > 0.0 else 0.0
+        fire = _steps(rule, mode, K, m, yc, kxx, steps, work, dummy)
         n_rem = 0
         projected = False
-        if fire and budget == BUDGET_PROJECTRON:
-            delta2 = _span_residual(n_slots, kxx, krow, Kinv, dd)
-            if delta2 <= eta * eta:
-                # within eta of the span: add tau d to the cached coefficients, no insertion (and
-                # tau k_t to their scores, since K d = k_t)
+        if fire and projectron:
+            delta2 = _span_residual(n_slots, kxx, krow, c.Kinv, dd)
+            if delta2 <= budget.span_tol * budget.span_tol:
+                # within eta of the span: add steps d to the cached coefficients, no insertion (and
+                # steps k_t to their scores, since K d = k_t)
                 projected = True
                 for i in range(n_slots):
                     for k in range(K):
-                        A[i, k] += tau[k] * dd[i]
+                        A[i, k] += steps[k] * dd[i]
             else:
-                _grow_inverse(n_slots, delta2, dd, Kinv)
+                _grow_inverse(n_slots, delta2, dd, c.Kinv)
         if fire and not projected:
-            if budget == BUDGET_FIXED and meta[1] >= n_budget:
-                v = -1
-                if removal == REMOVE_MARGIN:
-                    v = _pick_bounded(n_slots, mode, K, A, F, kd, lab, born, alive, -np.inf, ub, cand)
-                elif removal == REMOVE_OLDEST:
-                    for i in range(n_slots):
-                        if alive[i] and (v < 0 or born[i] < born[v]):
-                            v = i
-                else:
-                    pos = int(math.floor(uniforms[ii] * meta[1]))
-                    if pos >= meta[1]:
-                        pos = meta[1] - 1
-                    # the pos-th live slot in insertion order (slots are appended in round order)
-                    seen = 0
-                    for i in range(n_slots):
-                        if alive[i]:
-                            if seen == pos:
-                                v = i
-                                break
-                            seen += 1
+            if budget.code == BUDGET_FIXED and meta[1] >= budget.size:
+                v = _victim(budget.removal, n_slots, meta[1], uniforms[ii], mode, K, A, F, c.kd, c.lab, c.born,
+                            alive, ub, cand)
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols,
-                        Dp, Dn)
+                _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
             for j in range(x.shape[0]):
                 S[s, j] = x[j]
-            sq[s] = sqx
-            kd[s] = kxx
-            lab[s] = c
-            born[s] = t
-            died[s] = -1
+            c.sq[s] = sqx
+            c.kd[s] = kxx
+            c.lab[s] = yc
+            c.born[s] = t
+            c.died[s] = -1
             for k in range(K):
-                A[s, k] = tau[k]
-            nz = 0
+                A[s, k] = steps[k]
+            if keep_scores:
+                _insert_scores(n_slots, mode, K, steps, krow, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
             for k in range(K):
-                if tau[k] != 0.0:
-                    cols[nz] = k
-                    nz += 1
-            if bounded:
-                _bound_table(mode, K, tau, 1.0, Dp, Dn)
-            for i in range(n_slots if keep_scores else 0):
-                if alive[i]:
-                    kv = krow[i]
-                    for q in range(nz):
-                        F[i, cols[q]] += tau[cols[q]] * kv
-                    if bounded:
-                        _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
-            for k in range(K):
-                F[s, k] = m[k] + tau[k] * kxx
+                F[s, k] = m[k] + steps[k] * kxx
             alive[s] = True
             meta[0] = s + 1
             meta[1] += 1
             if bounded:
                 ub[s] = np.inf  # computed exactly at its next pick
-            if budget == BUDGET_VARIABLE:
+            if budget.code == BUDGET_VARIABLE:
                 while True:
-                    v = _pick_bounded(meta[0], mode, K, A, F, kd, lab, born, alive, beta, ub, cand)
+                    v = _pick_bounded(meta[0], mode, K, A, F, c.kd, c.lab, c.born, alive, rule.beta, ub, cand)
                     if v < 0:
                         break
-                    _remove(v, t, kernel, kp, K, mode, S, sq, A, F, lab, alive, died, meta, bounded, ub, keep_scores, cols,
-                        Dp, Dn)
+                    _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn)
                     n_rem += 1
-        out_fired[ii] = fire
-        out_removed[ii] = n_rem
-        out_size[ii] = meta[1]
+        log.updated[ii] = fire
+        log.removed[ii] = n_rem
+        log.cache_size[ii] = meta[1]
         meta[2] = t + 1
     return -1
 
@@ -609,8 +699,10 @@ def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
     or out (``-1``).  Between events the hypothesis is constant, so each run
     of equal hypotheses votes once with its length.  ``out[r, 0]`` counts the
     binary votes for the positive class; ``out[r, k]`` the multiclass votes for
-    class ``k`` (argmax, first on ties).  O(P d + E K) per row.
+    class ``k`` (argmax, first on ties).  O(P d + E K) per row.  ``kernel``, ``kp``: the
+    kernel's code and ``[gamma, degree, coef0]`` (``sq`` is unused: kept for the callers).
     """
+    kern = KernelParams(kernel, kp[0], kp[1], kp[2])
     P = S.shape[0]
     K = coef.shape[1]
     E = ev_t.shape[0]
@@ -618,11 +710,8 @@ def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
     f = np.zeros(K, dtype=np.float64)
     for r in range(X.shape[0]):
         x = X[r]
-        sqx = 0.0
-        for j in range(x.shape[0]):
-            sqx += x[j] * x[j]
         for p in range(P):
-            kx[p] = _kval(kernel, kp, S[p], x, sq[p], sqx)
+            kx[p] = _kval(kern, S[p], x)
         for k in range(K):
             f[k] = 0.0
         e = 0

@@ -51,6 +51,7 @@ __all__ = [
     "KERNEL_RULES",
     "Kernel",
     "make_kernel",
+    "step_rule",
     "BudgetState",
     "BudgetLog",
     "init_budget_state",
@@ -84,6 +85,18 @@ class Kernel(NamedTuple):
     name: str
     code: int
     params: np.ndarray
+
+    def record(self) -> B.KernelParams:
+        """The engine's :class:`~distlearn.learners._budget.KernelParams` (named fields, not ``params[k]``)."""
+        g, deg, c0 = (float(v) for v in self.params)
+        return B.KernelParams(int(self.code), g, deg, c0)
+
+
+def step_rule(rule: Rule, beta: float) -> B.StepRule:
+    """The engine's :class:`~distlearn.learners._budget.StepRule` of a kernel rule with margin ``beta``."""
+    params = np.asarray(rule.params, dtype=np.float64)
+    eta = float(params[1]) if rule.code == B.PERCEPTRON else 0.0  # the registry's perceptron: [0, eta]
+    return B.StepRule(int(rule.code), params, eta, float(beta))
 
 
 def make_kernel(kernel: str = "rbf", *, gamma: float = 1.0, degree: float = 3, coef0: float = 0.0) -> Kernel:
@@ -201,6 +214,12 @@ class BudgetState:
         self.alive[k:n] = False
         self.meta[0] = k
 
+    def record(self) -> B.Cache:
+        """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
+        Kinv = self.Kinv if self.Kinv is not None else np.zeros((1, 1))
+        return B.Cache(self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive,
+                       self.meta, Kinv)
+
     def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The live support patterns, their coefficients and classes (insertion order)."""
         n = int(self.meta[0])
@@ -217,31 +236,22 @@ class BudgetState:
         """
         if not self.keep_retired:
             raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
-        T = self.t
+        n_rounds = self.t
         n = int(self.meta[0])
         died = self.died[:n].copy()
-        died[self.alive[:n]] = T
+        died[self.alive[:n]] = n_rounds
         S = [self.S[:n], *self.retired_S]
         A = [self.A[:n], *self.retired_A]
         life = [np.stack([self.born[:n], died], axis=1), *self.retired_life]
         lab = np.concatenate([self.lab[:n], *self.retired_lab])
         S_all, A_all, L = np.concatenate(S), np.concatenate(A), np.concatenate(life)
-        w = (L[:, 1] - L[:, 0]).astype(np.float64) / (T + 1)
+        w = (L[:, 1] - L[:, 0]).astype(np.float64) / (n_rounds + 1)
         keep = np.flatnonzero(w > 0)
         keep = keep[np.argsort(L[keep, 0], kind="stable")]  # insertion order, whatever the chunking
         return S_all[keep], A_all[keep] * w[keep, None], lab[keep]
 
 
-class BudgetLog(NamedTuple):
-    """Per round of a chunk: the hypothesis' mistake and hinge loss before the update,
-    whether it updated (inserted a pattern), the cache size after the round, and the
-    number of patterns removed in the round."""
-
-    mistake: np.ndarray
-    hinge: np.ndarray
-    updated: np.ndarray
-    cache_size: np.ndarray
-    removed: np.ndarray
+BudgetLog = B.BudgetLog
 
 
 def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, keep_retired: bool = False,
@@ -296,6 +306,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     y = np.asarray(y, dtype=np.int64)
     m = order.shape[0]
+    rec_rule, rec_kern = step_rule(rule, beta), kernel.record()
+    spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], float(eta))
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
@@ -304,7 +316,6 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         t0 = state.t
         uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
                     if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))
-        krow = np.zeros(state.S.shape[0])
         if bcode == B.BUDGET_PROJECTRON:
             cap = state.S.shape[0]
             if state.Kinv is None or state.Kinv.shape[0] < cap:
@@ -312,15 +323,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                 if state.Kinv is not None:
                     K0[: state.Kinv.shape[0], : state.Kinv.shape[1]] = state.Kinv
                 state.Kinv = K0
-            Kinv = state.Kinv
-        else:
-            Kinv = np.zeros((1, 1))
-        bad = B.learn_budget_block(
-            Xd, yd, od, rule.code, rule.params, float(beta), kernel.code, kernel.params, state.n_outputs,
-            state.mode, bcode, n_budget, REMOVALS[removal], uniforms,
-            state.S, state.sq, state.kd, state.A, state.F, state.lab, state.born, state.died, state.alive,
-            state.meta, krow, out.mistake[lo:hi], out.hinge[lo:hi], out.updated[lo:hi], out.cache_size[lo:hi],
-            out.removed[lo:hi], bool(blocked), float(eta), Kinv)
+        bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
+                                   BudgetLog(*(a[lo:hi] for a in out)), bool(blocked))
         state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
