@@ -14,8 +14,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "distlearn"
 
-#: Layer of every top-level module or package, bottom up.  A module may import
-#: its own layer's siblings only where listed in SAME_LAYER_OK, and any lower layer.
+#: Layer of every top-level module or package, bottom up.  A module may import its own
+#: package's modules and any lower layer's, never a sibling of its own layer (no exceptions).
 LAYERS: dict[str, int] = {
     "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0, "_tasks": 0,
     "data": 1,

@@ -42,8 +42,10 @@ _COMMON_DOC = """
         Learn a bias, as the weight of an extra constant feature equal to 1
         (so it enters ``||x||`` and the update like any feature).
     dtype : {"float64", "float32"}, default="float64"
-        Storage type of the weights (margins are always accumulated in
-        float64); the data is used in this type.
+        Storage type of the weights; the data is used in this type.  A margin's
+        products and sum are in this type (float32 weights: float32 sums, as
+        scikit-learn's ``WeightVector32``), taken to float64 with the scale; the
+        steps, norms and scales are float64.
     conversion : str or conversion object, default="last"
         Online-to-batch conversion (:mod:`distlearn.conversions`): ``"last"``,
         ``"average"``, ``"tree"``, ``"vote"``, ``"sample"`` (one pass),

@@ -279,7 +279,7 @@ def budget_code(budget: None | str | int) -> tuple[int, int]:
             raise ValueError(f"budget must be None, 'variable', 'projectron' or a positive int, got {budget!r}")
         return (B.BUDGET_VARIABLE if budget == "variable" else B.BUDGET_PROJECTRON), 0
     if isinstance(budget, bool) or int(budget) != budget or budget < 1:
-        raise ValueError(f"budget must be None, 'variable' or a positive int, got {budget!r}")
+        raise ValueError(f"budget must be None, 'variable', 'projectron' or a positive int, got {budget!r}")
     return B.BUDGET_FIXED, int(budget)
 
 
