@@ -221,7 +221,7 @@ def test_train_kernel_models(art_stores, capsys):
 
 @pytest.mark.parametrize("make", ["mira-average", "obpm", "pbpm", "vote"])
 def test_kernel_model_files(tmp_path, make):
-    from distlearn import KernelMIRA, KernelOBPM, KernelPerceptron, PermutationBPM
+    from distlearn import KernelMIRA, KernelOBPM, KernelPerceptron, KernelPermutationBPM
     from distlearn.model import load_model, save_model
 
     rs = np.random.default_rng(0)
@@ -229,8 +229,8 @@ def test_kernel_model_files(tmp_path, make):
     y = np.where(X[:, 0] * X[:, 1] > 0, "pos", "neg")
     est = {"mira-average": KernelMIRA(gamma=0.5, budget="variable", conversion="average", random_state=0),
            "obpm": KernelOBPM(n_estimators=5, base=KernelMIRA(gamma=0.5, budget=20), random_state=0),
-           "pbpm": PermutationBPM(n_estimators=3, base=KernelPerceptron(kernel="poly", degree=2, coef0=1.0),
-                                  random_state=0),
+           "pbpm": KernelPermutationBPM(n_estimators=3, base=KernelPerceptron(kernel="poly", degree=2, coef0=1.0),
+                                        random_state=0),
            "vote": KernelPerceptron(conversion="vote", random_state=0)}[make].fit(X, y)
     path = tmp_path / "k.npz"
     m = load_model(save_model(est, path))

@@ -31,7 +31,7 @@ def test_docs_build_without_warnings(tmp_path):
     from distlearn.estimators import ESTIMATORS, KERNEL_ESTIMATORS
 
     estimators = {c.__name__ for c in (*ESTIMATORS.values(), *KERNEL_ESTIMATORS.values())}
-    estimators |= {"OBPM", "KernelOBPM", "PermutationBPM", "ParameterMixing"}
+    estimators |= {"OBPM", "KernelOBPM", "PermutationBPM", "KernelPermutationBPM", "ParameterMixing"}
     for name in sorted(estimators):
         page = out / "estimators" / f"{name}.html"
         assert f'id="distlearn.{name}"' in page.read_text(encoding="utf-8"), name

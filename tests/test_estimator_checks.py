@@ -50,13 +50,15 @@ ESTIMATORS = [
     distlearn.KernelPerceptron(conversion="tree", random_state=0),
     distlearn.KernelPA(variant="PA-II", budget=40, removal="oldest", epochs=3, random_state=0),
     distlearn.KernelMIRA(budget="projectron", eta=0.3, epochs=2, random_state=0),
-    # Bayes points of kernel learners: one shared pool (KernelOBPM), or N members' expansions (permutations).
+    # Bayes points of kernel learners: one shared pool (KernelOBPM), or N members' expansions (KernelPermutationBPM).
     distlearn.KernelOBPM(n_estimators=6, base=distlearn.KernelMIRA(budget="variable"), conversion="average",
                          random_state=0),
     distlearn.KernelOBPM(n_estimators=4, base="kernel-pa", base_params={"budget": 20}, epochs=2, conversion="last",
                          random_state=0),
-    distlearn.PermutationBPM(n_estimators=3, base=distlearn.KernelPerceptron(budget=30), epochs=1, conversion="last",
-                             random_state=0),
+    distlearn.KernelPermutationBPM(n_estimators=3, base=distlearn.KernelPerceptron(budget=30), epochs=1,
+                                   conversion="last", random_state=0),
+    distlearn.KernelPermutationBPM(n_estimators=2, base="kernel-mira", base_params={"budget": "variable"},
+                                   random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

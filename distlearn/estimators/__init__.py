@@ -7,8 +7,10 @@
 - :mod:`.adaptive`: the adaptive rules (:class:`AROW`, :class:`NormalizedGradient`), with
   per-feature statistics in their state (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`);
 - :mod:`.bayes_point`: :class:`OBPM` (online, linear rules) and :class:`PermutationBPM` (batch);
-- :mod:`.kernel_bayes_point`: :class:`KernelOBPM` (online, kernel learners on one shared pool);
-  both OBPMs derive from ``_online_bayes_point.OnlineBayesPoint``, and every ensemble reads
+- :mod:`.kernel_bayes_point`: :class:`KernelOBPM` (online, kernel learners on one shared pool) and
+  :class:`KernelPermutationBPM` (batch, kernel members on their own permutations);
+  both OBPMs derive from ``_online_bayes_point.OnlineBayesPoint``, both permutation Bayes points
+  from ``_permutation_bayes_point.PermutationBayesPoint``, and every ensemble reads
   ``base=`` through ``_base_learners.resolve_base``;
 - :mod:`.kernel`: the kernel learners on a budget (:class:`KernelPerceptron`,
   :class:`KernelMIRA`, :class:`KernelPA`);
@@ -21,7 +23,7 @@ from .adaptive import ADAPTIVE_ESTIMATORS, AROW, AdaptiveLinearClassifier, Norma
 from .base import LinearClassifier, OnlineLinearClassifier
 from .bayes_point import OBPM, PermutationBPM
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier, KernelMIRA, KernelPA, KernelPerceptron
-from .kernel_bayes_point import KernelOBPM
+from .kernel_bayes_point import KernelOBPM, KernelPermutationBPM
 from .linear import (
     ALMA,
     ESTIMATORS,
@@ -52,6 +54,7 @@ __all__ = [
     "KernelOBPM",
     "KernelPA",
     "KernelPerceptron",
+    "KernelPermutationBPM",
     "LinearClassifier",
     "MarginPerceptron",
     "NormalizedGradient",

@@ -13,7 +13,9 @@ it shares with the kernel OBPM (:class:`~distlearn.KernelOBPM`) is their base,
 :class:`PermutationBPM` is the batch Bayes point of the paper's section 3
 (after Herbrich, Graepel & Campbell 2001): N learners, each trained on its own
 seeded permutation of the training set, averaged; its members train as
-run-parallel tasks (:mod:`distlearn.distributed.runs`).
+run-parallel tasks (:mod:`distlearn.distributed.runs`).  What it shares with the
+kernel one (:class:`~distlearn.KernelPermutationBPM`) is their base,
+:class:`~distlearn.estimators._permutation_bayes_point.PermutationBayesPoint`.
 """
 
 from __future__ import annotations
@@ -23,20 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
-from .. import rng
 from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
 from ..data.store import open_dataset
 from ..distributed import learner_parallel
 from ..distributed.executor import executor_for
-from ..distributed.runs import fit_members
 from ..ensembles import _kernels as EK
 from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
 from ..stream import is_store, store_token
-from ._base_learners import refuse_adaptive, resolve_base, shown
+from ._base_learners import refuse_adaptive, shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
-from .base import ConversionParam, LinearClassifier, OnlineLinearClassifier
+from ._permutation_bayes_point import PermutationBayesPoint
+from .base import LinearClassifier, OnlineLinearClassifier
 from .kernel import KernelClassifier
 
 __all__ = ["OBPM", "PermutationBPM", "TAU_GRID"]
@@ -469,12 +469,7 @@ class OBPM(OnlineBayesPoint):
         self._finish()
 
 
-#: Data below this many bytes (values + indices) is loaded whole so that the
-#: permutations are exact global ones; above it a store is permuted blockwise.
-EXACT_PERMUTATION_BYTES = 2 << 30
-
-
-class PermutationBPM(LinearClassifier):
+class PermutationBPM(PermutationBayesPoint):
     """The batch Bayes point by permutations (Harrington et al. 2003, section 3).
 
     N copies of the ``base`` learner are trained, copy ``j`` on its own seeded
@@ -491,7 +486,10 @@ class PermutationBPM(LinearClassifier):
     base, base_params
         As in :class:`OBPM`; the adaptive learners are members too
         (``"arow"``, ``"nag"``, ``AROW(r=...)``, ``NormalizedGradient(...)``):
-        each member is the base estimator fitted on its permutation.
+        each member is the base estimator fitted on its permutation.  A kernel
+        learner (``KernelPerceptron(...)``, ``"kernel-mira"``, ...) is refused:
+        the kernel permutation Bayes point is its own estimator,
+        :class:`KernelPermutationBPM`, with the same ``base=``.
     epochs : int, default=3
         Passes of each member over its permutation (a fresh permutation per
         epoch).  The defaults (3 epochs, ``"average"``) were chosen by
@@ -540,14 +538,8 @@ class PermutationBPM(LinearClassifier):
     True
     """
 
-    _params = {
-        "n_estimators": Integral(1, None), "epochs": Integral(1, None), "conversion": ConversionParam(),
-        "permutation": Options("auto", "exact", "blocks"), "weights": Options("uniform", "margin_bound"),
-        "normalize": Boolean(), "n_jobs": Integral(1, None), "scheduler": Scheduler(),
-    }
-    _FITTED = LinearClassifier._FITTED + ("members_", "weights_", "bound_", "bound_uniform_", "estimators_",
-                                          "permutation_", "support_vectors_", "dual_coef_", "n_support_", "gamma_",
-                                          "_kernel_obj")
+    _params = {**PermutationBayesPoint._params, "weights": Options("uniform", "margin_bound"), "normalize": Boolean()}
+    _FITTED = PermutationBayesPoint._FITTED + ("members_", "bound_", "bound_uniform_")
 
     def __init__(self, *, n_estimators: int = 10, base: Any = "perceptron", base_params: dict[str, Any] | None = None,
                  epochs: int = 3, conversion: Any = "average", permutation: str = "auto", weights: str = "uniform",
@@ -567,92 +559,19 @@ class PermutationBPM(LinearClassifier):
         self.dtype = dtype
         self.scheduler = scheduler
 
-    def _check_params(self) -> None:
-        Scheduler().check("scheduler", self.scheduler)
-        super()._check_params()
-        name = self.conversion if isinstance(self.conversion, str) else type(self.conversion).__name__.lower()
-        if name in ("vote", "sample"):
-            raise ValueError(f"conversion={self.conversion!r} is not a linear hypothesis, so the members cannot be "
-                             "averaged into a Bayes point; use a linear conversion ('last', 'average', 'tree', ...)")
-        base = resolve_base(self.base, self.base_params)
+    def _check_base(self, base: OnlineLinearClassifier) -> None:
         if isinstance(base, KernelClassifier):
-            base.set_params(conversion=self.conversion)._check_params()
-            if self.weights != "uniform":
-                raise ValueError("weights='margin_bound' needs weight vectors; with a kernel base "
-                                 f"({type(base).__name__}) use weights='uniform'")
+            raise ValueError(f"base={shown(self.base, base)}: PermutationBPM averages weight vectors; the kernel "
+                             f"permutation Bayes point is KernelPermutationBPM(base={shown(self.base, base)}, ...)")
 
-    def _member(self, j: int) -> OnlineLinearClassifier:
-        est = resolve_base(self.base, self.base_params)
-        seed = int(rng.hash64(self._seed, rng.stream_id("permutation-bpm"), j)) & 0x7FFFFFFFFFFFFFFF
-        if isinstance(est, KernelClassifier):
-            return est.set_params(epochs=self.epochs, shuffle=True, random_state=seed, conversion=self.conversion)
-        return est.set_params(epochs=self.epochs, shuffle=True, random_state=seed, conversion=self.conversion,
-                              fit_intercept=self.fit_intercept, dtype=self.dtype)
+    def _member_params(self) -> dict[str, Any]:
+        return {"fit_intercept": self.fit_intercept, "dtype": self.dtype}
 
-    def _fit(self, X: Any, y: Any) -> PermutationBPM:
-        self._seed = rng.normalize_seed(self.random_state)
-        mode = self.permutation
-        yi = None
-        if is_store(X):
-            ds = self._open_store(X, y)
-            size = (ds.nnz * (ds.dtype.itemsize + 8) if ds.is_sparse else ds.n_samples * ds.n_features * ds.dtype.itemsize)
-            mode = "exact" if mode == "exact" or (mode == "auto" and size <= EXACT_PERMUTATION_BYTES) else "blocks"
-            self.classes_ = ds.classes
-            self.n_features_in_ = ds.n_features
-            train: Any = str(ds.path.resolve())
-        else:
-            mode = "exact"
-            X, y = self._validate_xy(X, y, reset=True)
-            self.classes_ = self._classes(y)
-            yi = self._encode(y)
-            train = (X, y)
-        if len(self.classes_) < 2:
-            k = len(self.classes_)
-            raise ValueError(f"PermutationBPM needs samples of at least 2 classes; got {k} class"
-                             f"{'es' if k != 1 else ''}: {self.classes_.tolist()}")
-        self.permutation_ = mode
-        members = [self._member(j) for j in range(self.n_estimators)]
-        # One run-parallel task per member; a store is opened by path where the task runs
-        # and, for exact permutations, loaded whole once per process.
-        self.estimators_ = fit_members(members, train, load=mode == "exact", scheduler=self.scheduler,
-                                       n_jobs=self.n_jobs)
-        if isinstance(self.estimators_[0], KernelClassifier):
-            self._finish()
-            return self
+    def _combine(self, X: Any, yi: np.ndarray | None) -> None:
         self.members_ = np.stack([np.concatenate([e.coef_.astype(np.float64), e.intercept_.astype(np.float64)[:, None]],
                                                  axis=1) for e in self.estimators_])
         K = self.members_.shape[1]
         self.weights_ = np.full((K, self.n_estimators), 1.0 / self.n_estimators)
         if self.weights == "margin_bound":
             bound_weights(self, self.members_, X, yi)
-        self._finish()
-        return self
-
-    def _finish(self) -> None:
-        self.summary_ = self.estimators_
-        first = self.estimators_[0]
-        if not isinstance(first, KernelClassifier):
-            self._set_hypothesis(_average_members(self, self.members_))
-            return
-        # The kernel Bayes point: the members' expansions with their coefficients over N, as one
-        # expansion in which a pattern several members keep (the same training row) appears once.
-        N = len(self.estimators_)
-        self.gamma_, self._kernel_obj = first.gamma_, first._kernel_obj
-        S = np.concatenate([e.support_vectors_ for e in self.estimators_])
-        A = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1).T / N
-        lab = np.concatenate([e._support_lab for e in self.estimators_])
-        uniq, first_at, inv = np.unique(S, axis=0, return_index=True, return_inverse=True)
-        coef = np.zeros((uniq.shape[0], A.shape[1]))
-        np.add.at(coef, inv.ravel(), A)
-        self.support_vectors_ = uniq
-        self.dual_coef_ = np.ascontiguousarray(coef.T)
-        self.n_support_ = np.bincount(lab[first_at], minlength=len(self.classes_)).astype(np.int64)
-        self.weights_ = np.full((self.dual_coef_.shape[0], N), 1.0 / N)
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Scores of the Bayes point: shape (n_samples,) for two classes (positive means
-        ``classes_[1]``), (n_samples, n_classes) otherwise."""
-        check_is_fitted(self, "summary_")
-        if "support_vectors_" in self.__dict__:
-            return KernelClassifier.decision_function(self, X)
-        return super().decision_function(X)
+        self._set_hypothesis(_average_members(self, self.members_))

@@ -1,12 +1,20 @@
-"""The kernel Online Bayes Point Machine: :class:`KernelOBPM`.
+"""The kernel Bayes point machines: :class:`KernelOBPM` and :class:`KernelPermutationBPM`.
 
-The OBPM of Harrington et al. (2003) over a kernel learner on a budget, as the
-paper's section 3 suggests: N members, member ``j`` shown example ``t`` when its
-Bernoulli(tau) draw is 1, all of them on one shared pool of patterns and one
-kernel row per example (:mod:`distlearn.ensembles.kernel`).  What it shares with
-the linear :class:`~distlearn.OBPM` -- the draws, the conversion, the progressive
-mistakes -- is their base,
+:class:`KernelOBPM` is the OBPM of Harrington et al. (2003) over a kernel learner
+on a budget, as the paper's section 3 suggests: N members, member ``j`` shown
+example ``t`` when its Bernoulli(tau) draw is 1, all of them on one shared pool of
+patterns and one kernel row per example (:mod:`distlearn.ensembles.kernel`).  What
+it shares with the linear :class:`~distlearn.OBPM` -- the draws, the conversion,
+the progressive mistakes -- is their base,
 :class:`~distlearn.estimators._online_bayes_point.OnlineBayesPoint`.
+
+:class:`KernelPermutationBPM` is the batch Bayes point of the paper's section 3
+over a kernel learner: N members, each trained on its own seeded permutations,
+their expansions merged into one.  What it shares with the linear
+:class:`~distlearn.PermutationBPM` -- the members, their seeds, the permutations
+and the run-parallel fit -- is their base,
+:class:`~distlearn.estimators._permutation_bayes_point.PermutationBayesPoint`.
+Both predict with one kernel expansion (:class:`KernelExpansion`).
 """
 
 from __future__ import annotations
@@ -22,12 +30,37 @@ from ..learners.kernel import kernel_decision
 from ..stream import is_store
 from ._base_learners import shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
+from ._permutation_bayes_point import PermutationBayesPoint
 from .kernel import KERNEL_ESTIMATORS, KernelClassifier
 
-__all__ = ["KernelOBPM"]
+__all__ = ["KernelExpansion", "KernelOBPM", "KernelPermutationBPM", "require_kernel"]
 
 
-class KernelOBPM(OnlineBayesPoint):
+def require_kernel(owner: str, linear: str, value: Any, base: Any) -> None:
+    """One line for a ``base`` (as given: ``value``) that is not a kernel learner where ``owner`` runs only
+    kernel learners, naming ``linear``, the estimator that runs it."""
+    if not isinstance(base, KernelClassifier):
+        raise ValueError(f"base={shown(value, base)}: {owner} runs kernel learners "
+                         f"({', '.join(sorted(KERNEL_ESTIMATORS))} or their estimators); a linear rule is "
+                         f"{linear}(base={shown(value, base)}, ...)")
+
+
+class KernelExpansion:
+    """Prediction of a kernel Bayes point: one expansion ``dual_coef_ @ k(support_vectors_, x)`` (mixed
+    in before a :class:`~distlearn.estimators.base.LinearClassifier`, which runs a store block by block)."""
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores ``dual_coef_ @ k(support_vectors_, x)``: shape (n_samples,) for two classes
+        (positive means ``classes_[1]``), (n_samples, n_classes) otherwise."""
+        check_is_fitted(self, "summary_")
+        if is_store(X):
+            return super().decision_function(X)  # type: ignore[misc]  # block by block, each through this method
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+
+class KernelOBPM(KernelExpansion, OnlineBayesPoint):
     """Kernel Online Bayes Point Machine (Harrington et al. 2003, Algorithm 2 and section 3).
 
     ``n_estimators`` kernel learners of the ``base`` learner run side by side;
@@ -140,10 +173,7 @@ class KernelOBPM(OnlineBayesPoint):
 
     # -- parameters and the base learner -------------------------------------------------
     def _check_base(self, base: Any) -> None:
-        if not isinstance(base, KernelClassifier):
-            raise ValueError(f"base={shown(self.base, base)}: KernelOBPM runs kernel learners "
-                             f"({', '.join(sorted(KERNEL_ESTIMATORS))} or their estimators); a linear rule is "
-                             f"OBPM(base={shown(self.base, base)}, ...)")
+        require_kernel("KernelOBPM", "OBPM", self.base, base)
         base._check_params()
         if base.budget == "projectron":
             raise ValueError(f"base={shown(self.base, base)}: KernelOBPM does not support budget='projectron' "
@@ -195,13 +225,108 @@ class KernelOBPM(OnlineBayesPoint):
         self.weights_ = np.full((st.n_outputs, st.n_members), 1.0 / st.n_members)
         self.summary_ = self._conv
 
-    # -- prediction ---------------------------------------------------------------------------
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Scores ``dual_coef_ @ k(support_vectors_, x)``: shape (n_samples,) for two classes
-        (positive means ``classes_[1]``), (n_samples, n_classes) otherwise."""
-        check_is_fitted(self, "summary_")
-        if is_store(X):
-            return super().decision_function(X)  # block by block, each through this method
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
-        scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
-        return scores.ravel() if scores.shape[1] == 1 else scores
+
+class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
+    """The kernel Bayes point by permutations (Harrington et al. 2003, section 3).
+
+    N copies of the kernel ``base`` learner are trained, copy ``j`` on its own
+    seeded permutation of the training set in every epoch (the permutations of
+    :class:`PermutationBPM` with the same seed), and averaged: the Bayes point is
+    one kernel expansion, the members' expansions with their coefficients over N,
+    in which a pattern several members keep (the same training row) appears once.
+    Each member is an ordinary kernel estimator, so every conversion with a
+    kernel form works per member (``"last"``, ``"average"``).  Unlike
+    :class:`KernelOBPM`, the members keep their own caches, so any budget runs
+    (``"projectron"`` included).
+
+    Parameters
+    ----------
+    n_estimators : int, default=10
+        N, the number of permutations (members).
+    base : str or distlearn kernel estimator, default="kernel-perceptron"
+        The members' learner: ``"kernel-perceptron"``, ``"kernel-mira"``,
+        ``"kernel-pa"``, or an unfitted ``KernelPerceptron``, ``KernelMIRA``,
+        ``KernelPA`` (its ``epochs``, ``shuffle``, ``conversion`` and
+        ``random_state`` are this estimator's).  A linear rule is
+        :class:`PermutationBPM`'s base.
+    base_params : dict, default=None
+        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).
+    epochs : int, default=3
+        Passes of each member over its permutation (a fresh permutation per epoch).
+    conversion : str or conversion object, default="average"
+        Each member's online-to-batch conversion; one with a kernel form.
+    permutation : {"auto", "exact", "blocks"}, default="auto"
+        As in :class:`PermutationBPM`: exact for arrays and for stores under
+        2 GiB, a permutation of a store's blocks and of the rows inside each
+        block otherwise.  ``permutation_`` says which was used.
+    n_jobs : int, default=1
+        Threads training members at once.
+    random_state : int, RandomState, Generator or None, default=None
+        Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
+    scheduler : None, str or distributed.Client, default=None
+        For a store: where the members train (one task per member), as in
+        :class:`PermutationBPM`.  The model is the same bits wherever they train.
+
+    Attributes
+    ----------
+    support_vectors_ : ndarray of shape (n_patterns, n_features)
+    dual_coef_ : ndarray of shape (n_outputs, n_patterns)
+        The Bayes point: ``decision_function(x) = dual_coef_ @ k(support_vectors_, x)``.
+    n_support_ : ndarray of shape (n_classes,)
+    gamma_ : float
+        The kernel width used (the first member's, measured on the data for
+        ``gamma="scale"``/``"auto"``).
+    estimators_ : list of fitted base estimators
+    weights_ : ndarray of shape (n_outputs, n_estimators)
+        ``1 / N``.
+    permutation_ : {"exact", "blocks"}
+    classes_, n_features_in_
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from distlearn import KernelPermutationBPM, KernelPerceptron
+    >>> X, y = make_moons(n_samples=300, noise=0.1, random_state=0)
+    >>> clf = KernelPermutationBPM(n_estimators=5, base=KernelPerceptron(gamma=2.0, budget=50),
+    ...                            random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    """
+
+    _common = {"random_state": RandomState()}
+    _FITTED = PermutationBayesPoint._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "gamma_",
+                                               "_kernel_obj")
+
+    def __init__(self, *, n_estimators: int = 10, base: Any = "kernel-perceptron",
+                 base_params: dict[str, Any] | None = None, epochs: int = 3, conversion: Any = "average",
+                 permutation: str = "auto", n_jobs: int = 1, random_state: Any = None, scheduler: Any = None) -> None:
+        self.n_estimators = n_estimators
+        self.base = base
+        self.base_params = base_params
+        self.epochs = epochs
+        self.conversion = conversion
+        self.permutation = permutation
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.scheduler = scheduler
+
+    def _check_base(self, base: Any) -> None:
+        require_kernel("KernelPermutationBPM", "PermutationBPM", self.base, base)
+        base.set_params(conversion=self.conversion)._check_params()  # a conversion with a kernel form
+
+    def _combine(self, X: Any, yi: np.ndarray | None) -> None:
+        """The kernel Bayes point: the members' expansions with their coefficients over N, as one
+        expansion in which a pattern several members keep (the same training row) appears once."""
+        N = len(self.estimators_)
+        first = self.estimators_[0]
+        self.gamma_, self._kernel_obj = first.gamma_, first._kernel_obj
+        S = np.concatenate([e.support_vectors_ for e in self.estimators_])
+        A = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1).T / N
+        lab = np.concatenate([e._support_lab for e in self.estimators_])
+        uniq, first_at, inv = np.unique(S, axis=0, return_index=True, return_inverse=True)
+        coef = np.zeros((uniq.shape[0], A.shape[1]))
+        np.add.at(coef, inv.ravel(), A)
+        self.support_vectors_ = uniq
+        self.dual_coef_ = np.ascontiguousarray(coef.T)
+        self.n_support_ = np.bincount(lab[first_at], minlength=len(self.classes_)).astype(np.int64)
+        self.weights_ = np.full((self.dual_coef_.shape[0], N), 1.0 / N)

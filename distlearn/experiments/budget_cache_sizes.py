@@ -52,7 +52,7 @@ import numpy as np
 
 from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist
 from ..distributed import run_grid
-from ..estimators import KernelMIRA, KernelOBPM, PermutationBPM
+from ..estimators import KernelMIRA, KernelOBPM, KernelPermutationBPM
 from ._cells import render_text
 
 METRICS = ["test_error", "online_error", "n_support", "n_updates", "fit_seconds"]
@@ -160,7 +160,7 @@ def run(name, args):
         var = KernelMIRA(beta=0.01, epochs=1, budget="variable", **kp)
         for label, est in ((f"obpm-{args.bayes}", KernelOBPM(n_estimators=args.bayes, tau=args.bayes_tau, base=var,
                                                                        epochs=1, conversion="last")),
-                           ("pbpm-10", PermutationBPM(n_estimators=10, base=var, epochs=1, conversion="last"))):
+                           ("pbpm-10", KernelPermutationBPM(n_estimators=10, base=var, epochs=1, conversion="last"))):
             t2 = run_grid(est, None, (Xtr, ytr), (Xte, yte), repeats=perms, scheduler=args.scheduler,
                           metrics=METRICS, progress=args.progress)
             summaries += [(label, s) for s in t2.summary()]
@@ -289,7 +289,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="digits only unless --datasets, 3 permutations, 5 sizes")
     ap.add_argument("--bayes", type=int, default=0, metavar="N",
                     help="also the Bayes points of variable-cache MIRA: the kernel OBPM with N members and "
-                         "PermutationBPM with 10 (default 0: skip)")
+                         "KernelPermutationBPM with 10 (default 0: skip)")
     ap.add_argument("--bayes-tau", type=float, default=0.8, help="the kernel OBPM's tau (default 0.8)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", type=Path, default=None)

@@ -129,7 +129,7 @@ def test_shared_pool_is_smaller_than_the_members_caches_together():
     assert logs[0].pool_size[-1] == st.pool_size
 
 
-# -- the estimators: KernelOBPM(base=Kernel...) and PermutationBPM(base=Kernel...) ------------------------
+# -- the estimators: KernelOBPM(base=Kernel...) and KernelPermutationBPM(base=Kernel...) ---------------------
 
 
 def test_kernel_obpm_is_the_engines_bayes_point():
@@ -233,23 +233,101 @@ def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted_bit
     assert np.array_equal(new.decision_function(X[100:]), old.decision_function(X[100:]))
 
 
-def test_permutation_bpm_with_a_kernel_base():
-    from distlearn import KernelPerceptron, PermutationBPM
+def test_kernel_permutation_bpm_is_the_mean_of_its_members():
+    from distlearn import KernelPerceptron, KernelPermutationBPM
 
     X, y = _data(n=200, k=2, seed=4)
-    est = PermutationBPM(n_estimators=4, base=KernelPerceptron(beta=0.1, gamma=0.5, budget="variable"),
-                         conversion="average", random_state=1).fit(X[:150], y[:150])
+    est = KernelPermutationBPM(n_estimators=4, base=KernelPerceptron(beta=0.1, gamma=0.5, budget="variable"),
+                               conversion="average", random_state=1).fit(X[:150], y[:150])
     # a training row that several members keep is one pattern of the Bayes point
     rows = np.unique(np.concatenate([e.support_vectors_ for e in est.estimators_]), axis=0)
     assert len(est.estimators_) == 4 and np.array_equal(est.support_vectors_, rows) and len(rows) <= 150
     assert est.n_support_.sum() == len(rows) and est.dual_coef_.shape == (1, len(rows))
+    assert est.permutation_ == "exact" and est.weights_.shape == (1, 4) and est.gamma_ == 0.5
     mean = np.mean([e.decision_function(X[150:]) for e in est.estimators_], axis=0)
     np.testing.assert_allclose(est.decision_function(X[150:]), mean, rtol=1e-10, atol=1e-12)
     assert est.score(X[150:], y[150:]) > 0.7
-    with pytest.raises(ValueError, match="weights='uniform'"):
-        PermutationBPM(base=KernelPerceptron(), weights="margin_bound").fit(X, y)
-    with pytest.raises(ValueError, match="no kernel form"):
-        PermutationBPM(base=KernelPerceptron(), conversion="cutoff").fit(X, y)
+
+
+def test_kernel_permutation_bpm_on_a_store_equals_arrays(tmp_path):
+    from distlearn import KernelMIRA, KernelPermutationBPM
+    from distlearn.data import create_dataset
+
+    X, y = _data(n=160, k=3, seed=6)
+    kw = dict(n_estimators=3, base=KernelMIRA(gamma=0.5, budget=10), epochs=2, random_state=4)
+    a = KernelPermutationBPM(**kw).fit(X, y)
+    store = create_dataset(tmp_path / "k.zarr", X, y, block_rows=50, dtype="float64").path
+    b = KernelPermutationBPM(**kw).fit(str(store))
+    assert b.permutation_ == "exact" and np.array_equal(a.support_vectors_, b.support_vectors_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    # a store is scored block by block (50 rows), arrays in one call: the same up to the rounding of the sums
+    np.testing.assert_allclose(b.decision_function(str(store)), a.decision_function(X), rtol=1e-10, atol=1e-14)
+    blocks = KernelPermutationBPM(permutation="blocks", **kw).fit(str(store))
+    assert blocks.permutation_ == "blocks" and blocks.dual_coef_.shape[0] == 3
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"base": "pa"}, r"^base='pa': KernelPermutationBPM runs kernel learners .*PermutationBPM\(base='pa', \.\.\.\)$"),
+    ({"base": "arow"}, r"^base='arow': KernelPermutationBPM runs kernel learners"),
+    ({"base": KernelPA(), "conversion": "cutoff"}, "no kernel form"),
+    ({"base": KernelPA(), "conversion": "vote"}, "not a linear hypothesis"),
+    ({"base": KernelPA(C=-1.0)}, "C"),
+    ({"base": "kernel-pa", "base_params": {"nope": 1}}, "has no parameter"),
+])
+def test_kernel_permutation_bpm_refuses_what_it_cannot_do(params, message):
+    from distlearn import KernelPermutationBPM
+
+    X, y = _data(n=40)
+    est = KernelPermutationBPM(**params)
+    with pytest.raises(ValueError, match=message) as e:
+        est.fit(X, y)
+    assert "\n" not in str(e.value) and not hasattr(est, "classes_")
+
+
+def test_kernel_permutation_bpm_has_no_linear_only_parameters_and_permutation_bpm_refuses_a_kernel_base():
+    """Two estimators, two explicit signatures (no weights=, normalize=, fit_intercept=, dtype= on the kernel
+    one); PermutationBPM with a kernel base is one line that names KernelPermutationBPM."""
+    from distlearn import KernelPerceptron, KernelPermutationBPM, PermutationBPM
+
+    X, y = _data(n=40)
+    for linear_only in ("weights", "normalize", "fit_intercept", "dtype"):
+        with pytest.raises(TypeError, match=linear_only):
+            KernelPermutationBPM(**{linear_only: None})
+    assert set(KernelPermutationBPM().get_params()) == {"n_estimators", "base", "base_params", "epochs", "conversion",
+                                                        "permutation", "n_jobs", "random_state", "scheduler"}
+    for base, shown in ((KernelPerceptron(), r"KernelPerceptron\(\.\.\.\)"), ("kernel-mira", "'kernel-mira'")):
+        est = PermutationBPM(base=base)
+        with pytest.raises(ValueError, match=rf"^base={shown}: PermutationBPM averages weight vectors; the kernel "
+                                             rf"permutation Bayes point is KernelPermutationBPM\(base={shown}, "
+                                             r"\.\.\.\)$") as e:
+            est.fit(X, y)
+        assert "\n" not in str(e.value) and not hasattr(est, "classes_")
+
+
+def test_kernel_permutation_bpm_model_files_from_before_the_split_load_and_are_refitted_bit_for_bit(tmp_path):
+    """kernel_permutation_bpm_before_issue27.npz was saved by PermutationBPM(base=KernelPerceptron(...)) before
+    KernelPermutationBPM existed: it loads as a kernel model, and KernelPermutationBPM with the same parameters
+    is the same model, bit for bit."""
+    from pathlib import Path
+
+    from distlearn import KernelPerceptron, KernelPermutationBPM
+    from distlearn.model import KernelModel, load_model, save_model
+
+    rs = np.random.default_rng(11)
+    X = rs.normal(size=(120, 3))
+    y = (np.floor((np.arctan2(X[:, 1], X[:, 0]) + math.pi) / (2 * math.pi) * 3) % 3).astype(np.int64)
+    old = load_model(Path(__file__).with_name("kernel_permutation_bpm_before_issue27.npz"))
+    assert isinstance(old, KernelModel) and old.meta["estimator"] == "PermutationBPM"
+    assert old.meta["params"]["n_estimators"] == 3 and old.meta["params"]["weights"] == "uniform"
+    est = KernelPermutationBPM(n_estimators=3, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=15), epochs=2,
+                               conversion="average", random_state=7).fit(X[:100], y[:100])
+    assert np.array_equal(est.support_vectors_, old.support_vectors_)
+    assert np.array_equal(est.dual_coef_, old.dual_coef_)
+    assert np.array_equal(est.decision_function(X[100:]), old.decision_function(X[100:]))
+    assert np.array_equal(est.predict(X[100:]), old.predict(X[100:]))
+    new = load_model(save_model(est, tmp_path / "k.npz"))
+    assert new.meta["estimator"] == "KernelPermutationBPM" and new.meta["params"]["epochs"] == 2
+    assert np.array_equal(new.decision_function(X[100:]), old.decision_function(X[100:]))
 
 
 def test_kernel_bases_by_name_and_where_they_do_not_apply():
