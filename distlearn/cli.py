@@ -1,4 +1,10 @@
-"""The ``distlearn`` command: thin -- parse, call the library, print (tables, or ``--json``)."""
+"""The ``distlearn`` command: thin -- parse, call the library, print (tables, or ``--json``).
+
+Each subcommand NAME is a parser builder ``_parser_NAME(sub)`` beside the function that runs it,
+``_cmd_NAME(args)``; :func:`build_parser` calls the builders.  The options several subcommands
+share (``--json``, ``--progress``, ``--overwrite``, where the work runs and ``--tls-*``) are added
+by the helpers below, defined once; each command gives its own help text.
+"""
 
 from __future__ import annotations
 
@@ -72,16 +78,88 @@ def _label_column(text: str) -> int | str:
         return text
 
 
+def _command(sub: Any, name: str, func: Any, **kw: Any) -> argparse.ArgumentParser:
+    """Add subcommand NAME (its parser, with the house formatter) that runs FUNC."""
+    p = sub.add_parser(name, formatter_class=_Formatter, **kw)
+    p.set_defaults(func=func)
+    return p
+
+
+# The options several subcommands share, each defined here once (the help text is the command's).
+_TLS_FLAGS = (("ca", "TLS: CA certificate (PEM)"), ("cert", "TLS: this client's certificate (PEM)"),
+              ("key", "TLS: this client's private key (PEM)"),
+              ("config", "TLS: a YAML/JSON file with dask's distributed.comm.tls keys"))
+
+
+def _json_flag(p: argparse.ArgumentParser, help: str = "print the result as JSON") -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def _progress_flag(p: argparse.ArgumentParser, help: str = "progress bar (default: when stderr is a terminal)") -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=help)
+
+
+def _overwrite_flag(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--overwrite", action="store_true", help=help)
+
+
+def _scheduler_flag(p: Any, help: str) -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS", help=help)
+
+
+def _workers_flag(p: Any, help: str, flag: str = "--workers", metavar: str | None = "N") -> None:
+    p.add_argument(flag, type=_positive_int, metavar=metavar, help=help)
+
+
+def _cluster_options(p: argparse.ArgumentParser, *, scheduler: str, workers: str, workers_flag: str = "--workers",
+                     scheduler_first: bool = False, in_process: str | None = None, tls: bool = False) -> None:
+    """Where the work runs, one of ``--scheduler ADDRESS | --workers N`` (``--jobs N`` for convert)
+    ``[| --in-process]``, then the ``--tls-*`` files; :func:`_where` and :func:`_security` read them."""
+    where = p.add_mutually_exclusive_group()
+    if scheduler_first:
+        _scheduler_flag(where, scheduler)
+    _workers_flag(where, workers, workers_flag)
+    if not scheduler_first:
+        _scheduler_flag(where, scheduler)
+    if in_process:
+        where.add_argument("--in-process", action="store_true", help=in_process)
+    for name, text in _TLS_FLAGS if tls else ():
+        p.add_argument(f"--tls-{name}", metavar="FILE", help=text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="distlearn", description=_DESCRIPTION, formatter_class=_Formatter)
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
+                _parser_evaluate, _parser_experiment, _parser_demo):
+        add(sub)
+    return p
 
-    # -- convert
-    c = sub.add_parser(
-        "convert",
+
+def _progress(flag: bool | None) -> bool:
+    return sys.stderr.isatty() if flag is None else flag
+
+
+def _where(scheduler: str | None, workers: int | None) -> str | None:
+    """``--scheduler``/``--workers N`` as ``scheduler=``: the address or file, ``"local:N"``, or None
+    (this process).  The executor (:func:`distlearn.distributed.executor_for`) does the rest."""
+    return scheduler or (f"local:{workers}" if workers else None)
+
+
+def _security(a: argparse.Namespace) -> Any:
+    """The ``--tls-*`` flags as a ``distributed.Security`` (None without them)."""
+    if not any(getattr(a, f"tls_{name}", None) for name, _ in _TLS_FLAGS):
+        return None
+    from .distributed import make_security
+
+    return make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config)
+
+
+def _parser_convert(sub: Any) -> None:
+    c = _command(
+        sub, "convert", _cmd_convert,
         help="convert svmlight / IDX / CSV / DNA / RCV1-v2 files into a zarr store",
-        formatter_class=_Formatter,
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
             "The store appears only when complete; bad input stops with FILE:LINE and the token,\n"
@@ -136,274 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--hash-bits", type=_positive_int, metavar="B",
                    help="svmlight indices / RCV1-v2 tokens: hash them into 2^B columns (MurmurHash3, as "
                         "Vowpal Wabbit's -b and scikit-learn's HashingVectorizer), no vocabulary")
-    c.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new store is whole)")
-    par = c.add_mutually_exclusive_group()
-    par.add_argument("--jobs", type=_positive_int, metavar="N", help="parse with a LocalCluster of N worker processes")
-    par.add_argument("--scheduler", metavar="ADDRESS", help="parse on an existing Dask scheduler (address or scheduler file)")
-    c.add_argument("--json", action="store_true", help="print the store's info as JSON")
-    c.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: when stderr is a terminal)")
-    c.set_defaults(func=_cmd_convert)
-
-    # -- info
-    i = sub.add_parser(
-        "info",
-        help="describe a store: shape, nnz, density, classes, blocks",
-        formatter_class=_Formatter,
-        description="Print what a store holds. Exit status 2 if it is not a complete, valid store.",
-    )
-    i.add_argument("store", help="a distlearn zarr store")
-    i.add_argument("--json", action="store_true", help="machine-readable output")
-    i.add_argument("--target", metavar="A-vs-B|TOPIC", help="describe a binary view of the store (same as STORE#TARGET)")
-    i.add_argument("--validate", action="store_true", help="read every block and check indices, pointers and values")
-    i.set_defaults(func=_cmd_info)
-
-    # -- generate
-    g = sub.add_parser(
-        "generate",
-        help="write a synthetic data set (the papers' generators, an RCV1-like corpus)",
-        formatter_class=_Formatter,
-        description=(
-            "Generate a data set straight into a zarr store (or an svmlight file when OUTPUT ends in\n"
-            ".svm/.svmlight/.libsvm/.txt), in constant memory, reproducible from --seed whatever\n"
-            "the block size.\n\n"
-            "  rcv1  sparse text-like corpus: Zipf tokens, lognormal lengths (~75 distinct), log2(1+tf),\n"
-            "        unit rows, labels from a sparse noisy linear teacher\n"
-            "  obpm  the OBPM paper's artificial data (sec. 4.1): margin >= 0.05 under u in {-1,0,1}^100;\n"
-            "        writes OUTPUT (train, noisy labels) and OUTPUT with -test before the suffix\n"
-            "  rcv1-files    an RCV1-v2-shaped corpus in the LYRL2004 file formats, into directory\n"
-            "        OUTPUT: token files, topic qrels (real top-level shares, ~20% multi-category,\n"
-            "        3% OTHER), hierarchy; --n-samples documents (default 804,414), --n-features terms\n"
-            "  splice-files  C. elegans-sized acceptor splice sites (label<TAB>sequence, 141 bases,\n"
-            "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
-            "        and test.tsv (a tenth)"
-        ),
-    )
-    g.add_argument("kind", choices=["rcv1", "obpm", "rcv1-files", "splice-files"], help="which generator")
-    g.add_argument("output", help="store (*.zarr), svmlight file (*.svm), or a directory (*-files)")
-    g.add_argument("--n-samples", type=_positive_int, metavar="N", help="rows (rcv1: 100000; obpm: 1000)")
-    g.add_argument("--n-features", type=_positive_int, metavar="D", help="columns (rcv1: 47236; obpm: 100)")
-    g.add_argument("--label-noise", type=_fraction, metavar="E", help="label flip probability (rcv1: 0.05; obpm: 0)")
-    g.add_argument("--seed", type=int, default=0, help="random seed")
-    g.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block")
-    g.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
-    g.add_argument("--json", action="store_true", help="print the result as JSON")
-    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
-    g.set_defaults(func=_cmd_generate)
-
-    # -- train
-    t = sub.add_parser(
-        "train",
-        help="train a model on a store (in process, on a LocalCluster, or on a Dask cluster)",
-        formatter_class=_Formatter,
-        description=(
-            "Train a classifier on a zarr store and report its online (progressive) error, time and,\n"
-            "with --test, its test error. OBPM runs its learners as Dask task chains over the store's\n"
-            "blocks (learner-parallel) with --scheduler/--workers; the weights are bit-identical to an\n"
-            "in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
-            "and --resume continues from the last complete checkpoint after a crash or Ctrl-C.\n\n"
-            "models:\n" + "".join(f"  {name:<12} {text}\n" for name, text in sorted(MODELS.items()))
-            + "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
-        ),
-        epilog=(
-            "examples:\n"
-            "  distlearn train train.zarr --test test.zarr --model obpm --param n_estimators=100 --param tau=0.3\n"
-            "  distlearn train big.zarr --model obpm --workers 2 --progress --save model.npz\n"
-            "  distlearn train big.zarr --model obpm --scheduler cluster/scheduler.json --checkpoint ck.zarr --resume\n"
-            "  distlearn train big.zarr --model obpm --scheduler tls://10.0.0.1:8786 \\\n"
-            "      --tls-ca ca.pem --tls-cert me.pem --tls-key me.key\n"
-            "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json\n"
-            "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
-        ),
-    )
-    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
-    t.add_argument("--test", metavar="STORE", help="report the error on this store")
-    t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
-                   "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
-    t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
-    t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
-    t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
-    t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
-    where = t.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", metavar="ADDRESS",
-                       help="a Dask scheduler address or scheduler file, or slurm:JOBQUEUE.yaml[:N] / "
-                            "pbs:JOBQUEUE.yaml[:N] to start N batch jobs of workers (cluster/README.md)")
-    where.add_argument("--workers", type=_positive_int, metavar="N", help="start a LocalCluster of N worker processes")
-    where.add_argument("--in-process", action="store_true", help="no Dask: train in this process")
-    t.add_argument("--tls-ca", metavar="FILE", help="TLS: CA certificate (PEM)")
-    t.add_argument("--tls-cert", metavar="FILE", help="TLS: this client's certificate (PEM)")
-    t.add_argument("--tls-key", metavar="FILE", help="TLS: this client's private key (PEM)")
-    t.add_argument("--tls-config", metavar="FILE", help="TLS: a YAML/JSON file with dask's distributed.comm.tls keys")
-    t.add_argument("--shards", type=_positive_int, metavar="S",
-                   help="data-parallel: train S shards of the store per epoch and mix their weights "
-                        "(iterative parameter mixing; any model but obpm, the kernel and the adaptive ones)")
-    t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
-                   help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
-    t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
-    t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
-    t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
-    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
-    t.add_argument("--overwrite", action="store_true",
-                   help="--save: replace MODEL.npz if it is a distlearn model file (nothing else is replaced)")
-    t.add_argument("--save-members", action="store_true",
-                   help="with --save and --model obpm: also store every member's weights (model.members_)")
-    t.add_argument("--json", action="store_true", help="print the result as JSON")
-    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
-    t.set_defaults(func=_cmd_train)
-
-    # -- predict / evaluate
-    pr = sub.add_parser(
-        "predict",
-        help="labels or scores of a saved model (train --save) for a store or a data file",
-        formatter_class=_Formatter,
-        description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
-                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
-        epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
-               "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
-            "  distlearn predict m.npz new.svm --decision --out scores.csv",
-    )
-    pr.add_argument("model", help="a model file written by distlearn train --save")
-    pr.add_argument("input", help="a store, a view, or a data file")
-    pr.add_argument("--out", metavar="FILE", help="write .npy, .csv, .txt or .zarr (default: print a summary)")
-    pr.add_argument("--overwrite", action="store_true",
-                    help="replace --out FILE if it holds earlier predictions (nothing else is replaced)")
-    pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
-    pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
-                    "they do not estimate probabilities)")
-    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
-    pr.add_argument("--json", action="store_true", help="print the result as JSON")
-    where_p = pr.add_mutually_exclusive_group()
-    where_p.add_argument("--workers", type=_positive_int, metavar="N",
-                         help="predict the blocks of a store on a LocalCluster of N workers")
-    where_p.add_argument("--scheduler", metavar="ADDRESS",
-                         help="predict the blocks of a store on this Dask scheduler (workers open the model "
-                              "file and the store by path)")
-    pr.set_defaults(func=_cmd_predict)
-
-    ev = sub.add_parser(
-        "evaluate",
-        help="error, accuracy, per-class precision/recall and the confusion matrix of a saved model on a store",
-        formatter_class=_Formatter,
-        description="Score a model file on a labelled store (or a view), streamed block by block.",
-        epilog="example:\n  distlearn evaluate m.npz test.zarr --json",
-    )
-    ev.add_argument("model", help="a model file written by distlearn train --save")
-    ev.add_argument("store", help="a labelled store, a view STORE#A-vs-B, or a labelled data file")
-    ev.add_argument("--json", action="store_true", help="machine-readable output")
-    ev.set_defaults(func=_cmd_evaluate)
-
-    # -- experiment
-    x = sub.add_parser(
-        "experiment",
-        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
-        formatter_class=_Formatter,
-        description=(
-            "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
-            "Cells are written to OUT/cells as they finish; rerunning the same command resumes (finished\n"
-            "cells are read, not rerun). Each run writes OUT/NAME.md (the table, the paper's numbers beside\n"
-            "ours), OUT/NAME.json (every raw number) and OUT/NAME.png (the figure). --quick is a small\n"
-            "version (under a minute on one core): a smoke test, not the result.\n\n"
-            + "\n".join(f"  {n:<19}{textwrap.fill(d, 78, subsequent_indent=' ' * 21)}"
-                        for n, d in EXPERIMENTS.items())
-            + "\n\nData: obpm-table1/-figure1 generate theirs; obpm-drift, cutoff-curves and obpm-batch read\n"
-            "Fashion-MNIST (--fashion-dir, the four IDX .gz files of github.com/zalandoresearch/fashion-mnist);\n"
-            "letter-conversions and obpm-batch read LETTER (--letter, the 20,000 UCI examples as one svmlight\n"
-            "file); rcv1-cutoff and celegans-obpm read the corpora's files or generate stand-ins."
-        ),
-        epilog=(
-            "examples:\n"
-            "  distlearn experiment --list\n"
-            "  distlearn experiment obpm-table1 --out results --quick\n"
-            "  distlearn experiment obpm-figure1 --out results --workers 2\n"
-            "  distlearn experiment cutoff-curves --out results --fashion-dir ~/data/fashion-mnist\n"
-            "  distlearn experiment letter-conversions --out results --letter letter.svm --scheduler tcp://10.0.0.1:8786\n"
-            "  distlearn experiment rcv1-cutoff --out rcv1-run --n-docs 200000 --workers 2\n"
-            "  distlearn experiment rcv1-cutoff --out rcv1-run --tokens lyrl2004_tokens_*.dat.gz \\\n"
-            "      --qrels rcv1-v2.topics.qrels.gz --scheduler tcp://10.0.0.1:8786\n"
-            "  distlearn experiment rcv1-cutoff --out quick --n-docs 20000 --splits 2 --problems CCAT-vs-GCAT\n"
-            "  distlearn experiment celegans-obpm --out splice-run --workers 2\n"
-            "  distlearn experiment celegans-obpm --out s --train train.fa --test test.fa --degree 8"
-        ),
-    )
-    x.add_argument("name", nargs="?", choices=list(EXPERIMENTS), help="which experiment (--list describes them)")
-    x.add_argument("--list", action="store_true", help="describe the experiments and exit")
-    x.add_argument("--out", metavar="DIR", help="results directory (cells, results.json, figures)")
-    src = x.add_mutually_exclusive_group()
-    src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
-    src.add_argument("--tokens", nargs="+", metavar="FILE", help="LYRL2004 token (or vector) files")
-    src.add_argument("--n-docs", type=_positive_int, metavar="N", default=804_414,
-                     help="documents of the generated corpus when no data is given (default 804,414)")
-    x.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
-    x.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
-    x.add_argument("--problems", nargs="+", metavar="A-vs-B", help="a subset of the ten problems (default: all)")
-    x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
-    x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
-    x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
-    x.add_argument("--quick", action="store_true", help="a small version of the protocol (under a minute)")
-    x.add_argument("--repeats", type=_positive_int, metavar="R",
-                   help="Monte Carlo runs / trials / splits / folds (default: the paper's)")
-    x.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER)")
-    x.add_argument("--fashion-dir", metavar="DIR",
-                   help="the Fashion-MNIST IDX files (default: $DISTLEARN_FASHION_MNIST)")
-    cel = x.add_argument_group("celegans-obpm")
-    cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
-    cel.add_argument("--test", metavar="FILE", help="test sequences")
-    cel.add_argument("--train-store", metavar="STORE", help="training store (instead of --train)")
-    cel.add_argument("--test-store", metavar="STORE", help="test store of the same feature map")
-    cel.add_argument("--n-train", type=_positive_int, default=100_000, metavar="N",
-                     help="generated training sequences when no data is given (test: N/10)")
-    cel.add_argument("--degree", type=_positive_int, default=3, help="weighted-degree order of the features")
-    cel.add_argument("--permutations", type=_positive_int, default=3, help="seeds per run")
-    cel.add_argument("--epochs", type=_positive_int, nargs="+", default=[1, 2, 3, 20], help="epoch counts to score")
-    cel.add_argument("--tau", type=float, nargs="+", default=[0.05, 0.2], help="OBPM tau values")
-    cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
-    where_x = x.add_mutually_exclusive_group()
-    where_x.add_argument("--workers", type=_positive_int, metavar="N", help="run on a LocalCluster of N workers")
-    where_x.add_argument("--scheduler", metavar="ADDRESS",
-                         help="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
-    x.add_argument("--overwrite", action="store_true", help="discard OUT's finished cells and start again")
-    x.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures (NAME.png; fig2.png / fig3.png of rcv1-cutoff)")
-    x.add_argument("--json", action="store_true", help="print the results as JSON")
-    x.set_defaults(func=_cmd_experiment)
-
-    # -- demo
-    d = sub.add_parser(
-        "demo",
-        help="the quickstart job: generate, convert in parallel on a LocalCluster, report",
-        formatter_class=_Formatter,
-        description=(
-            "Run the main job on embedded data: generate an RCV1-like corpus and the OBPM artificial data,\n"
-            "write them as svmlight text, convert them to zarr stores in parallel on a LocalCluster\n"
-            "(127.0.0.1), check them against scikit-learn's loader, and print a table."
-        ),
-    )
-    d.add_argument("--out", default="demo-output", help="working directory for the demo's files")
-    d.add_argument("--workers", type=_positive_int, help="LocalCluster worker processes (default: cores)")
-    d.add_argument("--n-samples", type=_positive_int, default=50_000, help="rows of the RCV1-like corpus")
-    d.add_argument("--scheduler", metavar="ADDRESS", help="use this Dask scheduler instead of a LocalCluster")
-    d.add_argument("--json", action="store_true", help="print the result as JSON")
-    d.set_defaults(func=_cmd_demo)
-    return p
-
-
-def _progress(flag: bool | None) -> bool:
-    return sys.stderr.isatty() if flag is None else flag
-
-
-def _where(scheduler: str | None, workers: int | None) -> str | None:
-    """``--scheduler``/``--workers N`` as ``scheduler=``: the address or file, ``"local:N"``, or None
-    (this process).  The executor (:func:`distlearn.distributed.executor_for`) does the rest."""
-    return scheduler or (f"local:{workers}" if workers else None)
-
-
-def _security(a: argparse.Namespace) -> Any:
-    """The ``--tls-*`` flags as a ``distributed.Security`` (None without them)."""
-    if not any(getattr(a, k, None) for k in ("tls_ca", "tls_cert", "tls_key", "tls_config")):
-        return None
-    from .distributed import make_security
-
-    return make_security(tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key, config=a.tls_config)
+    _overwrite_flag(c, "replace OUTPUT if it exists (only once the new store is whole)")
+    _cluster_options(c, workers_flag="--jobs", workers="parse with a LocalCluster of N worker processes",
+                     scheduler="parse on an existing Dask scheduler (address or scheduler file)")
+    _json_flag(c, "print the store's info as JSON")
+    _progress_flag(c)
 
 
 def _cmd_convert(a: argparse.Namespace) -> int:
@@ -474,8 +289,25 @@ def format_info(info: dict[str, Any]) -> str:
     src = info.get("source") or "-"
     fmt = (info.get("params") or {}).get("format") or (info.get("params") or {}).get("generator")
     rows.append(("source", f"{src}" + (f"  ({fmt})" if fmt else "")))
+    return _table(rows)
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    """Two aligned columns: a name, its value."""
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def _parser_info(sub: Any) -> None:
+    i = _command(
+        sub, "info", _cmd_info,
+        help="describe a store: shape, nnz, density, classes, blocks",
+        description="Print what a store holds. Exit status 2 if it is not a complete, valid store.",
+    )
+    i.add_argument("store", help="a distlearn zarr store")
+    _json_flag(i, "machine-readable output")
+    i.add_argument("--target", metavar="A-vs-B|TOPIC", help="describe a binary view of the store (same as STORE#TARGET)")
+    i.add_argument("--validate", action="store_true", help="read every block and check indices, pointers and values")
 
 
 def _cmd_info(a: argparse.Namespace) -> int:
@@ -490,6 +322,38 @@ def _cmd_info(a: argparse.Namespace) -> int:
         if a.validate:
             print("validated: every block read and checked")
     return 0
+
+
+def _parser_generate(sub: Any) -> None:
+    g = _command(
+        sub, "generate", _cmd_generate,
+        help="write a synthetic data set (the papers' generators, an RCV1-like corpus)",
+        description=(
+            "Generate a data set straight into a zarr store (or an svmlight file when OUTPUT ends in\n"
+            ".svm/.svmlight/.libsvm/.txt), in constant memory, reproducible from --seed whatever\n"
+            "the block size.\n\n"
+            "  rcv1  sparse text-like corpus: Zipf tokens, lognormal lengths (~75 distinct), log2(1+tf),\n"
+            "        unit rows, labels from a sparse noisy linear teacher\n"
+            "  obpm  the OBPM paper's artificial data (sec. 4.1): margin >= 0.05 under u in {-1,0,1}^100;\n"
+            "        writes OUTPUT (train, noisy labels) and OUTPUT with -test before the suffix\n"
+            "  rcv1-files    an RCV1-v2-shaped corpus in the LYRL2004 file formats, into directory\n"
+            "        OUTPUT: token files, topic qrels (real top-level shares, ~20% multi-category,\n"
+            "        3% OTHER), hierarchy; --n-samples documents (default 804,414), --n-features terms\n"
+            "  splice-files  C. elegans-sized acceptor splice sites (label<TAB>sequence, 141 bases,\n"
+            "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
+            "        and test.tsv (a tenth)"
+        ),
+    )
+    g.add_argument("kind", choices=["rcv1", "obpm", "rcv1-files", "splice-files"], help="which generator")
+    g.add_argument("output", help="store (*.zarr), svmlight file (*.svm), or a directory (*-files)")
+    g.add_argument("--n-samples", type=_positive_int, metavar="N", help="rows (rcv1: 100000; obpm: 1000)")
+    g.add_argument("--n-features", type=_positive_int, metavar="D", help="columns (rcv1: 47236; obpm: 100)")
+    g.add_argument("--label-noise", type=_fraction, metavar="E", help="label flip probability (rcv1: 0.05; obpm: 0)")
+    g.add_argument("--seed", type=int, default=0, help="random seed")
+    g.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block")
+    _overwrite_flag(g, "replace OUTPUT if it exists")
+    _json_flag(g)
+    _progress_flag(g, "progress bar")
 
 
 def _cmd_generate(a: argparse.Namespace) -> int:
@@ -530,6 +394,30 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), value
 
 
+def _parser_predict(sub: Any) -> None:
+    pr = _command(
+        sub, "predict", _cmd_predict,
+        help="labels or scores of a saved model (train --save) for a store or a data file",
+        description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
+                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
+        epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
+               "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
+            "  distlearn predict m.npz new.svm --decision --out scores.csv",
+    )
+    pr.add_argument("model", help="a model file written by distlearn train --save")
+    pr.add_argument("input", help="a store, a view, or a data file")
+    pr.add_argument("--out", metavar="FILE", help="write .npy, .csv, .txt or .zarr (default: print a summary)")
+    _overwrite_flag(pr, "replace --out FILE if it holds earlier predictions (nothing else is replaced)")
+    pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
+    pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
+                    "they do not estimate probabilities)")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
+    _json_flag(pr)
+    _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
+                     scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
+                               "file and the store by path)")
+
+
 def _cmd_predict(a: argparse.Namespace) -> int:
     from .training import predict
 
@@ -553,6 +441,18 @@ def _cmd_predict(a: argparse.Namespace) -> int:
         print(f"{res['n']:,} {'scores' if a.decision else 'labels'}: {shown}{', ...' if res['n'] > 10 else ''} "
               "(--out FILE writes them all)")
     return 0
+
+
+def _parser_evaluate(sub: Any) -> None:
+    ev = _command(
+        sub, "evaluate", _cmd_evaluate,
+        help="error, accuracy, per-class precision/recall and the confusion matrix of a saved model on a store",
+        description="Score a model file on a labelled store (or a view), streamed block by block.",
+        epilog="example:\n  distlearn evaluate m.npz test.zarr --json",
+    )
+    ev.add_argument("model", help="a model file written by distlearn train --save")
+    ev.add_argument("store", help="a labelled store, a view STORE#A-vs-B, or a labelled data file")
+    _json_flag(ev, "machine-readable output")
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> int:
@@ -601,9 +501,78 @@ def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, qui
                    n_run=res["cells_run"], n_resumed=res["cells_resumed"], seconds=res["seconds"])
 
 
-def _cmd_experiment(a: argparse.Namespace) -> int:
-    from .experiments import rcv1_cutoff
+def _parser_experiment(sub: Any) -> None:
+    x = _command(
+        sub, "experiment", _cmd_experiment,
+        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
+        description=(
+            "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
+            "Cells are written to OUT/cells as they finish; rerunning the same command resumes (finished\n"
+            "cells are read, not rerun). Each run writes OUT/NAME.md (the table, the paper's numbers beside\n"
+            "ours), OUT/NAME.json (every raw number) and OUT/NAME.png (the figure). --quick is a small\n"
+            "version (under a minute on one core): a smoke test, not the result.\n\n"
+            + "\n".join(f"  {n:<19}{textwrap.fill(d, 78, subsequent_indent=' ' * 21)}"
+                        for n, d in EXPERIMENTS.items())
+            + "\n\nData: obpm-table1/-figure1 generate theirs; obpm-drift, cutoff-curves and obpm-batch read\n"
+            "Fashion-MNIST (--fashion-dir, the four IDX .gz files of github.com/zalandoresearch/fashion-mnist);\n"
+            "letter-conversions and obpm-batch read LETTER (--letter, the 20,000 UCI examples as one svmlight\n"
+            "file); rcv1-cutoff and celegans-obpm read the corpora's files or generate stand-ins."
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn experiment --list\n"
+            "  distlearn experiment obpm-table1 --out results --quick\n"
+            "  distlearn experiment obpm-figure1 --out results --workers 2\n"
+            "  distlearn experiment cutoff-curves --out results --fashion-dir ~/data/fashion-mnist\n"
+            "  distlearn experiment letter-conversions --out results --letter letter.svm --scheduler tcp://10.0.0.1:8786\n"
+            "  distlearn experiment rcv1-cutoff --out rcv1-run --n-docs 200000 --workers 2\n"
+            "  distlearn experiment rcv1-cutoff --out rcv1-run --tokens lyrl2004_tokens_*.dat.gz \\\n"
+            "      --qrels rcv1-v2.topics.qrels.gz --scheduler tcp://10.0.0.1:8786\n"
+            "  distlearn experiment rcv1-cutoff --out quick --n-docs 20000 --splits 2 --problems CCAT-vs-GCAT\n"
+            "  distlearn experiment celegans-obpm --out splice-run --workers 2\n"
+            "  distlearn experiment celegans-obpm --out s --train train.fa --test test.fa --degree 8"
+        ),
+    )
+    x.add_argument("name", nargs="?", choices=list(EXPERIMENTS), help="which experiment (--list describes them)")
+    x.add_argument("--list", action="store_true", help="describe the experiments and exit")
+    x.add_argument("--out", metavar="DIR", help="results directory (cells, results.json, figures)")
+    src = x.add_mutually_exclusive_group()
+    src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
+    src.add_argument("--tokens", nargs="+", metavar="FILE", help="LYRL2004 token (or vector) files")
+    src.add_argument("--n-docs", type=_positive_int, metavar="N", default=804_414,
+                     help="documents of the generated corpus when no data is given (default 804,414)")
+    x.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
+    x.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
+    x.add_argument("--problems", nargs="+", metavar="A-vs-B", help="a subset of the ten problems (default: all)")
+    x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
+    x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
+    x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
+    x.add_argument("--quick", action="store_true", help="a small version of the protocol (under a minute)")
+    x.add_argument("--repeats", type=_positive_int, metavar="R",
+                   help="Monte Carlo runs / trials / splits / folds (default: the paper's)")
+    x.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER)")
+    x.add_argument("--fashion-dir", metavar="DIR",
+                   help="the Fashion-MNIST IDX files (default: $DISTLEARN_FASHION_MNIST)")
+    cel = x.add_argument_group("celegans-obpm")
+    cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
+    cel.add_argument("--test", metavar="FILE", help="test sequences")
+    cel.add_argument("--train-store", metavar="STORE", help="training store (instead of --train)")
+    cel.add_argument("--test-store", metavar="STORE", help="test store of the same feature map")
+    cel.add_argument("--n-train", type=_positive_int, default=100_000, metavar="N",
+                     help="generated training sequences when no data is given (test: N/10)")
+    cel.add_argument("--degree", type=_positive_int, default=3, help="weighted-degree order of the features")
+    cel.add_argument("--permutations", type=_positive_int, default=3, help="seeds per run")
+    cel.add_argument("--epochs", type=_positive_int, nargs="+", default=[1, 2, 3, 20], help="epoch counts to score")
+    cel.add_argument("--tau", type=float, nargs="+", default=[0.05, 0.2], help="OBPM tau values")
+    cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
+    _cluster_options(x, workers="run on a LocalCluster of N workers",
+                     scheduler="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
+    _overwrite_flag(x, "discard OUT's finished cells and start again")
+    x.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures (NAME.png; fig2.png / fig3.png of rcv1-cutoff)")
+    _json_flag(x, "print the results as JSON")
 
+
+def _cmd_experiment(a: argparse.Namespace) -> int:
     if a.list:
         for name, what in EXPERIMENTS.items():
             print(f"{name:<19} {what}")
@@ -616,62 +585,57 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
     if a.name not in PAPERS:  # the corpus pipelines write their data there first
         claim_dir(a.out, "experiment")
 
-    scheduler = _where(a.scheduler, a.workers)
-
     def log(msg: str) -> None:
         if not a.json:
             print(msg, file=sys.stderr)
+
+    run = _experiment_paper if a.name in PAPERS else _experiment_corpus
+    return run(a, _where(a.scheduler, a.workers), log)
+
+
+def _experiment_paper(a: argparse.Namespace, scheduler: str | None, log: Any) -> int:
+    """A named experiment of the papers (:func:`distlearn.experiments.named.run_experiment`)."""
+    from .experiments.named import run_experiment
+
+    def cell_done(done: int, total: int, cell: str) -> None:
+        log(f"  [{done}/{total}] {cell}")
+
+    doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, scheduler=scheduler,
+                         n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
+                         overwrite=a.overwrite, figures=a.figures, log=log, progress=cell_done)
+    if a.json:
+        print(json.dumps({k: v for k, v in doc.items() if k != "text"}, indent=1))
+    else:
+        print(doc["text"])
+        print(f"{doc['cells_run']} cells run, {doc['cells_resumed']} resumed, {doc['seconds']:.1f} s; "
+              + ", ".join(doc["files"]))
+    return 0
+
+
+def _experiment_corpus(a: argparse.Namespace, scheduler: str | None, log: Any) -> int:
+    """A corpus protocol, files to figures (rcv1-cutoff, celegans-obpm: their ``pipeline``)."""
+    from .experiments import celegans_obpm, rcv1_cutoff
+
+    def told(done: int, total: int, name: str, cell: dict[str, Any]) -> None:
+        err = cell.get("test_error", cell.get("error"))
+        log(f"  [{done}/{total}] {name}: error {100 * err:.2f} %, {cell['fit_seconds']:.1f} s")
 
     def progress(done: int, total: int, cell: dict[str, Any]) -> None:
         log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
-    if a.name in PAPERS:
-        from .experiments.named import run_experiment
-
-        def cell_done(done: int, total: int, cell: str) -> None:
-            log(f"  [{done}/{total}] {cell}")
-
-        doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, scheduler=scheduler,
-                             n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
-                             overwrite=a.overwrite, figures=a.figures, log=log, progress=cell_done)
-        if a.json:
-            print(json.dumps({k: v for k, v in doc.items() if k != "text"}, indent=1))
-        else:
-            print(doc["text"])
-            print(f"{doc['cells_run']} cells run, {doc['cells_resumed']} resumed, {doc['seconds']:.1f} s; "
-                  + ", ".join(doc["files"]))
-        return 0
-    if a.quick:  # the corpus protocols' small versions
-        if a.name == "rcv1-cutoff":
-            a.n_docs, a.splits, a.sizes = min(a.n_docs, 4000), min(a.splits, 2), min(a.sizes, 5)
-            a.problems = a.problems or ["CCAT-vs-GCAT"]
-        else:
-            a.n_train, a.degree, a.epochs, a.permutations = min(a.n_train, 2000), 2, [1, 2], 1
-            a.tau, a.n_estimators = [0.05], [20]
-    if a.repeats:
-        if a.name == "rcv1-cutoff":
-            a.splits = a.repeats
-        else:
-            a.permutations = a.repeats
+    common = dict(seed=a.seed, scheduler=scheduler, n_workers=a.workers, log=log, overwrite=a.overwrite,
+                  figures=a.figures, quick=a.quick, repeats=a.repeats)
     if a.name == "celegans-obpm":
-        from .experiments import celegans_obpm
-
-        def told(done: int, total: int, name: str, cell: dict[str, Any]) -> None:
-            err = cell.get("test_error", cell.get("error"))
-            log(f"  [{done}/{total}] {name}: error {100 * err:.2f} %, {cell['fit_seconds']:.1f} s")
-
         res = celegans_obpm.pipeline(a.out, train=a.train, test=a.test, train_store=a.train_store,
-                                     test_store=a.test_store, n_train=a.n_train, degree=a.degree, seed=a.seed,
-                                     scheduler=scheduler, n_workers=a.workers, log=log, epochs=tuple(a.epochs),
-                                     permutations=a.permutations, taus=tuple(a.tau), sizes=tuple(a.n_estimators),
-                                     overwrite=a.overwrite, progress=told, figures=a.figures)
+                                     test_store=a.test_store, n_train=a.n_train, degree=a.degree,
+                                     epochs=tuple(a.epochs), permutations=a.permutations, taus=tuple(a.tau),
+                                     sizes=tuple(a.n_estimators), progress=told, **common)
         table = celegans_obpm.format_table(res)
     else:
         res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
-                                   n_docs=a.n_docs, seed=a.seed, scheduler=scheduler, n_workers=a.workers,
-                                   log=log, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
-                                   overwrite=a.overwrite, progress=progress, figures=a.figures)
+                                   n_docs=a.n_docs, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
+                                   progress=progress, **common)
         table = rcv1_cutoff.format_table(res)
     _named_outputs(a.name, Path(a.out), res, table, quick=a.quick)
     if a.json:
@@ -683,13 +647,68 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(a: argparse.Namespace) -> int:
+def _parser_train(sub: Any) -> None:
+    t = _command(
+        sub, "train", _cmd_train,
+        help="train a model on a store (in process, on a LocalCluster, or on a Dask cluster)",
+        description=(
+            "Train a classifier on a zarr store and report its online (progressive) error, time and,\n"
+            "with --test, its test error. OBPM runs its learners as Dask task chains over the store's\n"
+            "blocks (learner-parallel) with --scheduler/--workers; the weights are bit-identical to an\n"
+            "in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
+            "and --resume continues from the last complete checkpoint after a crash or Ctrl-C.\n\n"
+            "models:\n" + "".join(f"  {name:<12} {text}\n" for name, text in sorted(MODELS.items()))
+            + "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn train train.zarr --test test.zarr --model obpm --param n_estimators=100 --param tau=0.3\n"
+            "  distlearn train big.zarr --model obpm --workers 2 --progress --save model.npz\n"
+            "  distlearn train big.zarr --model obpm --scheduler cluster/scheduler.json --checkpoint ck.zarr --resume\n"
+            "  distlearn train big.zarr --model obpm --scheduler tls://10.0.0.1:8786 \\\n"
+            "      --tls-ca ca.pem --tls-cert me.pem --tls-key me.key\n"
+            "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json\n"
+            "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
+        ),
+    )
+    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
+    t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
+                   "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
+    t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
+    t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
+    t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
+    t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
+    _cluster_options(t, scheduler_first=True, tls=True, in_process="no Dask: train in this process",
+                     scheduler="a Dask scheduler address or scheduler file, or slurm:JOBQUEUE.yaml[:N] / "
+                               "pbs:JOBQUEUE.yaml[:N] to start N batch jobs of workers (cluster/README.md)",
+                     workers="start a LocalCluster of N worker processes")
+    t.add_argument("--shards", type=_positive_int, metavar="S",
+                   help="data-parallel: train S shards of the store per epoch and mix their weights "
+                        "(iterative parameter mixing; any model but obpm, the kernel and the adaptive ones)")
+    t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
+                   help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
+    t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
+    t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
+    t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
+    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    _overwrite_flag(t, "--save: replace MODEL.npz if it is a distlearn model file (nothing else is replaced)")
+    t.add_argument("--save-members", action="store_true",
+                   help="with --save and --model obpm: also store every member's weights (model.members_)")
+    _json_flag(t)
+    _progress_flag(t, "progress bar, per-epoch error and the dashboard link (default: when stderr is a terminal)")
+
+
+def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, Any]:
+    """The flags checked before any work, the estimator made and told where to run; (estimator, dataset).
+
+    Where a model can run is the estimator's to say: it takes ``scheduler=`` (OBPM, shards) or it
+    trains in process, and it takes ``checkpoint=`` (OBPM) or it cannot resume."""
     from ._validation import SchedulerAddress
     from .data import open_dataset
-    from .model import save_model
-    from .training import evaluate, fit_summary, make_estimator
+    from .training import make_estimator
 
-    params = dict(_param(p) for p in a.param)
     if a.save_members and not (a.save and a.model == "obpm"):
         raise ValueError("--save-members needs --save MODEL.npz and --model obpm (the members of its Bayes point)")
     if a.shards and a.model == "obpm":
@@ -702,9 +721,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
     if a.target:
         a.store = f"{a.store}#{a.target}"
         a.test = a.test and f"{a.test}#{a.target}"
-    is_obpm = a.model == "obpm"
-    on_dask = is_obpm or bool(a.shards)
-    if (a.checkpoint or a.resume) and not is_obpm:
+    takes = est.get_params(deep=False)
+    if (a.checkpoint or a.resume) and "checkpoint" not in takes:
         raise ValueError(f"--checkpoint/--resume apply to --model obpm (a store job); {a.model} trains in process")
     if a.resume and not a.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
@@ -717,17 +735,26 @@ def _cmd_train(a: argparse.Namespace) -> int:
         check_output(a.save, "model", overwrite=a.overwrite, inputs=inputs)
     if a.checkpoint:  # an earlier checkpoint is resumed or restarted; nothing else is touched
         check_output(a.checkpoint, "checkpoint", overwrite=True, inputs=inputs)
-    if is_obpm:
+    if "checkpoint" in takes:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
     ds = open_dataset(a.store)
     where, sec = _where(a.scheduler, a.workers), _security(a)
-    if not on_dask and (where or sec):
+    if "scheduler" not in takes and (where or sec):
         raise ValueError(f"--scheduler/--workers/--tls-* apply to --model obpm or --shards; {a.model} alone "
                          "trains in process")
-    if on_dask and (a.in_process or where or sec):  # plain data: the estimator's executor connects
+    if "scheduler" in takes and (a.in_process or where or sec):  # plain data: the estimator's executor connects
         est.set_params(scheduler="in-process" if a.in_process else
                        SchedulerAddress(where or "local", sec) if sec is not None else where)
+    return est, ds
+
+
+def _cmd_train(a: argparse.Namespace) -> int:
+    from .model import save_model
+    from .training import evaluate, fit_summary
+
+    params = dict(_param(p) for p in a.param)
+    est, ds = _train_setup(a, params)
     t0 = time.perf_counter()
     est.fit(a.store)
     seconds = time.perf_counter() - t0
@@ -751,10 +778,13 @@ def _cmd_train(a: argparse.Namespace) -> int:
         save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds},
                    members=a.save_members, overwrite=a.overwrite)
         result["saved"] = str(a.save)
-    if a.json:
-        print(json.dumps(result, indent=2, default=str))
-        return 0
-    rows = [("model", f"{result['model']} on {a.store} ({ds.n_samples} x {ds.n_features})"),
+    print(json.dumps(result, indent=2, default=str) if a.json else _train_table(a, result, summary, seconds))
+    return 0
+
+
+def _train_table(a: argparse.Namespace, result: dict[str, Any], summary: dict[str, Any], seconds: float) -> str:
+    """The human table of ``distlearn train``."""
+    rows = [("model", f"{result['model']} on {a.store} ({result['n_samples']} x {result['n_features']})"),
             ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"),
             ("online error", f"{result['online_error']:.4f} ({result['online_errors']} of {summary['online_rows']}, "
                              f"{summary['online_scope']})")]
@@ -775,9 +805,24 @@ def _cmd_train(a: argparse.Namespace) -> int:
         rows.append(("support", f"{summary['n_support']} patterns ({summary['n_removed']} removed)"))
     if a.save:
         rows.append(("saved", str(a.save)))
-    w = max(len(k) for k, _ in rows)
-    print("\n".join(f"{k:<{w}}  {v}" for k, v in rows))
-    return 0
+    return _table(rows)
+
+
+def _parser_demo(sub: Any) -> None:
+    d = _command(
+        sub, "demo", _cmd_demo,
+        help="the quickstart job: generate, convert in parallel on a LocalCluster, report",
+        description=(
+            "Run the main job on embedded data: generate an RCV1-like corpus and the OBPM artificial data,\n"
+            "write them as svmlight text, convert them to zarr stores in parallel on a LocalCluster\n"
+            "(127.0.0.1), check them against scikit-learn's loader, and print a table."
+        ),
+    )
+    d.add_argument("--out", default="demo-output", help="working directory for the demo's files")
+    _workers_flag(d, "LocalCluster worker processes (default: cores)", metavar=None)
+    d.add_argument("--n-samples", type=_positive_int, default=50_000, help="rows of the RCV1-like corpus")
+    _scheduler_flag(d, "use this Dask scheduler instead of a LocalCluster")
+    _json_flag(d)
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:

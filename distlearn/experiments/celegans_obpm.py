@@ -225,15 +225,22 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
 def pipeline(out: str | os.PathLike[str], *, train: str | None = None, test: str | None = None,
              train_store: str | None = None, test_store: str | None = None, n_train: int = 100_000,
              degree: int = 3, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
-             log: Any = None, **options: Any) -> dict[str, Any]:
+             log: Any = None, quick: bool = False, repeats: int | None = None, **options: Any) -> dict[str, Any]:
     """Files to table in one call (``distlearn experiment celegans-obpm``), each step skipped when done.
 
     Data: two stores, or two sequence files (converted with the WD map of ``degree`` into
     ``OUT/train.zarr`` and ``OUT/test.zarr``), or nothing: ``n_train`` + ``n_train // 10``
-    splice-site-like sequences are generated into ``OUT/corpus`` first.
+    splice-site-like sequences are generated into ``OUT/corpus`` first.  ``quick``: the small
+    version (at most 2,000 training sequences, degree 2, epochs 1 and 2, one permutation, tau 0.05,
+    20 learners), a smoke test, not the result; ``repeats``: the number of permutations.
     """
     from ..data._dna import convert_sequences, write_splice_corpus
 
+    if quick:
+        n_train, degree = min(n_train, 2000), 2
+        options.update(epochs=(1, 2), permutations=1, taus=(0.05,), sizes=(20,))
+    if repeats:
+        options["permutations"] = repeats
     say = log or (lambda msg: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -319,7 +319,7 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
 def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | None = None,
              tokens: list[str] | None = None, qrels: str | None = None, hierarchy: str | None = None,
              n_docs: int = 804_414, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
-             log: Any = None, **options: Any) -> dict[str, Any]:
+             log: Any = None, quick: bool = False, repeats: int | None = None, **options: Any) -> dict[str, Any]:
     """Files to figures in one call (``distlearn experiment rcv1-cutoff``), each step skipped when done.
 
     Data: ``store`` (converted already), or the LYRL2004 ``tokens`` files with their ``qrels``
@@ -327,9 +327,17 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
     documents is generated into ``OUT/corpus`` (:func:`distlearn.data._rcv1.write_rcv1_corpus`)
     and converted.  ``scheduler``: as everywhere (None: this process; "local": a LocalCluster of
     ``n_workers``; an address or a scheduler file): the conversion and the cells share the cluster.
+    ``quick``: the small version (at most 4,000 documents, 2 splits, 5 sizes, CCAT-vs-GCAT unless
+    ``problems`` are given), a smoke test, not the result; ``repeats``: the number of splits.
     """
     from ..data._rcv1 import convert_rcv1, write_rcv1_corpus
 
+    if quick:
+        n_docs = min(n_docs, 4000)
+        options.update(splits=min(options.get("splits", 10), 2), n_sizes=min(options.get("n_sizes", 12), 5),
+                       problems=options.get("problems") or ["CCAT-vs-GCAT"])
+    if repeats:
+        options["splits"] = repeats
     check_problems(options.get("problems"))
     say = log or (lambda msg: None)
     out = Path(out)
