@@ -92,7 +92,10 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
             if meta.get("format") != FORMAT:
                 raise CheckpointError(f"checkpoint {p} has format {meta.get('format')}, this distlearn writes {FORMAT} "
                                       "(and verifies before resuming); start over without --resume (resume=False)")
-            old = meta["fingerprint"]
+            old = meta.get("fingerprint")
+            if not isinstance(old, dict):
+                raise CheckpointError(f"checkpoint {p}: its metadata is damaged (no job fingerprint); "
+                                      "start over without --resume (resume=False)")
             diff = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != _jsonable(fingerprint.get(k)))
             if diff:
                 show = "; ".join(f"{k}: checkpoint {old.get(k)!r} vs now {_jsonable(fingerprint.get(k))!r}"

@@ -206,3 +206,17 @@ def test_parts_of_a_cut_never_completed_are_not_reused(store, tmp_path):
     assert (ck / "e0000-s00000" / "g0000").is_dir()
     assert ckpt.prepare(ck, ckpt._fingerprint(ck), resume=True) is None
     assert not (ck / "e0000-s00000").exists()
+
+
+def test_damaged_root_metadata_is_one_line(store, tmp_path, capsys):
+    import zarr
+
+    ck = tmp_path / "ck.zarr"
+    _first_epoch(store, ck)
+    g = zarr.open_group(str(ck), mode="r+")
+    attrs = dict(g.attrs)
+    for key, meta in attrs.items():  # the fingerprint key renamed, as a flipped bit in zarr.json does
+        if isinstance(meta, dict) and "fingerprint" in meta:
+            g.attrs[key] = {**{k: v for k, v in meta.items() if k != "fingerprint"}, "fingerprinu": meta["fingerprint"]}
+    with pytest.raises(ckpt.CheckpointError, match="metadata is damaged.*start over without --resume"):
+        _obpm(epochs=2, checkpoint=ck, resume=True).fit(store)
