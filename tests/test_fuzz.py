@@ -257,7 +257,7 @@ def _check_store(world: World, layout: str, mutation: tuple) -> None:
             label = f"{target.relative_to(store).parts[0]}/{target.name}: {mutate_bytes(target, kind, where, bit, garbage)}"
         else:
             label = mutate_semantic(store, kind, where)
-        event(f"{layout} {how} {kind}")
+        event(f"{layout} {how} {kind if how == 'bytes' else label}")
         rc, _, err = run("info", store, "--validate")
         valid = rc == 0
         if not valid:
@@ -299,8 +299,10 @@ def _check_model(world: World, mutation: tuple) -> None:
         rc, _, err = run("predict", m, world.test, "--out", Path(d) / "p.npy")
         if rc == 0:
             assert np.array_equal(np.load(Path(d) / "p.npy"), world.pred), f"model {kind}: a silent difference"
+            event("the same predictions")
         else:
             one_line(rc, err, f"predict with a model after {kind}")
+            event("refused in one line")
 
 
 
@@ -326,8 +328,10 @@ def _check_checkpoint(world: World, mutation: tuple) -> None:
         if rc == 0:
             assert same_arrays(npz_arrays(m), npz_arrays(world.ckpt_model)), \
                 f"resume after {kind} of {target.relative_to(ck)}: a silent difference"
+            event("resumed (or fell back), the same model")
         else:
             one_line(rc, err, f"resume after {kind} of {target.relative_to(ck)}")
+            event("refused in one line")
 
 
 
