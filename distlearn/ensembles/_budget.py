@@ -47,15 +47,12 @@ from ..learners._budget import (
     REMOVE_MARGIN,
     REMOVE_RANDOM,
     ROW_BLOCK,
-    _bound_step,
-    _bound_table,
-    _grow_bound,
     _insert_scores,
     _kval,
     _next_block,
-    _nonzero_columns,
-    _out_of_range,
     _pick_bounded,
+    _remove_scores,
+    _self_kernel,
     _steps,
     _victim,
 )
@@ -115,19 +112,10 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
     """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
     ``bounded``, its margin bounds grow as the single learner's do)."""
     K = mem.A.shape[2]
-    A, F, pidx = mem.A, mem.F, mem.pidx
-    pv = pidx[j, v]
-    xv = pool.S[pv]
-    nz = _nonzero_columns(K, A[j, v], cols)
-    if bounded:
-        _bound_table(mode, K, A[j, v], -1.0, Dp, Dn)
-    for i in range(mem.meta[j, 0] if keep_scores else 0):
-        if mem.alive[j, i] and i != v:
-            kv = _kval(kern, xv, pool.S[pidx[j, i]])
-            for q in range(nz):
-                F[j, i, cols[q]] -= A[j, v, cols[q]] * kv
-            if bounded:
-                _grow_bound(ub[j], i, _bound_step(Dp, Dn, mem.lab[j, i], kv))
+    A = mem.A
+    pv = mem.pidx[j, v]
+    _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, mem.pidx[j], A[j], mem.F[j],
+                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn)
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
     mem.gdied[j, v] = t_pool
@@ -167,7 +155,6 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
     acc = np.zeros(ROW_BLOCK, dtype=np.float64)
     kpool = np.zeros(PS.shape[0], dtype=np.float64)  # the round's kernel row against the pool
-    krow = np.zeros(A.shape[1], dtype=np.float64)  # the same row in member j's slot order
     m = np.zeros(K, dtype=np.float64)
     steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
@@ -193,12 +180,9 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         x = X[r]
         yc = y[r]
         t_pool = pmeta[2]
-        sqx = 0.0
-        for jj in range(d):
-            sqx += x[jj] * x[jj]
-        if _out_of_range(sqx, x, 0, d):
-            return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
-        kxx = _kval(kern, x, x)
+        ok, sqx, kxx = _self_kernel(kern, x)
+        if not ok:
+            return ii
         n_pool = pmeta[0]
         gb = G[ii - b0]
         for i in range(n0):
@@ -232,7 +216,6 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             for i in range(n_slots):
                 if alive[j, i]:
                     kv = kpool[pidx[j, i]]
-                    krow[i] = kv
                     for k in range(K):
                         m[k] += A[j, i, k] * kv
             finite = True
@@ -247,7 +230,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     v = _victim(budget.removal, n_slots, mmeta[j, 1], u, mode, K, A[j], F[j], mem.kd[j], mem.lab[j],
                                 mem.born[j], alive[j], ub[j], cand)
                     for k in range(K):
-                        m[k] -= A[j, v, k] * krow[v]
+                        m[k] -= A[j, v, k] * kpool[pidx[j, v]]
                     _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols,
                                    Dp, Dn)
                     n_rem += 1
@@ -280,7 +263,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 for k in range(K):
                     A[j, s, k] = steps[k]
                 if keep_scores:
-                    _insert_scores(n_slots, mode, K, steps, krow, F[j], mem.lab[j], alive[j], bounded, ub[j], cols,
+                    _insert_scores(n_slots, mode, K, steps, kpool, pidx[j], F[j], mem.lab[j], alive[j], bounded, ub[j], cols,
                                    Dp, Dn)
                 for k in range(K):
                     F[j, s, k] = m[k] + steps[k] * kxx

@@ -490,39 +490,59 @@ def _nonzero_columns(K, a, cols):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _insert_scores(n_slots, mode, K, steps, krow, F, lab, alive, bounded, ub, cols, Dp, Dn):
+def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, ub, cols, Dp, Dn):
     """A pattern of coefficients ``steps`` enters: ``F[i] += steps k(x_t, x_i)`` for the live slots
-    ``< n_slots`` (``krow[i]`` the kernel value), and with ``bounded`` their margin bounds grow."""
+    ``< n_slots`` (``krow[idx[i]]`` the kernel value: the single learner's row is by slot, ``idx``
+    the identity; an OBPM member's is the pool's), and with ``bounded`` their margin bounds grow."""
     nz = _nonzero_columns(K, steps, cols)
     if bounded:
         _bound_table(mode, K, steps, 1.0, Dp, Dn)
     for i in range(n_slots):
         if alive[i]:
-            kv = krow[i]
+            kv = krow[idx[i]]
             for q in range(nz):
                 F[i, cols[q]] += steps[cols[q]] * kv
             if bounded:
                 _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
 
 
-@njit(**NUMBA_FLAGS)
-def _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn):
-    """Remove slot ``v`` of the cache ``c`` at round ``t``: F[i] -= a_v k(x_v, x_i) for the other
-    live slots when the scores are kept (and, when ``bounded``, their margin bounds grow:
-    :func:`_pick_bounded`)."""
-    K = c.A.shape[1]
-    n_slots = c.meta[0] if keep_scores else 0
-    xv = c.S[v]
-    nz = _nonzero_columns(K, c.A[v], cols)
+@njit(inline="always", **NUMBA_FLAGS)
+def _remove_scores(v, n_slots, kern, mode, K, rows, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn):
+    """Slot ``v`` (pattern ``rows[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
+    slots ``< n_slots`` (0 when the scores are not kept), and with ``bounded`` their margin bounds
+    grow (:func:`_pick_bounded`).  The single learner's slots hold their rows (``idx`` the
+    identity); an OBPM member's point into the pool."""
+    xv = rows[idx[v]]
+    nz = _nonzero_columns(K, A[v], cols)
     if bounded:
-        _bound_table(mode, K, c.A[v], -1.0, Dp, Dn)
+        _bound_table(mode, K, A[v], -1.0, Dp, Dn)
     for i in range(n_slots):
-        if c.alive[i] and i != v:
-            kv = _kval(kern, xv, c.S[i])
+        if alive[i] and i != v:
+            kv = _kval(kern, xv, rows[idx[i]])
             for q in range(nz):
-                c.F[i, cols[q]] -= c.A[v, cols[q]] * kv
+                F[i, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub, i, _bound_step(Dp, Dn, c.lab[i], kv))
+                _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _self_kernel(kern, x):
+    """``(ok, ||x||^2, k(x, x))`` of a round's row; ``ok`` is False when ``||x||^2`` overflows or
+    underflows float64 (every kernel value would be 0, 1 or inf: the round is refused)."""
+    sqx = 0.0
+    for j in range(x.shape[0]):
+        sqx += x[j] * x[j]
+    if _out_of_range(sqx, x, 0, x.shape[0]):
+        return False, sqx, 0.0
+    return True, sqx, _kval(kern, x, x)
+
+
+@njit(**NUMBA_FLAGS)
+def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn):
+    """Remove slot ``v`` of the cache ``c`` at round ``t`` (:func:`_remove_scores`; ``ident`` the
+    identity slot -> row map)."""
+    _remove_scores(v, c.meta[0] if keep_scores else 0, kern, mode, c.A.shape[1], c.S, ident, c.A, c.F, c.lab,
+                   c.alive, bounded, ub, cols, Dp, Dn)
     c.alive[v] = False
     c.died[v] = t
     c.meta[1] -= 1
@@ -577,6 +597,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     cand = np.zeros(cap if bounded else 0, dtype=np.int64)  # scratch of _pick_bounded
     Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
     Dn = np.zeros(max(K, 2), dtype=np.float64)
+    ident = np.arange(cap)  # slot i holds row i (_remove_scores)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
@@ -587,12 +608,9 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         x = X[r]
         yc = y[r]
         t = meta[2]
-        sqx = 0.0
-        for j in range(x.shape[0]):
-            sqx += x[j] * x[j]
-        if _out_of_range(sqx, x, 0, x.shape[0]):
-            return ii  # ||x||^2 overflowed or underflowed: every kernel value would be 0, 1 or inf
-        kxx = _kval(kern, x, x)
+        ok, sqx, kxx = _self_kernel(kern, x)
+        if not ok:
+            return ii
         n_slots = meta[0]
         for k in range(K):
             m[k] = 0.0
@@ -654,7 +672,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                             alive, ub, cand)
                 for k in range(K):
                     m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn)
+                _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
@@ -668,7 +686,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             for k in range(K):
                 A[s, k] = steps[k]
             if keep_scores:
-                _insert_scores(n_slots, mode, K, steps, krow, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
+                _insert_scores(n_slots, mode, K, steps, krow, ident, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
             for k in range(K):
                 F[s, k] = m[k] + steps[k] * kxx
             alive[s] = True
@@ -681,7 +699,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                     v = _pick_bounded(meta[0], mode, K, A, F, c.kd, c.lab, c.born, alive, rule.beta, ub, cand)
                     if v < 0:
                         break
-                    _remove(v, t, kern, mode, c, bounded, ub, keep_scores, cols, Dp, Dn)
+                    _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
                     n_rem += 1
         log.updated[ii] = fire
         log.removed[ii] = n_rem
