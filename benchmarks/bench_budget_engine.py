@@ -5,8 +5,8 @@
     git archive REV distlearn | tar -x -C /tmp/old && mv /tmp/old/distlearn /tmp/old/distlearn_old
     .venv/bin/python benchmarks/bench_budget_engine.py --old /tmp/old       # REV against this tree
 
-Data: scikit-learn's digits (1,500 rows, unit norm), homogeneous polynomial kernel of degree 9,
-kernel MIRA (beta = 0.01, native multiclass), ``--epochs`` passes (default 3, each a seeded
+Data: scikit-learn's digits (1,500 rows, unit norm), homogeneous polynomial kernel of degree 9
+(``--kernel rbf``: RBF with gamma 2), kernel MIRA (beta = 0.01, native multiclass), ``--epochs`` passes (default 3, each a seeded
 permutation), the driver's chunks.  Settings: no
 budget, DistillCache (``variable``), a fixed cache of 100 removing by margin and at random,
 and the kernel OBPM of 8 members (tau = 0.3) without a budget and with DistillCache.
@@ -45,11 +45,11 @@ def tree(pkg: str):
     return learners, kern, ens
 
 
-def run(mods, name: str, budget, removal: str, X: np.ndarray, y: np.ndarray,
-        order: np.ndarray) -> tuple[float, np.ndarray]:
+def run(mods, name: str, budget, removal: str, X: np.ndarray, y: np.ndarray, order: np.ndarray,
+        kernel: str) -> tuple[float, np.ndarray]:
     learners, kern, ens = mods
     rule = learners.make_rule("mira", beta=0.01, native=True)
-    k = kern.make_kernel("poly", degree=9, gamma=1.0)
+    k = kern.make_kernel("poly", degree=9, gamma=1.0) if kernel == "poly" else kern.make_kernel("rbf", gamma=2.0)
     t0 = time.process_time()
     if name.startswith("obpm"):
         st = ens.init_kernel_ensemble(X.shape[1], 8, 10, native=True)
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--old", help="a directory holding the old tree as the package distlearn_old")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--kernel", choices=("poly", "rbf"), default="poly")
     ap.add_argument("--only", nargs="*", help="settings to run (default: all)")
     args = ap.parse_args(argv)
     from sklearn.datasets import load_digits
@@ -81,8 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.old:
         sys.path.insert(0, args.old)
         trees["old"] = tree("distlearn_old")
-    print(f"# digits 1500 x 64, poly degree 9, KernelMIRA native, {args.epochs} epochs; median of {args.repeat}, "
-          "trees alternating")
+    kname = "poly degree 9" if args.kernel == "poly" else "rbf gamma 2"
+    print(f"# digits 1500 x 64, {kname}, KernelMIRA native, {args.epochs} epochs; {args.repeat} runs, "
+          "trees alternating; CPU seconds")
     print(f"{'setting':24s}" + "".join(f"{t + ' med':>10s}{t + ' min':>10s}" for t in trees)
           + ("   new/old med  new/old min  identical" if args.old else ""))
     for name, budget, removal in SETTINGS:
@@ -91,10 +93,10 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[str, list[float]] = {t: [] for t in trees}
         coef = {}
         for t, mods in trees.items():
-            coef[t] = run(mods, name, budget, removal, X, y, order[:64])[1]  # compile
+            coef[t] = run(mods, name, budget, removal, X, y, order[:64], args.kernel)[1]  # compile
         for _ in range(args.repeat):
             for t, mods in trees.items():
-                sec, coef[t] = run(mods, name, budget, removal, X, y, order)
+                sec, coef[t] = run(mods, name, budget, removal, X, y, order, args.kernel)
                 times[t].append(sec)
         med = {t: statistics.median(v) for t, v in times.items()}
         low = {t: min(v) for t, v in times.items()}

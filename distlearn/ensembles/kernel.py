@@ -62,7 +62,7 @@ class KernelEnsembleState:
     pkey: np.ndarray = field(default=None)   # type: ignore[assignment]  ensemble round of insertion
     pref: np.ndarray = field(default=None)   # type: ignore[assignment]  members holding the pattern
     palive: np.ndarray = field(default=None)  # type: ignore[assignment]
-    pmeta: np.ndarray = field(default=None)  # type: ignore[assignment]  [n_pool_slots, n_pool_alive, T]
+    pmeta: np.ndarray = field(default=None)  # type: ignore[assignment]  [n_pool_slots, n_pool_alive, t_pool]
     Abar: np.ndarray = field(default=None)   # type: ignore[assignment]  (pool, K) summed coefficients
     pidx: np.ndarray = field(default=None)   # type: ignore[assignment]  (N, slots) pool index
     A: np.ndarray = field(default=None)      # type: ignore[assignment]  (N, slots, K)
@@ -186,8 +186,8 @@ class KernelEnsembleState:
         """The Bayes point ``(1/N) sum_j f_j`` as one kernel expansion: patterns, coefficients, classes.
 
         ``average``: each member's hypotheses averaged over the ensemble's
-        rounds ``0 .. T`` (``h_0 = 0`` counts), i.e. a member slot's
-        coefficient weighted by the rounds it was live over ``T + 1``; needs
+        rounds ``0 .. n`` (``n`` its rounds, ``h_0 = 0`` counts), i.e. a member slot's
+        coefficient weighted by the rounds it was live over ``n + 1``; needs
         ``keep_retired``.  Patterns come in the order they entered the pool.
         """
         if average and not self.keep_retired:

@@ -30,6 +30,15 @@ one at a time, the pattern of largest ``mu >= beta`` -- ties, within a relative
 ``n`` (before inserting into a full cache remove one pattern: removal 0 =
 largest ``mu`` (Fig. 3), 1 = the oldest, 2 = the one at position
 ``floor(u_t * n)`` in insertion order, ``u_t`` the round's uniform draw).
+
+The entry point takes records, read by name: the cache (:class:`Cache`), the rule
+(:class:`StepRule`: ``rule.eta``, ``rule.beta``), the kernel (:class:`KernelParams`:
+``kern.gamma``, ``kern.degree``, ``kern.coef0``), the budget (:class:`BudgetSpec`) and the
+per-round outputs (:class:`BudgetLog`).  Names: ``steps[k]`` are the coefficients an update
+gives the new pattern (``tau`` is OBPM's Bernoulli probability, nothing here); ``t`` is a round
+counter.  The kernel OBPM (:mod:`distlearn.ensembles._budget`) runs the same round on each
+member's slots through the helpers :func:`_self_kernel`, :func:`_steps`, :func:`_victim`,
+:func:`_insert_scores`, :func:`_remove_scores` and :func:`_pick_bounded`.
 """
 
 from __future__ import annotations

@@ -227,11 +227,11 @@ class BudgetState:
         return self.S[idx].copy(), self.A[idx].copy(), self.lab[idx].copy()
 
     def average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(1/(T+1)) sum_{t=0}^{T} h_t`` as one kernel expansion (needs ``keep_retired``).
+        """``(1/(n+1)) sum_{t=0}^{n} h_t`` as one kernel expansion, ``n`` the rounds seen (needs ``keep_retired``).
 
         A pattern inserted at round ``b`` is in the hypotheses ``h_{b+1} ..
         h_d`` if removed at round ``d`` (after that round's prediction), else in
-        ``h_{b+1} .. h_T``; its averaged coefficient is ``a (d - b) / (T + 1)``.
+        ``h_{b+1} .. h_n``; its averaged coefficient is ``a (d - b) / (n + 1)``.
         ``h_0 = 0`` counts, as in the linear average.  Patterns come in insertion order.
         """
         if not self.keep_retired:
