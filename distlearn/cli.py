@@ -741,8 +741,8 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     ds = open_dataset(a.store)
     where, sec = _where(a.scheduler, a.workers), _security(a)
     if "scheduler" not in takes and (where or sec):
-        raise ValueError(f"--scheduler/--workers/--tls-* apply to --model obpm or --shards; {a.model} alone "
-                         "trains in process")
+        raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards (so do --tls-*); {a.model} "
+                         "alone trains in process")
     if "scheduler" in takes and (a.in_process or where or sec):  # plain data: the estimator's executor connects
         est.set_params(scheduler="in-process" if a.in_process else
                        SchedulerAddress(where or "local", sec) if sec is not None else where)
