@@ -6,10 +6,10 @@
     .venv/bin/python benchmarks/bench_budget_engine.py --old /tmp/old       # REV against this tree
 
 Data: scikit-learn's digits (1,500 rows, unit norm), homogeneous polynomial kernel of degree 9
-(``--kernel rbf``: RBF with gamma 2), kernel MIRA (beta = 0.01, native multiclass), ``--epochs`` passes (default 3, each a seeded
-permutation), the driver's chunks.  Settings: no
-budget, DistillCache (``variable``), a fixed cache of 100 removing by margin and at random,
-and the kernel OBPM of 8 members (tau = 0.3) without a budget and with DistillCache.
+(``--kernel rbf``: RBF with gamma 2), kernel MIRA (beta = 0.01, native multiclass), ``--epochs``
+passes (default 3, each a seeded permutation), the driver's chunks.  Settings: no budget,
+DistillCache (``variable``), a fixed cache of 100 removing by margin and at random, and the
+kernel OBPM of 8 members (tau = 0.3) without a budget and with DistillCache.
 
 Each setting runs ``--repeat`` times (after one untimed compile), the two trees alternating
 run by run; the median and the least CPU seconds of the process (``time.process_time``: on a

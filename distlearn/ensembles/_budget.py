@@ -263,8 +263,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 for k in range(K):
                     A[j, s, k] = steps[k]
                 if keep_scores:
-                    _insert_scores(n_slots, mode, K, steps, kpool, pidx[j], F[j], mem.lab[j], alive[j], bounded, ub[j], cols,
-                                   Dp, Dn)
+                    _insert_scores(n_slots, mode, K, steps, kpool, pidx[j], F[j], mem.lab[j], alive[j], bounded, ub[j],
+                                   cols, Dp, Dn)
                 for k in range(K):
                     F[j, s, k] = m[k] + steps[k] * kxx
                     Abar[pt, k] += steps[k]

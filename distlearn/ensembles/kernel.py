@@ -169,7 +169,8 @@ class KernelEnsembleState:
             self.pidx[j, :k] = remap[self.pidx[j, :k]]
 
     def record(self) -> EnsembleCache:
-        """The state as the engine takes it (:class:`~distlearn.ensembles._budget.EnsembleCache`; the arrays, not copies)."""
+        """The state as the engine takes it (:class:`~distlearn.ensembles._budget.EnsembleCache`; the arrays,
+        not copies)."""
         return EnsembleCache(
             Pool(self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.pmeta, self.Abar),
             Members(self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.died, self.gborn, self.gdied,

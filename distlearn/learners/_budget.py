@@ -84,7 +84,8 @@ REMOVE_RANDOM = 2
 
 __all__ = [
     "LINEAR_KERNEL", "POLY_KERNEL", "RBF_KERNEL", "MODE_BINARY", "MODE_OVR", "MODE_NATIVE",
-    "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON", "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
+    "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
+    "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
     "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
 ]
