@@ -677,6 +677,9 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             else:
                 _grow_inverse(n_slots, delta2, dd, c.Kinv)
         if fire and not projected:
+            # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
+            # the same helpers; only the removal differs (a member's also updates the pool), so these
+            # few lines of control flow stay in each engine
             if budget.code == BUDGET_FIXED and meta[1] >= budget.size:
                 v = _victim(budget.removal, n_slots, meta[1], uniforms[ii], mode, K, A, F, c.kd, c.lab, c.born,
                             alive, ub, cand)

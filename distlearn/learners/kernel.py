@@ -403,20 +403,20 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
     agree to rounding, not bit for bit.
     """
     G = np.asarray(Xb @ S.T, dtype=np.float64)
-    g, deg, c0 = (float(v) for v in kernel.params)
-    if kernel.code == B.RBF_KERNEL:
+    kp = kernel.record()
+    if kp.code == B.RBF_KERNEL:
         xsq = np.asarray(Xb.multiply(Xb).sum(axis=1)).ravel() if sp.issparse(Xb) else np.einsum("ij,ij->i", Xb, Xb)
         sqS = np.einsum("ij,ij->i", S, S) if sqS is None else sqS
         G *= -2.0
         G += xsq[:, None]
         G += sqS[None, :]
         np.maximum(G, 0.0, out=G)
-        G *= -g
+        G *= -kp.gamma
         np.exp(G, out=G)
-    elif kernel.code == B.POLY_KERNEL:
-        G *= g
-        G += c0
-        G **= deg
+    elif kp.code == B.POLY_KERNEL:
+        G *= kp.gamma
+        G += kp.coef0
+        G **= kp.degree
     return G
 
 
