@@ -269,4 +269,4 @@ def test_projectron_estimators_bound_the_cache_and_refuse_history_conversions():
     with pytest.raises(ValueError, match="budget='projectron' changes cached coefficients"):
         distlearn.KernelPA(budget="projectron", conversion="average").fit(X[:50], y[:50])
     with pytest.raises(ValueError, match="projectron"):
-        distlearn.OBPM(base=distlearn.KernelPA(budget="projectron")).fit(X[:50], y[:50])
+        distlearn.KernelOBPM(base=distlearn.KernelPA(budget="projectron")).fit(X[:50], y[:50])
