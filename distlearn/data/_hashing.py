@@ -23,7 +23,7 @@ from numba import njit
 
 from .._config import NUMBA_FLAGS
 
-__all__ = ["HASH", "MAX_HASH_BITS", "check_hash_bits", "hash_index", "hash_token", "hash_columns"]
+__all__ = ["HASH", "MAX_HASH_BITS", "check_hash_bits", "hash_index", "hash_token", "hash_columns", "token_column"]
 
 HASH = "murmurhash3_x86_32, seed 0; column = |h| mod 2**bits; int indices hashed as 8 little-endian bytes"
 MAX_HASH_BITS = 31
@@ -69,6 +69,34 @@ def _hash_int64(keys: np.ndarray, mask: np.int64, out: np.ndarray) -> None:
         h = _fmix(np.uint32(h ^ np.uint32(8)))
         s = np.int64(h) - np.int64(1 << 32) if h >= np.uint32(1 << 31) else np.int64(h)
         out[i] = (s if s >= 0 else -s) & mask
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def token_column(buf: np.ndarray, start: int, stop: int, mask: np.int64) -> np.int64:
+    """The column of the token ``buf[start:stop]`` (uint8 bytes): :func:`hash_token` in compiled code."""
+    h = np.uint32(0)
+    n = stop - start
+    p = start
+    for _ in range(n // 4):
+        k = np.uint32(np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << np.uint32(8))
+                      | (np.uint32(buf[p + 2]) << np.uint32(16)) | (np.uint32(buf[p + 3]) << np.uint32(24)))
+        h = _mix_block(h, k)
+        p += 4
+    r = n & 3
+    if r:
+        k = np.uint32(0)
+        if r == 3:
+            k = np.uint32(k ^ (np.uint32(buf[p + 2]) << np.uint32(16)))
+        if r >= 2:
+            k = np.uint32(k ^ (np.uint32(buf[p + 1]) << np.uint32(8)))
+        k = np.uint32(k ^ np.uint32(buf[p]))
+        k = np.uint32(k * np.uint32(0xCC9E2D51))
+        k = _rotl(k, 15)
+        k = np.uint32(k * np.uint32(0x1B873593))
+        h = np.uint32(h ^ k)
+    h = _fmix(np.uint32(h ^ np.uint32(n)))
+    s = np.int64(h) - np.int64(1 << 32) if h >= np.uint32(1 << 31) else np.int64(h)
+    return (s if s >= 0 else -s) & mask
 
 
 def hash_index(indices: np.ndarray, bits: int) -> np.ndarray:

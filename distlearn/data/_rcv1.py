@@ -60,10 +60,11 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
-from .._config import PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
+from .._config import NUMBA_FLAGS, PARALLEL_PART_BYTES, TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
-from ._hashing import HASH, check_hash_bits, hash_columns, hash_token
+from ._hashing import HASH, check_hash_bits, hash_columns, hash_token, token_column
 from .._tasks import OrderedMap, run_ordered
 from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
 from ._svmlight import line_aligned_ranges
@@ -403,6 +404,24 @@ def _weights(counts: np.ndarray, cols: np.ndarray, weighting: str, idf: np.ndarr
     return (1.0 + np.log(counts)) * idf[cols]
 
 
+def _append_rows(out: dict[str, list[Any]], docids: np.ndarray, lines: np.ndarray, r: np.ndarray, cols: np.ndarray,
+                 counts: np.ndarray, weighting: str, idf: np.ndarray | None, normalize: bool, v: int) -> None:
+    """Add a piece's rows to ``out``: nonzero ``k`` is ``counts[k]`` of column ``cols[k]`` in row ``r[k]``
+    (rows in order, columns sorted within a row), weighted and maybe normalised."""
+    n = len(docids)
+    vals = _weights(counts, cols, weighting, idf)
+    if normalize:
+        norms = np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))
+        vals = vals / np.where(norms > 0, norms, 1.0)[r]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+    out["docids"].append(docids)
+    out["lines"].append(lines)
+    out["indptr"].append(indptr)
+    out["indices"].append(cols.astype(np.int32 if v < 2**31 else np.int64))
+    out["data"].append(vals)
+
+
 def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, weighting: str,
                idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
     """One part's documents as float64 CSR rows over the frozen vocabulary (unknown tokens dropped),
@@ -432,18 +451,349 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, 
             keep = ids >= 0
             keys, counts = _distinct(rows[keep] * v + ids[keep])
             r = keys // v
-            cols = keys - r * v
-            vals = _weights(counts, cols, weighting, idf)
-            if normalize:
-                norms = np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))
-                vals = vals / np.where(norms > 0, norms, 1.0)[r]
-            indptr = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
-            out["docids"].append(np.asarray(docs.docids, dtype=np.int64))
-            out["lines"].append(np.asarray(docs.lines, dtype=np.int64))  # part-local already
-            out["indptr"].append(indptr)
-            out["indices"].append(cols.astype(np.int32 if v < 2**31 else np.int64))
-            out["data"].append(vals)
+            _append_rows(out, np.asarray(docs.docids, dtype=np.int64), np.asarray(docs.lines, dtype=np.int64),
+                         r, keys - r * v, counts, weighting, idf, normalize, v)  # lines part-local already
+            n_lines += piece.count(b"\n")
+    except InputFormatError as e:
+        return {"error": (e.line, e.reason, e.token)}
+    return {k: v for k, v in out.items()} | {"n_lines": n_lines}
+
+
+# =========================================================================== compiled token pass
+#
+# The two passes over token files run in numba over a piece's raw bytes (:func:`_scan` finds the
+# documents, :func:`_intern_tokens` / :func:`_count_columns` split the texts on ASCII white space,
+# as ``bytes.split()``), with a hash table of their own (open addressing keyed by a 64-bit FNV-1a
+# hash of the token's bytes, the bytes compared on every hash match, so colliding tokens stay
+# apart).  A piece the scan finds anything unusual in (a bad header, a missing ``.W``, a field
+# token in a text, a docid that is not plain digits) is parsed again by :func:`_parse_documents`,
+# which raises the error the pure-Python path raises, or returns the documents it accepts (their
+# tokens then go through the same compiled counting).  The result -- vocabulary, its order,
+# every value -- is the pure-Python path's (tests/data/test_rcv1.py compares the two).
+
+_COMPILED = True  # False: the pure-Python passes (Vocabulary.add, dict look-ups), kept as the reference
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _space(c: np.uint8) -> bool:
+    return c == 32 or 9 <= c <= 13  # bytes.split(): space, \t \n \v \f \r
+
+
+@njit(**NUMBA_FLAGS)
+def _scan(buf: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Documents of a piece: ``(status, docids, header line offsets, text starts, text stops)``;
+    ``status`` 1 when the piece needs :func:`_parse_documents` (an error or an unusual docid)."""
+    n = buf.shape[0]
+    heads = np.empty(n // 4 + 1, dtype=np.int64)  # a header takes at least 4 bytes ('.I 1\n')
+    hline = np.empty(n // 4 + 1, dtype=np.int64)
+    ends = np.empty(n // 4 + 1, dtype=np.int64)
+    docids = np.empty(n // 4 + 1, dtype=np.int64)
+    nh = 0
+    line = 0
+    p = 0
+    status = 0
+    while p < n:
+        # p is a line start; does `^\.I[ \t]+(\S*)[^\n]*\n` match here?
+        q = p
+        while q < n and buf[q] != 10:
+            q += 1
+        if q < n and q - p >= 3 and buf[p] == 46 and buf[p + 1] == 73 and (buf[p + 2] == 32 or buf[p + 2] == 9):
+            a = p + 2
+            while a < q and (buf[a] == 32 or buf[a] == 9):
+                a += 1
+            b = a
+            d = np.int64(0)
+            while b < q and not _space(buf[b]):
+                c = buf[b]
+                if c < 48 or c > 57 or b - a >= 18:
+                    status = 1
+                else:
+                    d = d * 10 + (c - 48)
+                b += 1
+            if d <= 0:
+                status = 1
+            heads[nh] = p
+            hline[nh] = line
+            ends[nh] = q + 1
+            docids[nh] = d
+            nh += 1
+        elif nh == 0:
+            for k in range(p, q):
+                if not _space(buf[k]):
+                    status = 1  # text before the first header
+        line += 1
+        p = q + 1
+    starts = np.empty(nh, dtype=np.int64)
+    stops = np.empty(nh, dtype=np.int64)
+    for i in range(nh):
+        body_end = heads[i + 1] if i + 1 < nh else n
+        a = ends[i]
+        q = a
+        while q < body_end and buf[q] != 10:
+            q += 1
+        # the '.W' line, stripped
+        s, e = a, q
+        while s < e and _space(buf[s]):
+            s += 1
+        while e > s and _space(buf[e - 1]):
+            e -= 1
+        if e - s != 2 or buf[s] != 46 or buf[s + 1] != 87:
+            status = 1
+        starts[i] = min(q + 1, body_end)
+        stops[i] = body_end
+    return status, docids[:nh].copy(), hline[:nh].copy(), starts, stops
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _token(buf: np.ndarray, p: int, stop: int, status: int) -> tuple[int, int, int]:
+    """``(start, stop, status)`` of the next token at or after ``p`` (white-space separated; empty at
+    the end), ``status`` set to 1 if it is a field (``.I`` or ``.W``)."""
+    while p < stop and _space(buf[p]):
+        p += 1
+    s = p
+    while p < stop and not _space(buf[p]):
+        p += 1
+    return s, p, 1 if _field(buf, s, p) else status
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _fnv(buf: np.ndarray, s: int, e: int) -> np.uint64:
+    h = np.uint64(0xCBF29CE484222325)
+    for k in range(s, e):
+        h = np.uint64((h ^ np.uint64(buf[k])) * np.uint64(0x100000001B3))
+    return h
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _field(buf: np.ndarray, s: int, e: int) -> bool:
+    """Is the token ``.I`` or ``.W``?"""
+    return e - s == 2 and buf[s] == 46 and (buf[s + 1] == 73 or buf[s + 1] == 87)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _probe(slots: np.ndarray, hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray,
+           buf: np.ndarray, s: int, e: int, h: np.uint64) -> tuple[int, int]:
+    """``(slot, term)`` of the token ``buf[s:e]``; term -1 (and its free slot) when absent."""
+    mask = slots.shape[0] - 1
+    i = np.int64((h ^ (h >> np.uint64(29))) & np.uint64(mask))
+    while True:
+        t = slots[i]
+        if t < 0:
+            return i, -1
+        if hashes[t] == h and offs[t + 1] - offs[t] == e - s:
+            o = offs[t]
+            same = True
+            for k in range(e - s):
+                if arena[o + k] != buf[s + k]:
+                    same = False
+                    break
+            if same:
+                return i, t
+        i = (i + 1) & mask
+
+
+@njit(**NUMBA_FLAGS)
+def _grown(slots: np.ndarray, hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray, df: np.ndarray,
+           last: np.ndarray, n: int, extra: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The table with room for one more term of ``extra`` bytes."""
+    if offs[n] + extra > arena.shape[0]:
+        a = np.empty(max(2 * arena.shape[0], offs[n] + extra), dtype=np.uint8)
+        a[:offs[n]] = arena[:offs[n]]
+        arena = a
+    if n + 2 > hashes.shape[0]:
+        m = 2 * hashes.shape[0]
+        h2 = np.empty(m, dtype=np.uint64)
+        h2[:n] = hashes[:n]
+        o2 = np.empty(m + 1, dtype=np.int64)
+        o2[:n + 1] = offs[:n + 1]
+        d2 = np.zeros(m, dtype=np.int64)
+        d2[:n] = df[:n]
+        l2 = np.full(m, -1, dtype=np.int64)
+        l2[:n] = last[:n]
+        hashes, offs, df, last = h2, o2, d2, l2
+    if 2 * (n + 1) > slots.shape[0]:
+        slots = np.full(2 * slots.shape[0], -1, dtype=np.int64)
+        mask = slots.shape[0] - 1
+        for t in range(n):
+            h = hashes[t]
+            i = np.int64((h ^ (h >> np.uint64(29))) & np.uint64(mask))
+            while slots[i] >= 0:
+                i = (i + 1) & mask
+            slots[i] = t
+    return slots, hashes, offs, arena, df, last
+
+
+@njit(**NUMBA_FLAGS)
+def _intern_tokens(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, doc0: int, slots: np.ndarray,
+                   hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray,
+                   n: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Add the documents' tokens to the table (``df`` counts each term once per document, numbered
+    from ``doc0``); ``(status, n, table...)``, status 1 on a field token in a text."""
+    status = 0
+    for d in range(starts.shape[0]):
+        doc = doc0 + d
+        p, stop = starts[d], stops[d]
+        while True:
+            s, p, status = _token(buf, p, stop, status)
+            if s == p:
+                break
+            h = _fnv(buf, s, p)
+            i, t = _probe(slots, hashes, offs, arena, buf, s, p, h)
+            if t < 0:
+                if 2 * (n + 1) > slots.shape[0] or n + 2 > hashes.shape[0] or offs[n] + p - s > arena.shape[0]:
+                    slots, hashes, offs, arena, df, last = _grown(slots, hashes, offs, arena, df, last, n, p - s)
+                    i, t = _probe(slots, hashes, offs, arena, buf, s, p, h)
+                t = n
+                n += 1
+                slots[i] = t
+                hashes[t] = h
+                o = offs[t]
+                arena[o:o + p - s] = buf[s:p]
+                offs[t + 1] = o + p - s
+            if last[t] != doc:
+                last[t] = doc
+                df[t] += 1
+    return status, n, slots, hashes, offs, arena, df, last
+
+
+@njit(**NUMBA_FLAGS)
+def _count_columns(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
+                   offs: np.ndarray, arena: np.ndarray, bits: int
+                   ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Each document's distinct columns (sorted) and counts: a term's position in the table, or with
+    ``bits`` > 0 the column its bytes hash to (:func:`~._hashing.token_column`); tokens outside the
+    table are dropped.  ``(status, indptr, columns, counts)``, status 1 on a field token in a text."""
+    m = starts.shape[0]
+    bound = 0
+    for d in range(m):
+        bound += (stops[d] - starts[d] + 1) // 2
+    cols = np.empty(bound, dtype=np.int64)
+    counts = np.empty(bound, dtype=np.int64)
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    mask = np.int64((1 << bits) - 1) if bits > 0 else np.int64(0)
+    status = 0
+    w = 0
+    for d in range(m):
+        p, stop = starts[d], stops[d]
+        a = w
+        while True:
+            s, p, status = _token(buf, p, stop, status)
+            if s == p:
+                break
+            if bits > 0:
+                c = token_column(buf, s, p, mask)
+            else:
+                c = _probe(slots, hashes, offs, arena, buf, s, p, _fnv(buf, s, p))[1]
+                if c < 0:
+                    continue
+            cols[w] = c
+            w += 1
+        if w - a > 1:
+            cols[a:w].sort()
+        r = a  # run-length in place: write position r never passes the read position
+        k = a
+        while k < w:
+            c = cols[k]
+            j = k + 1
+            while j < w and cols[j] == c:
+                j += 1
+            cols[r] = c
+            counts[r] = j - k
+            r += 1
+            k = j
+        w = r
+        indptr[d + 1] = w
+    return status, indptr, cols[:w].copy(), counts[:w].copy()
+
+
+def _empty_table(terms: int = 1024, nbytes: int = 1 << 16) -> list[np.ndarray]:
+    """A table with room for ``terms`` terms: slots, hashes, offsets, bytes, df, last document."""
+    return [np.full(1 << max(4, int(2 * terms - 1).bit_length()), -1, dtype=np.int64), np.zeros(terms, dtype=np.uint64),
+            np.zeros(terms + 1, dtype=np.int64), np.empty(nbytes, dtype=np.uint8), np.zeros(terms, dtype=np.int64),
+            np.full(terms, -1, dtype=np.int64)]
+
+
+@njit(**NUMBA_FLAGS)
+def _place_terms(buf: np.ndarray, offs: np.ndarray, slots: np.ndarray, hashes: np.ndarray) -> None:
+    mask = slots.shape[0] - 1
+    for t in range(hashes.shape[0]):
+        h = _fnv(buf, offs[t], offs[t + 1])
+        hashes[t] = h
+        i = np.int64((h ^ (h >> np.uint64(29))) & np.uint64(mask))
+        while slots[i] >= 0:
+            i = (i + 1) & mask
+        slots[i] = t
+
+
+def _term_table(terms: list[bytes]) -> tuple[np.ndarray, ...]:
+    """Distinct terms as a table (slots, hashes, offsets, bytes) whose term ``i`` is ``terms[i]``
+    (a term with white space in it is kept and, as in a dict, never meets a token)."""
+    buf = np.frombuffer(b"".join(terms) or b" ", dtype=np.uint8)
+    offs = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, terms), dtype=np.int64, count=len(terms)), out=offs[1:])
+    slots = np.full(1 << max(4, (2 * len(terms)).bit_length()), -1, dtype=np.int64)
+    hashes = np.zeros(len(terms), dtype=np.uint64)
+    _place_terms(buf, offs, slots, hashes)
+    return slots, hashes, offs, buf
+
+
+def _documents(piece: bytes, path: str, first: int, force: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(bytes, docids, lines, text starts, text stops)`` of a piece's documents; through
+    :func:`_parse_documents` (its errors, its documents' tokens rejoined) when the scan flags it
+    or ``force``."""
+    buf = np.frombuffer(piece, dtype=np.uint8)
+    if not force:
+        status, docids, hline, starts, stops = _scan(buf)
+        if status == 0:
+            return buf, docids, hline + first, starts, stops
+    docs = _parse_documents(piece, path, first)
+    texts = [b" ".join(docs.tokens[a - k:a]) for a, k in zip(itertools.accumulate(docs.lengths), docs.lengths)]
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    starts = np.zeros(len(texts), dtype=np.int64)
+    np.cumsum(lens[:-1] + 1, out=starts[1:])
+    return (np.frombuffer(b"\n".join(texts), dtype=np.uint8), np.asarray(docs.docids, dtype=np.int64),
+            np.asarray(docs.lines, dtype=np.int64), starts, starts + lens)
+
+
+def _compiled_vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any]:
+    table, n, n_docs, n_lines = _empty_table(), 0, 0, 0
+    try:
+        for piece, first in _read_part(path, start, stop):
+            buf, docids, _, starts, stops = _documents(piece, path, first)
+            status, n2, *t2 = _intern_tokens(buf, starts, stops, n_docs, *table, n)
+            if status:  # a field token in a text: the parser's error
+                buf, docids, _, starts, stops = _documents(piece, path, first, force=True)
+                status, n2, *t2 = _intern_tokens(buf, starts, stops, n_docs, *table, n)
+            table, n = t2, n2
+            n_docs += len(docids)
+            n_lines += piece.count(b"\n")
+    except InputFormatError as e:
+        return {"error": (e.line, e.reason, e.token)}
+    offs, text = table[2][:n + 1], table[3].tobytes()
+    return {"df": dict(zip([text[a:b] for a, b in zip(offs[:-1].tolist(), offs[1:].tolist())], table[4][:n].tolist())),
+            "n_docs": n_docs, "n_lines": n_lines}
+
+
+def _compiled_rows_task(path: str, start: int, stop: int, index: tuple[np.ndarray, ...] | int, weighting: str,
+                        idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
+    """:func:`_rows_task` in compiled code; ``index`` a :func:`_term_table` or hash bits."""
+    out: dict[str, list[Any]] = {"docids": [], "lines": [], "indptr": [], "indices": [], "data": []}
+    if isinstance(index, int):
+        bits, table, v = index, tuple(_empty_table(1, 1)[:4]), 1 << index
+    else:
+        bits, table, v = 0, index, max(len(index[1]), 1)
+    n_lines = 0
+    try:
+        for piece, first in _read_part(path, start, stop):
+            buf, docids, lines, starts, stops = _documents(piece, path, first)
+            status, indptr, cols, counts = _count_columns(buf, starts, stops, *table, bits)
+            if status:
+                buf, docids, lines, starts, stops = _documents(piece, path, first, force=True)
+                status, indptr, cols, counts = _count_columns(buf, starts, stops, *table, bits)
+            r = np.repeat(np.arange(len(docids), dtype=np.int64), np.diff(indptr))
+            _append_rows(out, docids, lines, r, cols, counts, weighting, idf, normalize, v)
             n_lines += piece.count(b"\n")
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
@@ -554,7 +904,8 @@ def convert_rcv1(
             vocab = Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
             at, last = 1, None
-            for (p, _, _), res in zip(jobs, run_ordered(executor, _vocabulary_task, jobs)):
+            task = _compiled_vocabulary_task if _COMPILED else _vocabulary_task
+            for (p, _, _), res in zip(jobs, run_ordered(executor, task, jobs)):
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
@@ -671,16 +1022,18 @@ def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[
                         X = hash_columns(X, hash_bits, 1)  # the term ids as written (1-based)
                     yield path, y.astype(np.int64), lines, X, sum(sizes[:k]) + f.raw_tell()
         return
-    index: dict[bytes, int] | int
+    index: dict[bytes, int] | tuple[np.ndarray, ...] | int
     if hash_bits is not None:
         index, width = hash_bits, 1 << hash_bits
     else:
         assert terms is not None
-        index, width = {t: i for i, t in enumerate(terms)}, len(terms)
+        index = _term_table(terms) if _COMPILED else {t: i for i, t in enumerate(terms)}
+        width = len(terms)
+    task = _compiled_rows_task if _COMPILED else _rows_task
     jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
-    for (path, _, stop), res in zip(jobs, run_ordered(executor, _rows_task, jobs, index=index, weighting=weighting, idf=idf,
+    for (path, _, stop), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting, idf=idf,
                                                    normalize=normalize)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:

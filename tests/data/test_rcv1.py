@@ -322,3 +322,128 @@ def test_line_numbers_across_pieces_and_parts(files, tmp_path, monkeypatch, part
     assert e.value.line == 18 and "field .W" in str(e.value)  # the vocabulary pass sees it first
     ok = convert_rcv1(_w(tmp_path / "ok.dat", docs), tmp_path / "ok.zarr", qrels=files["qrels"], part_bytes=part_bytes)
     assert ok.side_array("docid").tolist() == [2286, 2287, 2290] and ok.nnz == 9
+
+
+# ---------------------------------------------------------------- the compiled token pass (issue 30)
+
+_ODD = [b"bank", b"rate", "\u00e9t\u00e9".encode(), "\u65e5\u672c".encode(), b"x" * 5000, b"\xff\xfe", b".Wx", b"W.",
+        b"..", b"I", b".", b"0", b"\x00", b"\x1c", b"\xc2\x85", b"\xc2\xa0", b"a\x7fb", b"I.W", b".W.I"]
+_SEPS = [b" ", b"\t", b"\x0b", b"\x0c", b"\r\n", b"  \n", b" \t "]
+
+
+def _odd_corpus(tmp_path, n_docs=400, seed=0):
+    """Token files with odd tokens and layouts (UTF-8, a 5,000-byte token, tabs, CRLF, a BOM, empty
+    documents, '+12' and '0012' docids, a last document without a final newline) and their qrels.
+    (No token starts with '.I': at the start of a line the part and piece cuts take it for a header.)"""
+    rng = np.random.default_rng(seed)
+    words = _ODD + [b"w%d" % i for i in range(300)]
+    heads = [b".I %d\n", b".I\t%d \r\n", b".I  %d  trailing words\n"]
+    files, qrels = [], []
+    for f in range(3):
+        out = [b"\xef\xbb\xbf"] if f == 1 else []
+        for i in range(n_docs):
+            d = 10_000 * (f + 1) + i
+            k = 0 if i % 17 == 0 else int(rng.integers(1, 40))
+            toks = [words[j] for j in rng.choice(len(words), size=k, p=None)]
+            text = b"".join(t + _SEPS[int(rng.integers(len(_SEPS)))] for t in toks)
+            docid = b"+%d" % d if i == 5 else b"00%d" % d if i == 6 else b"%d" % d
+            w = b" .W \r\n" if i % 11 == 3 else b".W\n"
+            out.append(heads[i % 3].replace(b"%d", docid) + w + text + b"\n")
+            qrels.append(b"%s %d 1\n" % (TOP[i % 4], d))
+        body = b"".join(out) + b".I %d\n.W" % (10_000 * (f + 1) + n_docs)  # empty, no final newline
+        qrels.append(b"GCAT %d 1\n" % (10_000 * (f + 1) + n_docs))
+        if f == 2:
+            body = body.replace(b"\n", b"\r\n")
+        files.append(_w(tmp_path / f"lyrl2004_tokens_{f}.dat", body, gz=f == 0))
+    return files, _w(tmp_path / "qrels", b"".join(qrels))
+
+
+TOP = [b"CCAT", b"ECAT", b"GCAT", b"MCAT"]
+
+
+def _both_paths(monkeypatch, fn):
+    from distlearn.data import _rcv1
+
+    out = []
+    for compiled in (True, False):
+        monkeypatch.setattr(_rcv1, "_COMPILED", compiled)
+        out.append(fn(compiled))
+    return out
+
+
+@pytest.mark.parametrize("kw", [{}, {"weighting": "tfidf", "normalize": True}, {"weighting": "tf", "min_df": 3},
+                                {"weighting": "binary", "part_bytes": 3000},
+                                {"vocabulary": ["bank", "\u00e9t\u00e9", "w1", "not there", "a b", ""]},
+                                {"hash_bits": 4, "normalize": True}, {"hash_bits": 31, "part_bytes": 5000}])
+def test_compiled_token_pass_writes_the_pure_python_store(tmp_path, monkeypatch, kw):
+    files, qrels = _odd_corpus(tmp_path)
+    fast, slow = _both_paths(monkeypatch, lambda c: convert_rcv1(files, tmp_path / f"{c}.zarr", qrels=qrels, **kw))
+    (Xf, yf), (Xs, ys) = fast.to_scipy(), slow.to_scipy()
+    assert Xf.shape == Xs.shape and Xf.nnz == Xs.nnz > 0
+    for a in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(Xf, a), getattr(Xs, a)), a
+    assert np.array_equal(yf, ys) and np.array_equal(fast.side_array("docid"), slow.side_array("docid"))
+    assert fast.side_array("docid").tolist().count(10_005) == 1  # the '+10005' header
+    assert fast.meta["params"] == slow.meta["params"]
+    if "hash_bits" not in kw:
+        terms = fast.side_array("vocabulary/terms").tolist()
+        assert terms == slow.side_array("vocabulary/terms").tolist()
+        if "vocabulary" not in kw:
+            assert "x" * 5000 in terms and "\\xff\\xfe" in terms and "\u65e5\u672c" in terms
+            assert np.array_equal(fast.side_array("vocabulary/df"), slow.side_array("vocabulary/df"))
+
+
+@pytest.mark.parametrize("bad, line", [
+    (b".I 1\n.W\na b\n\n.I 2\n.W\nc .W d\n", 7), (b".I 1\n.W\na\n.I x\n.W\n", 4), (b"junk\n.I 1\n.W\n", 1),
+    (b".I 1\n.W\na\n.I 2\nb\n", 5), (b".I 1\n.W\na\n.I 0\n.W\n", 4), (b".I 1\n.W\n.I\n", 3),
+    (b".I 1\n.W\na\n.I 99999999999999999999\n.W\n", 4)])
+def test_compiled_token_pass_raises_the_same_errors(tmp_path, monkeypatch, bad, line):
+    from distlearn.data import _rcv1
+
+    monkeypatch.setattr(_rcv1, "_PIECE_BYTES", 8)  # the bad document in a piece of its own
+    f = _w(tmp_path / "t.dat", bad)
+    q = _w(tmp_path / "q", b"CCAT 1 1\nCCAT 2 1\n")
+
+    def err(c):
+        with pytest.raises((InputFormatError, OverflowError)) as e:
+            convert_rcv1(f, tmp_path / f"{c}.zarr", qrels=q)
+        assert not (tmp_path / f"{c}.zarr").exists()
+        return type(e.value), str(e.value)
+
+    fast, slow = _both_paths(monkeypatch, err)
+    assert fast == slow
+    assert fast[0] is OverflowError or f"t.dat:{line}:" in fast[1]
+
+
+_PIECES = [b".I", b".W", b" ", b"\n", b"\t", b"\r", b"\x0b", b"1", b"2", b"+", b"0", b"a", b"\xc3\xa9", b".I 7\n.W\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40))
+def test_compiled_documents_and_tokens_match_the_parser(parts):
+    """Any bytes: the compiled scan gives the parser's documents, lines and token counts, or its error."""
+    from collections import Counter
+
+    from distlearn.data._rcv1 import _count_columns, _documents, _term_table
+
+    piece = b"".join(parts)
+    try:
+        docs = _parse_documents(piece, "f", 3)
+    except InputFormatError as e:
+        with pytest.raises(InputFormatError) as got:
+            buf, _, _, starts, stops = _documents(piece, "f", 3)
+            terms = _term_table([b"a"])
+            if _count_columns(buf, starts, stops, *terms, 0)[0]:
+                _documents(piece, "f", 3, force=True)
+        assert str(got.value) == str(e)
+        return
+    buf, docids, lines, starts, stops = _documents(piece, "f", 3)
+    assert docids.tolist() == docs.docids and lines.tolist() == docs.lines
+    terms = sorted(set(docs.tokens))
+    status, indptr, cols, counts = _count_columns(buf, starts, stops, *_term_table(terms), 0)
+    at = 0
+    for d, k in enumerate(docs.lengths):
+        want = sorted(Counter(terms.index(t) for t in docs.tokens[at:at + k]).items())
+        at += k
+        assert list(zip(cols[indptr[d]:indptr[d + 1]].tolist(), counts[indptr[d]:indptr[d + 1]].tolist())) == want
+    assert status == 0
