@@ -193,8 +193,8 @@ def _protected(path: Path, inputs: Iterable[str | os.PathLike[str] | None]) -> N
         if _within(q, real):
             raise ValueError(f"{path}: refusing to write over {what}" + ("" if q == real else f" ({q}) or a directory that holds it"))
     for i in inputs:
-        if i is None or os.fspath(i) == "":
-            continue
+        if i is None or os.fspath(i) == "" or not os.path.lexists(i):
+            continue  # an input that does not exist has nothing to lose (its reader says it is missing)
         q = _real(i)
         if _within(q, real):
             raise ValueError(f"{path}: refusing to write over the input {i}" + ("" if q == real else ", which it holds"))
