@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_corpora.py --parts convert --sizes 200000 804414
     .venv/bin/python benchmarks/bench_corpora.py --parts cutoff --splits 1                   # one split per problem
     .venv/bin/python benchmarks/bench_corpora.py --parts celegans --epochs 20
+    .venv/bin/python benchmarks/bench_corpora.py --parts tokens --token-docs 100000 --repeats 3
 
 Parts (each measurement is a fresh child process, so its peak RSS is its own; on a LocalCluster
 the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
@@ -14,6 +15,13 @@ the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
               wall time, MiB/s of token text, peak RSS of the driver and of each worker.
 ``cutoff``    the rcv1-cutoff experiment over those stores, in one process and on 2 workers
               (the same tasks, so the same numbers): wall time, cells, peak RSS per process.
+``tokens``    issue 30: ``--token-docs`` generated LYRL2004 documents (``write_rcv1_corpus``) into a
+              store, serial and with ``--jobs 2`` (a LocalCluster of 2 workers, started before the
+              clock), against the peer scikit-learn ``CountVectorizer(analyzer=str.split)``
+              counting the same document texts already in memory (read and decoded before the
+              clock).  ``--repeats`` rounds, each a fresh child per method, the order rotated per
+              round; medians of wall and CPU time (the child's own, ``time.process_time``: the
+              driver's for ``--jobs 2``), peak RSS of the driver and of each worker.
 ``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
               tau=0.05 for ``--epochs`` epochs, learner-parallel on a 2-worker LocalCluster:
               wall time, peak RSS per worker, and the in-process wall time for comparison.
@@ -37,19 +45,34 @@ CHILD = r'''
 import json, resource, sys, time
 spec = json.loads(sys.argv[1])
 import distlearn  # imports before the clock
-from distlearn.distributed import get_client
 import contextlib
 
 def rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+def read_docs(paths):
+    """The documents' texts (after '.W'), decoded: what CountVectorizer counts in memory."""
+    docs = []
+    for p in paths:
+        with open(p, "rb") as f:
+            text = f.read().decode("utf-8")
+        docs += [b.split("\n", 2)[2] for b in text.split("\n\n") if b.strip()]
+    return docs
+
+docs = read_docs(spec["tokens"]) if spec["kind"] == "tokens-peer" else None
+from sklearn.feature_extraction.text import CountVectorizer
+
 def main(client):
     kind = spec["kind"]
     t = time.perf_counter()
     out = {}
-    if kind == "convert":
+    c0 = time.process_time()
+    if kind == "tokens-peer":
+        X = CountVectorizer(analyzer=str.split).fit_transform(docs)
+        out["n_samples"], out["n_features"], out["nnz"] = X.shape[0], X.shape[1], X.nnz
+    elif kind == "convert":
         from distlearn.data._rcv1 import convert_rcv1
-        ds = convert_rcv1(spec["tokens"], spec["store"], qrels=spec["qrels"], overwrite=True, client=client)
+        ds = convert_rcv1(spec["tokens"], spec["store"], qrels=spec["qrels"], overwrite=True, executor=ex)
         out["n_samples"], out["n_features"], out["nnz"] = ds.n_samples, ds.n_features, ds.nnz
     elif kind == "cutoff":
         from distlearn.experiments import rcv1_cutoff
@@ -66,6 +89,7 @@ def main(client):
         X, y = open_dataset(spec["test"]).to_scipy()
         out["test_error_pct"] = 100 * float((est.predict(X) != y).mean())
     out["seconds"] = time.perf_counter() - t
+    out["cpu_seconds"] = time.process_time() - c0
     out["driver_rss_mib"] = rss_mib()
     if client is not None:
         out["worker_rss_mib"] = sorted(v / 1024 for v in client.run(
@@ -73,9 +97,12 @@ def main(client):
     print("@@RESULT@@ " + json.dumps(out), flush=True)
 
 if spec["workers"]:
-    with get_client(None, n_workers=spec["workers"]) as client:
+    from distlearn.distributed import executor_for
+    with executor_for(f"local:{spec['workers']}") as ex:
+        client = ex.client
         main(client)
 else:
+    ex = None
     main(None)
 '''
 
@@ -88,6 +115,44 @@ def child(spec: dict) -> dict:
     raise RuntimeError(f"child failed ({spec['kind']}):\n{r.stderr[-3000:]}")
 
 
+def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
+    """Issue 30: convert (serial, --jobs 2) against CountVectorizer(analyzer=str.split), alternating."""
+    import statistics
+
+    from distlearn.data._rcv1 import write_rcv1_corpus
+
+    corpus = d / f"rcv1-{n}"
+    marker = corpus / "complete.json"
+    if not marker.exists():
+        marker.write_text(json.dumps(write_rcv1_corpus(corpus, n)))
+    info = json.loads(marker.read_text())
+    text_mib = sum(os.path.getsize(f) for f in info["tokens"]) / 2**20
+    methods = [("CountVectorizer(str.split), in memory", "tokens-peer", 0), ("convert, serial", "convert", 0),
+               ("convert --jobs 2", "convert", 2)]
+    runs: dict[str, list[dict]] = {m[0]: [] for m in methods}
+    for r in range(repeats):
+        for name, kind, w in methods[r % 3:] + methods[:r % 3]:
+            res = child({"kind": kind, "tokens": info["tokens"], "qrels": info["qrels"], "workers": w,
+                         "store": str(d / f"tokens-{n}-w{w}.zarr")})
+            runs[name].append(res)
+            print(json.dumps({"method": name, **res}), flush=True)
+    out = []
+    for name, kind, w in methods:
+        rs = runs[name]
+        row = {"part": "tokens", "method": name, "n_docs": n, "workers": w, "text_mib": text_mib, "runs": rs,
+               "seconds": statistics.median(x["seconds"] for x in rs),
+               "cpu_seconds": statistics.median(x["cpu_seconds"] for x in rs),
+               "driver_rss_mib": max(x["driver_rss_mib"] for x in rs)}
+        if w:
+            row["worker_rss_mib"] = [max(x["worker_rss_mib"][k] for x in rs) for k in range(w)]
+        out.append(row)
+    peer, serial, two = out
+    print(f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}: serial/peer wall "
+          f"{serial['seconds'] / peer['seconds']:.2f}x, CPU {serial['cpu_seconds'] / peer['cpu_seconds']:.2f}x; "
+          f"serial/--jobs 2 wall {serial['seconds'] / two['seconds']:.2f}x")
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default="bench-corpora")
@@ -95,6 +160,8 @@ def main() -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[200_000, 804_414])
     p.add_argument("--splits", type=int, default=1, help="rcv1-cutoff splits per problem (the paper: 10)")
     p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--token-docs", type=int, default=100_000, help="documents of the 'tokens' part")
+    p.add_argument("--repeats", type=int, default=3, help="rounds of the 'tokens' part (medians)")
     p.add_argument("--json")
     a = p.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -131,6 +198,8 @@ def main() -> int:
                     r.update({"part": "cutoff", "n_docs": n, "workers": w, "splits": a.splits})
                     rows.append(r)
                     print(json.dumps({k: v for k, v in r.items() if k != "cell_seconds"}), flush=True)
+    if "tokens" in a.parts:
+        rows += tokens_part(d, a.token_docs, a.repeats)
     if "celegans" in a.parts:
         from distlearn.data._dna import convert_sequences, write_splice_corpus
 
@@ -149,6 +218,10 @@ def main() -> int:
     for r in rows:
         where = f"{r['workers']} workers" if r["workers"] else "in process"
         wrss = ", ".join(f"{v:.0f}" for v in r.get("worker_rss_mib", [])) or "-"
+        if r["part"] == "tokens":
+            print(f"tokens    {r['n_docs']:>8,} {r['method']:<38} wall {r['seconds']:6.2f} s  CPU "
+                  f"{r['cpu_seconds']:6.2f} s  driver {r['driver_rss_mib']:.0f} MiB  workers {wrss} MiB")
+            continue
         extra = f"{r['mib_per_s']:.1f} MiB/s" if r["part"] == "convert" else (
             f"{r['cells']} cells" if r["part"] == "cutoff" else f"test error {r['test_error_pct']:.2f} %")
         size = r.get("n_docs", 100_000)

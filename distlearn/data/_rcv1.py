@@ -176,6 +176,25 @@ def read_qrels(path: str | os.PathLike[str]) -> Topics:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
+    got = _compiled_qrels(path) if _COMPILED else None
+    names, t, d, lines = got if got is not None else _python_qrels(path)
+    order = sorted(names, key=lambda b: b)
+    remap = np.empty(len(names), dtype=np.int64)
+    for new, name in enumerate(order):
+        remap[names[name]] = new
+    t = remap[t]
+    key = d * len(order) + t
+    key, first = np.unique(key, return_index=True)
+    docs = key // len(order)
+    docids, start = np.unique(docs, return_index=True)
+    indptr = np.append(start, len(key)).astype(np.int64)
+    indices = (key - docs * len(order)).astype(np.int32)
+    first_line = np.minimum.reduceat(lines[first], start) if len(start) else np.zeros(0, np.int64)
+    return Topics(docids, tuple(b.decode("utf-8", "replace") for b in order), indptr, indices, (path, first_line))
+
+
+def _python_qrels(path: str) -> tuple[dict[bytes, int], np.ndarray, np.ndarray, np.ndarray]:
+    """Topics (in order of first appearance), each line's topic, docid and line number."""
     names: dict[bytes, int] = {}
     t_col, d_col, l_col = array("q"), array("q"), array("q")  # 8 bytes a value, not a Python int
     for n, raw in _lines(path):
@@ -195,21 +214,32 @@ def read_qrels(path: str | os.PathLike[str]) -> Topics:
         l_col.append(n)
     if not d_col:
         raise InputFormatError(path, "no topic assignments")
-    order = sorted(names, key=lambda b: b)
-    remap = np.empty(len(names), dtype=np.int64)
-    for new, name in enumerate(order):
-        remap[names[name]] = new
-    t = remap[np.frombuffer(t_col, dtype=np.int64)]
-    d = np.frombuffer(d_col, dtype=np.int64)
-    lines = np.frombuffer(l_col, dtype=np.int64)
-    key = d * len(order) + t
-    key, first = np.unique(key, return_index=True)
-    docs = key // len(order)
-    docids, start = np.unique(docs, return_index=True)
-    indptr = np.append(start, len(key)).astype(np.int64)
-    indices = (key - docs * len(order)).astype(np.int32)
-    first_line = np.minimum.reduceat(lines[first], start) if len(start) else np.zeros(0, np.int64)
-    return Topics(docids, tuple(b.decode("utf-8", "replace") for b in order), indptr, indices, (path, first_line))
+    return (names, np.frombuffer(t_col, dtype=np.int64), np.frombuffer(d_col, dtype=np.int64),
+            np.frombuffer(l_col, dtype=np.int64))
+
+
+def _compiled_qrels(path: str) -> tuple[dict[bytes, int], np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_python_qrels` in compiled code; None when a line (or the stream) needs the Python
+    reader, for its error or for a docid that is not plain digits."""
+    table, n = _empty_table(256), 0
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    try:
+        with open_binary(path) as f:
+            for chunk, first in iter_line_chunks(f, TEXT_CHUNK_BYTES, path=path):
+                buf = np.frombuffer(chunk, dtype=np.uint8)
+                status, ts, te, docids, lines = _scan_qrels(buf, first)
+                if status:
+                    return None
+                status, n, *table = _intern_tokens(buf, ts, te, 0, *table, n)
+                topic = _count_columns(buf, ts, te, *table[:4], 0)[2]  # one token a line: its term
+                parts.append((topic, docids, lines))
+    except InputFormatError:
+        return None
+    if not parts or not sum(len(p[1]) for p in parts):
+        return None
+    offs, text = table[2][:n + 1].tolist(), table[3].tobytes()
+    names = {text[a:b]: i for i, (a, b) in enumerate(zip(offs[:-1], offs[1:]))}
+    return names, *(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
 
 
 def read_hierarchy(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -755,6 +785,43 @@ def _documents(piece: bytes, path: str, first: int, force: bool = False
     np.cumsum(lens[:-1] + 1, out=starts[1:])
     return (np.frombuffer(b"\n".join(texts), dtype=np.uint8), np.asarray(docs.docids, dtype=np.int64),
             np.asarray(docs.lines, dtype=np.int64), starts, starts + lens)
+
+
+@njit(**NUMBA_FLAGS)
+def _scan_qrels(buf: np.ndarray, line0: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Lines ``TOPIC docid 1`` of a chunk: ``(status, topic starts, topic stops, docids, line numbers)``;
+    status 1 at the first line that is not that with a plain positive docid (blank lines skipped)."""
+    n = buf.shape[0]
+    cap = n // 6 + 1  # 'A 1 1\n'
+    ts = np.empty(cap, dtype=np.int64)
+    te = np.empty(cap, dtype=np.int64)
+    docids = np.empty(cap, dtype=np.int64)
+    lines = np.empty(cap, dtype=np.int64)
+    k = 0
+    line = line0
+    p = 0
+    while p < n:
+        q = p
+        while q < n and buf[q] != 10:
+            q += 1
+        s0, e0, status = _token(buf, p, q, 0)
+        if s0 < e0:
+            s1, e1, status = _token(buf, e0, q, 0)
+            s2, e2, status = _token(buf, e1, q, 0)
+            if _token(buf, e2, q, 0)[0] < q or e2 - s2 != 1 or buf[s2] != 49 or e1 - s1 > 18:
+                return 1, ts, te, docids, lines
+            d = np.int64(0)
+            for j in range(s1, e1):
+                if buf[j] < 48 or buf[j] > 57:
+                    return 1, ts, te, docids, lines
+                d = d * 10 + (buf[j] - 48)
+            if d <= 0:
+                return 1, ts, te, docids, lines
+            ts[k], te[k], docids[k], lines[k] = s0, e0, d, line
+            k += 1
+        line += 1
+        p = q + 1
+    return 0, ts[:k].copy(), te[:k].copy(), docids[:k].copy(), lines[:k].copy()
 
 
 def _compiled_vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any]:

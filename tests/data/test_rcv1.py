@@ -447,3 +447,22 @@ def test_compiled_documents_and_tokens_match_the_parser(parts):
         at += k
         assert list(zip(cols[indptr[d]:indptr[d + 1]].tolist(), counts[indptr[d]:indptr[d + 1]].tolist())) == want
     assert status == 0
+
+
+@pytest.mark.parametrize("data", [
+    b"C15 2286 1\r\n\r\nCCAT\t2286 1\n  \nCCAT 2286 1\nE11 0012 1\n\xc3\xa9T 7 1\x0b\nE11 2286 1",
+    b"C15 +2286 1\nCCAT 2286 1\n", b"C15 2286 1\nCCAT 2286 2\n", b"C15 2286\n", b"\n \n", b"C15 0 1\n"])
+def test_compiled_qrels_reads_what_the_python_reader_reads(tmp_path, monkeypatch, data):
+    q = _w(tmp_path / "q.gz", data, gz=True)
+
+    def read(c):
+        try:
+            t = read_qrels(q)
+        except InputFormatError as e:
+            return str(e)
+        return t.docids.tolist(), t.names, t.indptr.tolist(), t.indices.tolist(), t.where[1].tolist()
+
+    fast, slow = _both_paths(monkeypatch, read)
+    assert fast == slow
+    if data.startswith(b"C15 2286 1\r\n"):
+        assert fast == ([7, 12, 2286], ("C15", "CCAT", "E11", "\u00e9T"), [0, 1, 2, 5], [3, 2, 0, 1, 2], [7, 6, 1])
