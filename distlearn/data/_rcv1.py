@@ -165,9 +165,10 @@ def _docid(tok: bytes, path: str, line: int) -> int:
         d = int(tok)
     except ValueError:
         d = -1
-    if d <= 0:
+    if d <= 0 or d >= 1 << 63:
         text = tok.decode("utf-8", "replace")
-        raise InputFormatError(path, f"docid {text!r} is not a positive integer", line=line, token=text)
+        raise InputFormatError(path, f"docid {text!r} is not a positive integer" + (" below 2**63" if d > 0 else ""),
+                               line=line, token=text)
     return d
 
 

@@ -396,7 +396,7 @@ def test_compiled_token_pass_writes_the_pure_python_store(tmp_path, monkeypatch,
 @pytest.mark.parametrize("bad, line", [
     (b".I 1\n.W\na b\n\n.I 2\n.W\nc .W d\n", 7), (b".I 1\n.W\na\n.I x\n.W\n", 4), (b"junk\n.I 1\n.W\n", 1),
     (b".I 1\n.W\na\n.I 2\nb\n", 5), (b".I 1\n.W\na\n.I 0\n.W\n", 4), (b".I 1\n.W\n.I\n", 3),
-    (b".I 1\n.W\na\n.I 99999999999999999999\n.W\n", 4)])
+    (b".I 1\n.W\na\n.I 99999999999999999999\n.W\n", 4), (b".I 1\n.W\na\n.I 9223372036854775808\n.W\n", 4)])
 def test_compiled_token_pass_raises_the_same_errors(tmp_path, monkeypatch, bad, line):
     from distlearn.data import _rcv1
 
@@ -405,14 +405,13 @@ def test_compiled_token_pass_raises_the_same_errors(tmp_path, monkeypatch, bad, 
     q = _w(tmp_path / "q", b"CCAT 1 1\nCCAT 2 1\n")
 
     def err(c):
-        with pytest.raises((InputFormatError, OverflowError)) as e:
+        with pytest.raises(InputFormatError) as e:
             convert_rcv1(f, tmp_path / f"{c}.zarr", qrels=q)
         assert not (tmp_path / f"{c}.zarr").exists()
         return type(e.value), str(e.value)
 
     fast, slow = _both_paths(monkeypatch, err)
-    assert fast == slow
-    assert fast[0] is OverflowError or f"t.dat:{line}:" in fast[1]
+    assert fast == slow and f"t.dat:{line}:" in fast[1] and "\n" not in fast[1]
 
 
 _PIECES = [b".I", b".W", b" ", b"\n", b"\t", b"\r", b"\x0b", b"1", b"2", b"+", b"0", b"a", b"\xc3\xa9", b".I 7\n.W\n"]
@@ -451,7 +450,8 @@ def test_compiled_documents_and_tokens_match_the_parser(parts):
 
 @pytest.mark.parametrize("data", [
     b"C15 2286 1\r\n\r\nCCAT\t2286 1\n  \nCCAT 2286 1\nE11 0012 1\n\xc3\xa9T 7 1\x0b\nE11 2286 1",
-    b"C15 +2286 1\nCCAT 2286 1\n", b"C15 2286 1\nCCAT 2286 2\n", b"C15 2286\n", b"\n \n", b"C15 0 1\n"])
+    b"C15 +2286 1\nCCAT 2286 1\n", b"C15 2286 1\nCCAT 2286 2\n", b"C15 2286\n", b"\n \n", b"C15 0 1\n",
+    b"C15 9223372036854775808 1\n"])
 def test_compiled_qrels_reads_what_the_python_reader_reads(tmp_path, monkeypatch, data):
     q = _w(tmp_path / "q.gz", data, gz=True)
 
