@@ -22,6 +22,7 @@ the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
               clock).  ``--repeats`` rounds, each a fresh child per method, the order rotated per
               round; medians of wall and CPU time (the child's own, ``time.process_time``: the
               driver's for ``--jobs 2``), peak RSS of the driver and of each worker.
+              A fourth method, the pure-Python passes (``_rcv1._COMPILED = False``), is the before.
 ``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
               tau=0.05 for ``--epochs`` epochs, learner-parallel on a 2-worker LocalCluster:
               wall time, peak RSS per worker, and the in-process wall time for comparison.
@@ -70,8 +71,10 @@ def main(client):
     if kind == "tokens-peer":
         X = CountVectorizer(analyzer=str.split).fit_transform(docs)
         out["n_samples"], out["n_features"], out["nnz"] = X.shape[0], X.shape[1], X.nnz
-    elif kind == "convert":
+    elif kind in ("convert", "convert-python"):
+        from distlearn.data import _rcv1
         from distlearn.data._rcv1 import convert_rcv1
+        _rcv1._COMPILED = kind == "convert"  # False: the pure-Python passes (the code before issue 30)
         ds = convert_rcv1(spec["tokens"], spec["store"], qrels=spec["qrels"], overwrite=True, executor=ex)
         out["n_samples"], out["n_features"], out["nnz"] = ds.n_samples, ds.n_features, ds.nnz
     elif kind == "cutoff":
@@ -128,10 +131,10 @@ def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
     info = json.loads(marker.read_text())
     text_mib = sum(os.path.getsize(f) for f in info["tokens"]) / 2**20
     methods = [("CountVectorizer(str.split), in memory", "tokens-peer", 0), ("convert, serial", "convert", 0),
-               ("convert --jobs 2", "convert", 2)]
+               ("convert --jobs 2", "convert", 2), ("convert, serial, before (pure Python)", "convert-python", 0)]
     runs: dict[str, list[dict]] = {m[0]: [] for m in methods}
     for r in range(repeats):
-        for name, kind, w in methods[r % 3:] + methods[:r % 3]:
+        for name, kind, w in methods[r % len(methods):] + methods[:r % len(methods)]:
             res = child({"kind": kind, "tokens": info["tokens"], "qrels": info["qrels"], "workers": w,
                          "store": str(d / f"tokens-{n}-w{w}.zarr")})
             runs[name].append(res)
@@ -146,10 +149,11 @@ def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
         if w:
             row["worker_rss_mib"] = [max(x["worker_rss_mib"][k] for x in rs) for k in range(w)]
         out.append(row)
-    peer, serial, two = out
+    peer, serial, two, before = out
     print(f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}: serial/peer wall "
           f"{serial['seconds'] / peer['seconds']:.2f}x, CPU {serial['cpu_seconds'] / peer['cpu_seconds']:.2f}x; "
-          f"serial/--jobs 2 wall {serial['seconds'] / two['seconds']:.2f}x")
+          f"serial/--jobs 2 wall {serial['seconds'] / two['seconds']:.2f}x; before/serial wall "
+          f"{before['seconds'] / serial['seconds']:.2f}x")
     return out
 
 
