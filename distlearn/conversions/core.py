@@ -370,7 +370,6 @@ class Tracker:
         self.acc: RunningSum | None = None
         self.halted = False
         self.frozen = False
-        self._chunk: tuple | None = None  # (X, order, fit_intercept) of the chunk being run
 
     # hooks
     def begin(self, state: LinearState) -> None:
@@ -401,7 +400,6 @@ class Tracker:
         splits = self.boundaries(int(state.n_rounds[0]), n)
         if self.capture_updates:
             splits = [*splits, *update_cuts(rule, state, X, y, order, fit_intercept).tolist()]
-        self._chunk = (X, order, fit_intercept)
         done = [0]
 
         def on_piece(lo: int, hi: int, age0: int) -> RunningSum | None:
@@ -527,182 +525,6 @@ class SuffixTracker(Tracker):
         return running_value(self.acc, state) / self.acc.count
 
 
-class _GroupSums:
-    """Per-survival-time hypothesis sums ``G_s`` in update-event form: O(nnz) per update.
-
-    A hypothesis ``v`` closed by an update is ``c_v * W_v`` (its scale times the stored
-    weights before the update).  Each update is logged as an event: the group of the
-    hypothesis it closed, that hypothesis' scale, the rows it moved (``idx``, the
-    row's nonzero features, and the bias row) and their values after it.  Any
-    weighting of the groups is then, for every stored row ``j``,
-    ``sum_v w_v W_v[j] = (sum_v w_v) W_end[j] - sum_u dW_u[j] sum_{v <= u} w_v``
-    over the events ``u`` that moved row ``j`` (``dW_u`` against the row's previous
-    value): the kernels' running sum ``P + q W`` (ARCHITECTURE.md decision 4) with
-    the events replayed in one vectorised pass instead of round by round.
-
-    A checkpoint folds the log into dense per-group sums ``P`` (O(entries x groups +
-    d x touched groups), each entry once): at a query (:meth:`weighted`,
-    :meth:`dense`), when the log reaches ``_cap`` entries (memory stays
-    O(d x groups), as before),
-    when ``W`` moved outside ``idx`` (the kernels' scale fold and zeroed column,
-    which set the scale to exactly 1), and when a scale drifted ``_REBASE``-fold
-    since the last checkpoint (``(sum w) W_end`` would cost digits to cancellation,
-    as the kernels' running sum would).
-    """
-
-    _REBASE = 16.0
-    _CAP = 1 << 20  # log entries before a checkpoint, at least 4 per weight
-
-    def __init__(self, state: LinearState) -> None:
-        d1, k = state.W.shape
-        self.slot: dict[int, int] = {}
-        self.surv = np.zeros(0, np.int64)
-        self.P = np.zeros((0, d1, k), np.float64)  # checkpointed group sums, true units, (slot, row, col)
-        self._ck = state.W.astype(np.float64)  # stored W at the last checkpoint
-        self._scale = state.scale.tolist()  # the open hypothesis' scale
-        self._base = list(self._scale)  # the scale at the last checkpoint
-        self._bias = -1  # the bias row when every step moves it (fit_intercept), else -1
-        self._cap = max(self._CAP, 4 * d1 * k) if self._CAP > 1 else self._CAP
-        # The log since the checkpoint, in growing buffers (a deep copy is a few arrays):
-        # per event its group slot, the closed hypothesis' scale and its first entry;
-        # per entry a moved row and its value after the event.
-        self._n_ev = 0
-        self._ev_slot = np.zeros(64, np.int64)
-        self._ev_scale = np.zeros((64, k))
-        self._ev_first = np.zeros(65, np.int64)
-        self._rows = np.zeros(1024, np.int64)
-        self._vals = np.zeros((1024, k))
-        self._entries = 0
-
-    def _slot_of(self, sv: int) -> int:
-        i = self.slot.get(sv)
-        if i is None:
-            i = len(self.slot)
-            if i == len(self.P):  # grow by doubling: O(d) per new survival time, amortised
-                cap = max(4, 2 * i)
-                self.P = np.concatenate([self.P, np.zeros((cap - i,) + self.P.shape[1:])])
-                self.surv = np.concatenate([self.surv, np.zeros(cap - i, np.int64)])
-            self.slot[sv] = i
-            self.surv[i] = sv
-        return i
-
-    def close(self, sv: int, state: LinearState, idx: np.ndarray | None) -> None:
-        """The open hypothesis survived ``sv`` rounds; the update that ended it moved
-        ``W`` at rows ``idx`` and the bias row (``idx`` None: anywhere)."""
-        i = self._slot_of(sv)
-        scale = state.scale.tolist()
-        dense = idx is None
-        for c, c0, b in zip(scale, self._scale, self._base):
-            r = abs(c / b) if b else math.inf
-            dense = dense or (c == 1.0 and c0 != 1.0) or not 1.0 / self._REBASE <= r <= self._REBASE
-        W = state.W
-        if dense:  # the closed hypothesis is the log's W_end: log it with no rows moved, then fold
-            self._record(i, idx[:0] if idx is not None else np.zeros(0, np.int64), W, bias=False)
-            self._checkpoint()
-            self._ck = W.astype(np.float64)
-            self._base = list(scale)
-        else:
-            self._record(i, idx, W, bias=self._bias >= 0)
-            if self._entries > self._cap:
-                self._checkpoint()
-                self._base = list(scale)
-        self._scale = scale
-
-    def _record(self, slot: int, idx: np.ndarray, W: np.ndarray, bias: bool) -> None:
-        e, a = self._n_ev, self._entries
-        b = a + len(idx) + bias
-        if e + 1 >= len(self._ev_slot):
-            self._ev_slot = np.concatenate([self._ev_slot, np.zeros_like(self._ev_slot)])
-            self._ev_scale = np.concatenate([self._ev_scale, np.zeros_like(self._ev_scale)])
-            self._ev_first = np.concatenate([self._ev_first, np.zeros_like(self._ev_first)])
-        if b > len(self._rows):
-            grow = max(b, 2 * len(self._rows))
-            self._rows = np.concatenate([self._rows, np.zeros(grow - len(self._rows), np.int64)])
-            self._vals = np.concatenate([self._vals, np.zeros((grow - len(self._vals), self._vals.shape[1]))])
-        self._ev_slot[e] = slot
-        self._ev_scale[e] = self._scale
-        m = a + len(idx)
-        self._rows[a:m] = idx
-        self._vals[a:m] = W[idx]
-        if bias:
-            self._rows[m] = self._bias
-            self._vals[m] = W[self._bias]
-        self._ev_first[e + 1] = b
-        self._n_ev, self._entries = e + 1, b
-
-    def _log(self) -> tuple[np.ndarray, ...]:
-        """The log as arrays, entries sorted by row then event: ``(slots (E,), scales (E, K),
-        event, row, dW, rows touched, their last values)``."""
-        E, n = self._n_ev, self._entries
-        slots, scales = self._ev_slot[:E], self._ev_scale[:E]
-        rows, vals = self._rows[:n], self._vals[:n]
-        which = np.repeat(np.arange(E), np.diff(self._ev_first[:E + 1]))
-        order = np.argsort(rows, kind="stable")  # per row, in event order
-        rows, vals, which = rows[order], vals[order], which[order]
-        first = np.ones(len(rows), bool)
-        first[1:] = rows[1:] != rows[:-1]
-        prev = np.empty_like(vals)
-        prev[first] = self._ck[rows[first]]
-        prev[1:][~first[1:]] = vals[:-1][~first[1:]]
-        starts = np.flatnonzero(first)
-        last = np.append(starts[1:], len(rows))[:len(starts)] - 1  # (none when no rows moved)
-        return slots, scales, which, rows, vals - prev, starts, rows[starts], vals[last]
-
-    def _apply(self, log: tuple[np.ndarray, ...], wts: np.ndarray) -> np.ndarray:
-        """``sum_v wts[slot_v] c_v W_v`` over the logged events, stored rows x columns."""
-        slots, scales, which, rows, dW, starts, urows, ulast = log
-        W_end = self._ck.copy()
-        W_end[urows] = ulast
-        if not len(slots):
-            return np.zeros_like(W_end)
-        cum = np.cumsum(wts[slots][:, None] * scales, axis=0)  # (E, K): sum_{v <= u} w_v
-        out = cum[-1][None, :] * W_end
-        if len(rows):
-            out[urows] -= np.add.reduceat(dW * cum[which], starts, axis=0)
-        return out
-
-    def _checkpoint(self) -> None:
-        """Fold the log into ``P``, one group at a time (O(d x groups))."""
-        if self._n_ev:
-            log = self._log()
-            n = len(self.slot)
-            for i in np.unique(log[0]).tolist():
-                self.P[i] += self._apply(log, (np.arange(n) == i).astype(np.float64))
-            self._ck[log[6]] = log[7]
-        self._n_ev = self._entries = 0
-
-    def weighted(self, wts: np.ndarray, state: LinearState) -> np.ndarray:
-        """``sum_s wts[s] G_s``, shape (n_outputs, n_features + 1); ``wts`` per slot."""
-        self._checkpoint()  # each logged entry is folded once, however many queries
-        n = len(self.slot)
-        return np.tensordot(np.asarray(wts[:n], np.float64), self.P[:n], axes=1).T
-
-    def dense(self, state: LinearState) -> dict[int, np.ndarray]:
-        """Every ``G_s`` as an (n_outputs, n_features + 1) array."""
-        self._checkpoint()
-        return {int(self.surv[i]): self.P[i].T.copy() for i in range(len(self.slot))}
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.P, self._ck, self._ev_slot, self._ev_scale, self._ev_first,
-                                      self._rows, self._vals))
-
-
-def _touched(chunk: tuple, pos: int) -> np.ndarray | None:
-    """Feature rows of ``W`` the round at ``pos`` of the chunk can move (a step adds a
-    multiple of the row: its nonzero features; the bias row is the tracker's
-    ``_bias``); None when unknown."""
-    if chunk is None:
-        return None
-    X, order, _ = chunk
-    r = int(order[pos])
-    if getattr(X, "format", None) == "csr":
-        return X.indices[X.indptr[r]:X.indptr[r + 1]]
-    if isinstance(X, np.ndarray) and X.ndim == 2:
-        return np.flatnonzero(X[r])
-    return None
-
-
 class CutoffTracker(Tracker):
     """Cutoff averaging (Dekel 2008).
 
@@ -715,9 +537,8 @@ class CutoffTracker(Tracker):
     when h_i has already been used k* rounds, or i = 0).
 
     ``mode="groups"`` (one pass, ``partial_fit``): also keeps, per survival time
-    s, the sum ``G_s`` of the hypotheses that survived exactly s rounds, in
-    update-event form (:class:`_GroupSums`: an update costs O(nnz x groups), no
-    O(d) copy), so the cutoff-k hypothesis
+    s, the sum ``G_s`` of the hypotheses that survived exactly s rounds (each
+    captured when it ends), so the cutoff-k hypothesis
     ``(sum_{s>k} (s-k) G_s + [k>0] h_0) / sum_B(k)`` is available at any time for
     every k (:meth:`hypothesis`).  Memory: groups x n_outputs x (n_features + 1)
     floats, at most sqrt(2m) groups.
@@ -747,14 +568,15 @@ class CutoffTracker(Tracker):
         self.stopped_ = False
         self.stop_round_: int | None = None
         # mode="groups"
-        self._sums: _GroupSums | None = None
+        self.G: dict[int, np.ndarray] = {}
         self._h0: np.ndarray | None = None
+        self._open: np.ndarray | None = None
 
     def begin(self, state: LinearState) -> None:
         self.halted = False
-        if self.pass_ == 1 and self.mode == "groups" and self._sums is None:
+        if self.pass_ == 1 and self.mode == "groups" and self._open is None:
             self._h0 = hypothesis(state)
-            self._sums = _GroupSums(state)
+            self._open = self._h0
         if self.pass_ == 2:
             self.acc = running_sum(state, cut=self.k_)
 
@@ -785,12 +607,12 @@ class CutoffTracker(Tracker):
         if self.mode == "groups" and hi > lo and upd[-1]:
             # The piece ends at an update (the driver cuts there): the open
             # hypothesis survived age0 + (hi - lo) rounds.
-            sums = self._sums
-            bias = state.W.shape[0] - 1 if self._chunk is not None and self._chunk[2] else -1
-            if bias != sums._bias:
-                sums._checkpoint()
-                sums._bias = bias
-            sums.close(age0 + (hi - lo), state, _touched(self._chunk, hi - 1))
+            sv = age0 + (hi - lo)
+            if sv in self.G:
+                self.G[sv] += self._open
+            else:
+                self.G[sv] = self._open.copy()
+            self._open = hypothesis(state)
         self.peak_groups = max(self.peak_groups, g.n_groups)
         if self.stop_below is not None and int(state.n_rounds[0]) % self.check_every == 0:
             bounds, _, _ = cutoff_bounds(self._final_groups(state), self.C, self.delta)
@@ -848,10 +670,10 @@ class CutoffTracker(Tracker):
         """This stream's mergeable summary (``mode="groups"``): the hypothesis open at the end
         of the stream is closed there, with its age so far."""
         groups = self._final_groups(state)
-        G = self._sums.dense(state) if self._sums is not None else {}
+        G = dict(self.G)
         age = int(state.age[0])
         if age > 0:
-            G[age] = G[age] + hypothesis(state) if age in G else hypothesis(state)
+            G[age] = G[age] + self._open if age in G else self._open.copy()
         return CutoffSummary(self.C, self.delta, groups, G, self._h0 if groups.m else None)
 
     def _final_groups(self, state: LinearState) -> CutoffGroups:
@@ -881,11 +703,13 @@ class CutoffTracker(Tracker):
         k = self.k_ if k is None else int(k)
         if not 0 <= k < len(self.sum_b_):
             raise ValueError(f"k must be in [0, {len(self.sum_b_) - 1}], got {k}")
-        sums = self._sums
-        total = sums.weighted(np.maximum(sums.surv - k, 0).astype(np.float64), state)
+        total = np.zeros_like(self._h0)
+        for sv, Gs in self.G.items():
+            if sv > k:
+                total += (sv - k) * Gs
         age = int(state.age[0])
         if age > k:
-            total += (age - k) * hypothesis(state)
+            total += (age - k) * self._open
         if k > 0:
             total += self._h0
         return total / self.sum_b_[k]
@@ -899,8 +723,10 @@ class CutoffTracker(Tracker):
 
     @property
     def nbytes(self) -> int:
-        return (self._sums.nbytes if self._sums is not None else 0) + \
-            (self._h0.nbytes if self._h0 is not None else 0)
+        extra = [a for a in (self._h0, self._open) if a is not None]
+        if len(extra) == 2 and extra[0] is extra[1]:
+            extra = extra[:1]
+        return sum(a.nbytes for a in self.G.values()) + sum(a.nbytes for a in extra)
 
 
 class SurvivorTracker(Tracker):

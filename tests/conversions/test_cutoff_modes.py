@@ -203,27 +203,3 @@ def test_cutoff_groups_of_blocks_merge_to_one_pass(m, seed, fracs):
 
     assert _as_tuple(CutoffGroups().merge(whole.groups)) == _as_tuple(whole.groups)  # identity
     assert _as_tuple(whole.groups.merge(CutoffGroups())) == _as_tuple(whole.groups)
-
-
-@pytest.mark.parametrize("case", ["perceptron-binary", "margin-binary", "pa-ovr3"])
-@pytest.mark.parametrize("force", ["checkpoint-every-update", "rebase-every-scale-change"])
-def test_groups_mode_checkpoints_keep_every_cutoff_hypothesis(case, force, monkeypatch):
-    """The update-event log folded into dense group sums after every update (the memory cap
-    at 1 entry), or at every scale change (the rebase factor at 1): still the brute force."""
-    from distlearn.conversions import core
-
-    if force == "checkpoint-every-update":
-        monkeypatch.setattr(core._GroupSums, "_CAP", 1)
-    else:
-        monkeypatch.setattr(core._GroupSums, "_REBASE", 1.0)
-    H, losses, updated = naive_run(case, 1)
-    X, y = data(CASES[case][3])
-    est = estimator(case, Cutoff(mode="groups"), 1).fit(sp.csr_matrix(X), y)
-    m = len(updated)
-    n_upd = np.concatenate([[0], np.cumsum(updated)])
-    i = np.arange(m)
-    for k in range(0, len(est.summary_.bounds_), 3):
-        B = (i >= k) & (n_upd[i] - n_upd[np.maximum(i - k, 0)] == 0)
-        B[0] = True
-        want = (B[:, None, None] * H[:m]).sum(axis=0) / B.sum()
-        np.testing.assert_allclose(est.summary_.hypothesis(est._state, k), want, **tol(want))
