@@ -545,6 +545,11 @@ def get_client(
 ) -> Iterator[Any]:
     """Yield a ``distributed.Client``; close what this call started.
 
+    ``None`` is refused: everywhere else in distlearn it means "this process"
+    (:func:`~distlearn.distributed.executor_for`), which has no client.  Code
+    outside ``distributed/`` never calls this: it passes ``scheduler=`` to
+    :func:`~distlearn.distributed.executor_for`.
+
     Parameters
     ----------
     scheduler : Client or str
@@ -593,11 +598,6 @@ def get_client(
         block, :class:`SchedulerLost` when the scheduler goes away mid-run.
     WorkersKilled
         (a ValueError) inside the ``with`` block: a task killed its workers.
-
-    ``None`` is refused: everywhere else in distlearn it means "this process"
-    (:func:`~distlearn.distributed.executor_for`), which has no client.  Code
-    outside ``distributed/`` never calls this: it passes ``scheduler=`` to
-    :func:`~distlearn.distributed.executor_for`.
 
     Examples
     --------

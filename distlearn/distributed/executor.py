@@ -11,22 +11,22 @@ in this process and on any cluster.
 ``scheduler=``, wherever an estimator or :func:`~distlearn.distributed.run_grid`
 accepts it, means what :func:`executor_for` says, and nothing else:
 
-==========================  =======================================================
-``None``, ``"in-process"``  this process (threads where the plan has ``n_jobs``)
-``"local"``, ``"local:N"``  a LocalCluster on 127.0.0.1 for this call, closed after
-                            it (N, or ``n_workers``, or one per core, single-threaded
-                            worker processes)
-``"tcp://host:8786"``       the scheduler at that address (``tls://`` with TLS
-                            from dask's configuration or :func:`make_security`)
-``"path/scheduler.json"``   the scheduler a scheduler file names
-``"slurm:FILE[:N]"``        N SLURM (``"pbs:FILE[:N]"``: PBS) jobs of dask workers, as
-                            the dask-jobqueue file FILE describes (e.g.
-                            ``cluster/jobqueue.yaml``), cancelled after the call
-``SchedulerAddress(s, sec)`` any of the above with its TLS ``security`` (plain data)
-a ``distributed.Client``    that client's cluster (not closed afterwards); an
-                            estimator's copies and pickles hold its address instead
-                            (:func:`distlearn._validation.plain_scheduler`)
-==========================  =======================================================
+==============================  =======================================================
+``None``, ``"in-process"``      this process (threads where the plan has ``n_jobs``)
+``"local"``, ``"local:N"``      a LocalCluster on 127.0.0.1 for this call, closed after
+                                it (N, or ``n_workers``, or one per core, single-threaded
+                                worker processes)
+``"tcp://host:8786"``           the scheduler at that address (``tls://`` with TLS
+                                from dask's configuration or :func:`make_security`)
+``"path/scheduler.json"``       the scheduler a scheduler file names
+``"slurm:FILE[:N]"``            N SLURM (``"pbs:FILE[:N]"``: PBS) jobs of dask workers, as
+                                the dask-jobqueue file FILE describes (e.g.
+                                ``cluster/jobqueue.yaml``), cancelled after the call
+``SchedulerAddress(s, sec)``    any of the above with its TLS ``security`` (plain data)
+a ``distributed.Client``        that client's cluster (not closed afterwards); an
+                                estimator's copies and pickles hold its address instead
+                                (:func:`distlearn._validation.plain_scheduler`)
+==============================  =======================================================
 
 A cluster is never started unasked: ``None`` is always this process.  Nothing
 outside ``distributed/`` builds a client or submits a task: the converters, the

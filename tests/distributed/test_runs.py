@@ -73,11 +73,11 @@ def test_cluster_rows_equal_in_process(client, stores, data):
 def test_cluster_budget_grid_equals_in_process(client, data):
     """The budget paper's protocol -- cache sizes x permutations -- and a kernel OBPM, as seeded tasks: the same
     rows and the same support vectors and coefficients here and on 2 worker processes."""
-    from distlearn import KernelMIRA
+    from distlearn import KernelMIRA, KernelOBPM
 
     tr, te = (data.X_train, data.y_train), (data.X_test, data.y_test)
     cases = [(KernelMIRA(gamma=0.05), {"budget": [None, "variable", 30, 60]}),
-             (OBPM(n_estimators=4, base=KernelMIRA(gamma=0.05, budget="variable")), {"tau": [0.5, 0.9]})]
+             (KernelOBPM(n_estimators=4, base=KernelMIRA(gamma=0.05, budget="variable")), {"tau": [0.5, 0.9]})]
     metrics = ("test_error", "online_error", "n_support", "n_updates")
     for est, grid in cases:
         here = run_grid(est, grid, tr, te, repeats=3, metrics=metrics, return_models=True)
