@@ -29,13 +29,8 @@ from numba import njit
 
 from .._config import NUMBA_FLAGS
 from ..learners._kernels import (
-    AGGRESSIVE_ROMMA,
-    ALMA,
     FIRST_NATIVE,
-    GENERALIZED,
-    MARGIN,
     PERCEPTRON,
-    ROMMA,
     _AHEAD,
     _HUGE,
     _TINY,
@@ -44,6 +39,7 @@ from ..learners._kernels import (
     _fold_scale,
     _guard,
     _native_taus,
+    _needs_norm,
     _needs_xsq,
     _prefetch,
     _sqnorm,
@@ -126,7 +122,7 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     n_cols = c1 - c0
     j0 = c0 // K
     n_learn = n_cols // K
-    need_norm = rule == GENERALIZED or rule == MARGIN or rule == ALMA or rule == ROMMA or rule == AGGRESSIVE_ROMMA
+    need_norm = _needs_norm(rule)
     native = rule >= FIRST_NATIVE
     acc = np.zeros(n_cols, dtype=W.dtype)  # margins summed in the weights' dtype, as the base learner's
     m = np.zeros(n_cols, dtype=np.float64)
@@ -169,7 +165,8 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
         # prefetch, in stages (see _prefetch and the single-learner _learn_csr):
         # the offsets and label of round ii + 2A, the values and indices of round
         # ii + A (offsets now cached), and the weight lines of round ii + _W_AHEAD
-        # (indices now cached).  A permuted epoch would otherwise wait on each.
+        # (indices now cached).  A permuted epoch would otherwise wait on each.  (The single
+        # learner's two stages written out: see the measurement in learners/_kernels.py: _learn_csr.)
         if ii + 2 * _AHEAD < order.shape[0]:
             r2 = order[ii + 2 * _AHEAD]
             _prefetch(indptr, r2)

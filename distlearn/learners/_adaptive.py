@@ -66,6 +66,9 @@ NAG_LOGISTIC = 111
 
 FIRST_ADAPTIVE = AROW
 ADAPTIVE_CODES = (AROW, NAG_HINGE, NAG_LOGISTIC)
+# The slots of their parameter vectors (as learners/_kernels.py names the classic rules'):
+P_AROW_R = 0    #: AROW: the regularisation r
+P_NAG_ETA = 0   #: NAG: the step eta
 
 
 class AdaptiveState(NamedTuple):
@@ -141,7 +144,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
         yi = y[r]
         if ii + 2 * _AHEAD < n_order:
             # A permuted epoch reads rows at random places: prefetch as the classic kernel does
-            # (the offsets and label of round ii + 2A, then the values and indices of round ii + A).
+            # (the offsets and label of round ii + 2A, then the values and indices of round ii + A;
+            # written out: see the measurement in _kernels.py: _learn_csr).
             r2 = order[ii + 2 * _AHEAD]
             _prefetch(indptr, r2)
             _prefetch(y, r2)
@@ -202,7 +206,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
             h = 1.0 - (m[yi] - other)
         upd = False
         if not nag:
-            rr = p[0]
+            rr = p[P_AROW_R]
             for k in range(K):
                 yk = (1.0 if yi == 1 else -1.0) if K == 1 else (1.0 if yi == k else -1.0)
                 z = yk * m[k]
@@ -275,7 +279,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
                     m[k] = mk
             upd = resc
             if T[1] > 0.0:
-                c = p[0] * math.sqrt(t / T[1])
+                c = p[P_NAG_ETA] * math.sqrt(t / T[1])
                 for k in range(K):
                     yk = (1.0 if yi == 1 else -1.0) if K == 1 else (1.0 if yi == k else -1.0)
                     z = yk * m[k]

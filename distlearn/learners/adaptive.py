@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validation import check_allocation
 from . import _adaptive as A
-from .linear import Rule, RuleSpec, learn_chunk
+from .linear import Built, Rule, RuleSpec, learn_chunk, rule_vector
 
 __all__ = ["ADAPTIVE_RULES", "AdaptiveState", "init_adaptive_state", "learn_chunk", "make_adaptive_rule"]
 
@@ -50,18 +50,18 @@ def _pos(name: str, value: Any) -> float:
     return v
 
 
-def _arow(r: float = 1.0) -> tuple[int, list[float]]:
-    return A.AROW, [_pos("r", r)]
+def _arow(r: float = 1.0) -> Built:
+    return A.AROW, {A.P_AROW_R: _pos("r", r)}
 
 
-def _nag(loss: str = "logistic", eta: float = 1.0) -> tuple[int, list[float]]:
+def _nag(loss: str = "logistic", eta: float = 1.0) -> Built:
     codes = {"hinge": A.NAG_HINGE, "logistic": A.NAG_LOGISTIC}
     if loss not in codes:
         raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
-    return codes[loss], [_pos("eta", eta)]
+    return codes[loss], {A.P_NAG_ETA: _pos("eta", eta)}
 
 
-#: The adaptive rules, by name: (name, parameters -> (code, parameter vector),
+#: The adaptive rules, by name: (name, parameters -> (code, {slot: value}),
 #: estimator class name, one-line summary).  ``native`` is always False
 #: (multiclass is one-vs-rest).
 ADAPTIVE_RULES: dict[str, RuleSpec] = {r.name: r for r in (
@@ -75,13 +75,11 @@ def make_adaptive_rule(name: str, **params: Any) -> Rule:
     """Build the :class:`~distlearn.learners.linear.Rule` of an adaptive rule:
     ``arow(r=1)``, ``nag(loss="logistic", eta=1)``."""
     try:
-        make: Callable[..., tuple[int, list[float]]] = ADAPTIVE_RULES[name].make
+        make: Callable[..., Built] = ADAPTIVE_RULES[name].make
     except KeyError:
         raise ValueError(f"unknown adaptive rule {name!r}; choose one of {sorted(ADAPTIVE_RULES)}") from None
     code, p = make(**params)
-    arr = np.zeros(8, dtype=np.float64)
-    arr[: len(p)] = p
-    return Rule(name, int(code), arr, False)
+    return Rule(name, int(code), rule_vector(p), False)
 
 
 def init_adaptive_state(name: str, n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> AdaptiveState:

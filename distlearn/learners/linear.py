@@ -54,12 +54,17 @@ __all__ = [
 
 
 class Rule(NamedTuple):
-    """A rule as the kernels see it: a code and a float64 parameter vector."""
+    """A rule as the kernels see it: a code and a float64 parameter vector whose slots are
+    named in :mod:`distlearn.learners._kernels` (``K.P_ETA``, ``K.P_C``, ...; :meth:`param`)."""
 
     name: str
     code: int
     params: np.ndarray
     native: bool  #: couples the per-class columns (multiclass PA, MIRA)
+
+    def param(self, slot: str) -> float:
+        """The parameter in the slot named ``slot`` (``rule.param("P_ETA")``), as the kernels read it."""
+        return float(self.params[getattr(K, slot)])
 
 
 class LinearState(NamedTuple):
@@ -135,59 +140,73 @@ def _schedule(name: str, value: Any) -> float:
     return 1.0 if value == "inv_sqrt" else 0.0
 
 
-def _perceptron(eta: float = 1.0) -> tuple[int, list[float]]:
-    return K.PERCEPTRON, [0.0, _pos("eta", eta)]
+#: What a builder returns: the kernel's rule code and its parameters by slot (``{K.P_ETA: eta}``).
+Built = tuple[int, dict[int, float]]
+
+
+def _perceptron(eta: float = 1.0) -> Built:
+    return K.PERCEPTRON, {K.P_ETA: _pos("eta", eta)}
 
 
 def _generalized(rho: float = 0.0, eta: float = 1.0, rho_schedule: str = "constant",
-                 eta_schedule: str = "constant") -> tuple[int, list[float]]:
-    return K.GENERALIZED, [_pos("rho", rho, strict=False), _pos("eta", eta),
-                           _schedule("rho_schedule", rho_schedule), _schedule("eta_schedule", eta_schedule)]
+                 eta_schedule: str = "constant") -> Built:
+    return K.GENERALIZED, {K.P_RHO: _pos("rho", rho, strict=False), K.P_ETA: _pos("eta", eta),
+                           K.P_RHO_SCHEDULE: _schedule("rho_schedule", rho_schedule),
+                           K.P_ETA_SCHEDULE: _schedule("eta_schedule", eta_schedule)}
 
 
-def _margin(horizon: float, radius: float) -> tuple[int, list[float]]:
+def _margin(horizon: float, radius: float) -> Built:
     m = _pos("horizon", horizon)
     R = _pos("radius", radius)
-    return K.MARGIN, [1.0 / (math.sqrt(m) * R)]
+    return K.MARGIN, {K.P_MARGIN_ETA: 1.0 / (math.sqrt(m) * R)}
 
 
-def _alma(alpha: float = 0.9, B: float | None = None, C: float = math.sqrt(2.0)) -> tuple[int, list[float]]:
+def _alma(alpha: float = 0.9, B: float | None = None, C: float = math.sqrt(2.0)) -> Built:
     a = float(alpha)
     if not (0.0 < a <= 1.0):
         raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
     b = 1.0 / a if B is None else _pos("B", B)
-    return K.ALMA, [(1.0 - a) * b, _pos("C", C)]
+    return K.ALMA, {K.P_ALMA_MARGIN: (1.0 - a) * b, K.P_ALMA_C: _pos("C", C)}
 
 
-def _romma(aggressive: bool = False) -> tuple[int, list[float]]:
-    return (K.AGGRESSIVE_ROMMA if aggressive else K.ROMMA), []
+def _romma(aggressive: bool = False) -> Built:
+    return (K.AGGRESSIVE_ROMMA if aggressive else K.ROMMA), {}
 
 
 _PA_CODES = {"PA": (K.PA, K.MC_PA), "PA-I": (K.PA1, K.MC_PA1), "PA-II": (K.PA2, K.MC_PA2)}
 
 
-def _pa(variant: str = "PA-I", C: float = 1.0, native: bool = False) -> tuple[int, list[float]]:
+def _pa(variant: str = "PA-I", C: float = 1.0, native: bool = False) -> Built:
     if variant not in _PA_CODES:
         raise ValueError(f"variant must be one of {sorted(_PA_CODES)}, got {variant!r}")
-    return _PA_CODES[variant][1 if native else 0], [_pos("C", C)]
+    return _PA_CODES[variant][1 if native else 0], {K.P_C: _pos("C", C)}
 
 
-def _mira(beta: float = 0.01, native: bool = False) -> tuple[int, list[float]]:
+def _mira(beta: float = 0.01, native: bool = False) -> Built:
     b = float(beta)
     if not math.isfinite(b) or b < 0:
         raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
-    return (K.MC_MIRA if native else K.MIRA), [b]
+    return (K.MC_MIRA if native else K.MIRA), {K.P_BETA: b}
 
 
-def _lms(eta: float = 0.01) -> tuple[int, list[float]]:
-    return K.LMS, [_pos("eta", eta)]
+def _lms(eta: float = 0.01) -> Built:
+    return K.LMS, {K.P_LMS_ETA: _pos("eta", eta)}
+
+
+def rule_vector(params: dict[int, float]) -> np.ndarray:
+    """The kernels' parameter vector (``K.N_PARAMS`` float64 slots, unused ones 0) from a builder's
+    ``{slot: value}``."""
+    arr = np.zeros(K.N_PARAMS, dtype=np.float64)
+    for slot, value in params.items():
+        arr[slot] = value
+    return arr
 
 
 class RuleSpec(NamedTuple):
     """One entry of the rule registry."""
 
     name: str                                       #: the rule's name (``make_rule(name, ...)``, ``base=name``)
-    make: Callable[..., tuple[int, list[float]]]    #: parameters -> (kernel code, parameter vector)
+    make: Callable[..., Built]                      #: parameters -> (kernel code, {slot: value})
     estimator: str                                  #: its scikit-learn class, ``distlearn.<estimator>``
     summary: str                                    #: one line for help texts
     native: bool = False                            #: has a native (single-prototype) multiclass form
@@ -227,9 +246,7 @@ def make_rule(name: str, **params: Any) -> Rule:
     except KeyError:
         raise ValueError(f"unknown rule {name!r}; choose one of {sorted(RULES)}") from None
     code, p = make(**params)
-    arr = np.zeros(8, dtype=np.float64)
-    arr[: len(p)] = p
-    return Rule(name, int(code), arr, code >= K.FIRST_NATIVE)
+    return Rule(name, int(code), rule_vector(p), code >= K.FIRST_NATIVE)
 
 
 def init_state(n_features: int, n_outputs: int, *, dtype: Any = np.float64) -> LinearState:
