@@ -711,9 +711,6 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
 
     if a.save_members and not (a.save and a.model == "obpm"):
         raise ValueError("--save-members needs --save MODEL.npz and --model obpm (the members of its Bayes point)")
-    if a.shards and a.model == "obpm":
-        raise ValueError("--shards applies to single learners; OBPM parallelises over its learners "
-                         "(--workers/--scheduler)")
     try:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:

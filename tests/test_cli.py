@@ -286,4 +286,4 @@ def test_train_data_parallel_shards(art_stores, capsys):
     assert out["model"] == "ParameterMixing" and out["shards"] == 4
     assert out["epoch_online_errors"] == [int(v) for v in ref.epoch_online_errors_]
     assert main(["train", str(train), "--model", "obpm", "--shards", "2"]) == 2
-    assert "--shards applies to single learners" in capsys.readouterr().err
+    assert "shards apply to single learners" in capsys.readouterr().err

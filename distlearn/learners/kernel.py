@@ -44,6 +44,7 @@ import scipy.sparse as sp
 
 from .. import rng
 from . import _budget as B
+from ._kernels import P_ETA
 from .linear import Rule, raise_bad_round
 
 __all__ = [
@@ -95,7 +96,7 @@ class Kernel(NamedTuple):
 def step_rule(rule: Rule, beta: float) -> B.StepRule:
     """The engine's :class:`~distlearn.learners._budget.StepRule` of a kernel rule with margin ``beta``."""
     params = np.asarray(rule.params, dtype=np.float64)
-    eta = float(params[1]) if rule.code == B.PERCEPTRON else 0.0  # the registry's perceptron: [0, eta]
+    eta = float(params[P_ETA]) if rule.code == B.PERCEPTRON else 0.0  # the registry perceptron's step
     return B.StepRule(int(rule.code), params, eta, float(beta))
 
 
