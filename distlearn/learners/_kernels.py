@@ -41,6 +41,7 @@ of a parameter is written once, here, for the builders and every kernel.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -107,6 +108,25 @@ _TINY = 1e-30
 # q * W would grow as the scale shrinks and cost digits to cancellation.
 _REBASE = 16.0
 _HUGE = 1e30
+class LinearArrays(NamedTuple):
+    """The arrays a linear pass reads and writes, as the compiled entry points take them
+    (numba types a NamedTuple by its fields; the entry point unpacks it on its first line,
+    which compiles to the code the positional arguments did).  The first five are
+    :class:`~distlearn.learners.linear.LinearState`'s; the last three its running sum's
+    (:class:`~distlearn.learners.linear.RunningSum`, flattened; empty ``accP``/``accq``:
+    no running sum).  The per-round outputs are a second record,
+    :class:`~distlearn.learners.linear.RoundLog` (``mistake``, ``hinge``, ``updated``)."""
+
+    W: np.ndarray          #: (n_features + 1, K) feature-major weights, in units of ``scale``
+    scale: np.ndarray      #: (K,) float64
+    sqnorm: np.ndarray     #: (K,) float64
+    n_updates: np.ndarray  #: (K,) int64
+    age: np.ndarray        #: (1,) int64, rounds the current hypothesis has been used
+    accP: np.ndarray       #: running sum's P, flat ((n_features + 1) K), or empty
+    accq: np.ndarray       #: running sum's [q (K), scale at the last rebase (K)], or empty
+    acc_cfg: np.ndarray    #: int64 [start, cut, base, hypotheses added]
+
+
 # Rows ahead that a pass prefetches (see _learn_csr).
 _AHEAD = 8
 # The numeric guard (ARCHITECTURE.md decision 10): a squared norm of a row outside
@@ -645,9 +665,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
-               W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset,
-               age, accP, accq, acc_cfg):
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
@@ -672,7 +690,12 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     The binary (one-column) round is written out here rather than in a helper:
     numba passes each array as many scalars, and a call per row, or a nested
     inline, measurably slows the hot loop.
+
+    ``st`` is a :class:`LinearArrays`, ``log`` a record of the per-round outputs
+    (``mistake``, ``hinge``, ``updated``), written from position ``out_offset``.
     """
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    out_mistake, out_hinge, out_updated = log
     d = W.shape[0] - 1
     K = W.shape[1]
     w = W.reshape(W.shape[0] * K)  # flat view: W[j, k] is w[j * K + k]
@@ -792,10 +815,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                 out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block):
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block):
     """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
     (cache-sized), then the CSR skeleton."""
+    acc_cfg = st.acc_cfg
     n, d = X.shape
     indptr = np.zeros(block + 1, dtype=np.int64)
     indices = np.empty(block * d + 1, dtype=np.int64)
@@ -817,9 +840,8 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
                 c += 1 if v != 0 else 0  # branch-free; a zero's slot is overwritten
             indptr[i + 1] = c
         acc_cfg[2] = base0 + s
-        bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
-                         sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s,
-                         age, accP, accq, acc_cfg)
+        bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, st, log,
+                         out_offset + s)
         if bad >= 0:
             acc_cfg[2] = base0
             return s + bad
@@ -1039,43 +1061,43 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                       out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
-    """:func:`_dense_multi_pass` for any rule."""
+def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+    """:func:`_dense_multi_pass` for any rule (the records as :func:`_learn_csr` takes them)."""
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                              out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                                  out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
     rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
     10-class epoch measured about 5 % faster)."""
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                              out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
 
 
-def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
-    """Dense chunk (C-contiguous, the weights' dtype).  With several output columns, the
-    dense skeleton :func:`_learn_dense_multi`; with one, rows compacted to their nonzeros
-    a block at a time and the CSR skeleton (a single column's sum is one sequential chain,
-    which the nonzeros keep short).  Either way bit-identical to the CSR kernel."""
-    if W.shape[1] > 1:
+def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+    """Dense chunk (C-contiguous, the weights' dtype); ``st`` a :class:`LinearArrays`, ``log``
+    the per-round outputs (:class:`~distlearn.learners.linear.RoundLog`) written from
+    ``out_offset``.  With several output columns, the dense skeleton :func:`_learn_dense_multi`;
+    with one, rows compacted to their nonzeros a block at a time and the CSR skeleton (a single
+    column's sum is one sequential chain, which the nonzeros keep short).  Either way
+    bit-identical to the CSR kernel.  Returns -1 or the first bad round (:func:`_learn_csr`)."""
+    if st.W.shape[1] > 1:
         kern = _learn_dense_multi_perceptron if rule == PERCEPTRON else _learn_dense_multi
-        return kern(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                    out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+        return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
-    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                        out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, block)
+    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block)
 
 
-def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-              n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
-    """CSR chunk given by its three arrays (indices sorted within each row)."""
-    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-                      n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+    """CSR chunk given by its three arrays (indices sorted within each row); the records as
+    :func:`learn_dense` takes them."""
+    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
 
 
 @njit(**NUMBA_FLAGS)

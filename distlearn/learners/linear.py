@@ -376,7 +376,7 @@ def learn_chunk(
         csr = A.learn_csr if adaptive else K.learn_csr
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return csr(indptr, indices, data, y, o, *args, *extra)
+            return csr(indptr, indices, data, y, o, *args)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
@@ -385,7 +385,7 @@ def learn_chunk(
         dense = A.learn_dense if adaptive else K.learn_dense
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return dense(Xd, y, o, *args, *extra)
+            return dense(Xd, y, o, *args)
     cuts = [0, *sorted({int(c) for c in splits if 0 < int(c) < n}), n]
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         if acc is None:
@@ -396,9 +396,14 @@ def learn_chunk(
             accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
             cfg[2] = state.n_rounds[0]
         age0 = int(state.age[0])
+        arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
+        if adaptive:  # positional until _adaptive takes the records
+            W_, s_, q_, u_, a_, P_, Q_, c_ = arrays
+            args = (W_, s_, q_, u_, log.mistake, log.hinge, log.updated, int(offset) + lo, a_, P_, Q_, c_, *extra)
+        else:
+            args = (K.LinearArrays(*arrays), log, int(offset) + lo)
         bad = kernel(order[lo:hi] if (lo, hi) != (0, n) else order, rule.code, rule.params, bool(fit_intercept),
-                     float(bias), state.W, state.scale, state.sqnorm, state.n_updates, log.mistake, log.hinge,
-                     log.updated, int(offset) + lo, state.age, accP, accq, cfg)
+                     float(bias), *args)
         if bad >= 0:
             state.n_rounds[0] += bad
             raise_bad_round(X, int(order[lo + bad]), int(lo + bad), dt)
