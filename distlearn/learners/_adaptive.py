@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit
 
 from .._config import NUMBA_FLAGS
-from ._kernels import _AHEAD, _MAXF, _out_of_range, _prefetch
+from ._kernels import _AHEAD, _MAXF, LinearArrays, _out_of_range, _prefetch
 
 # Rule codes, disjoint from the classic rules' (distlearn.learners._kernels).
 AROW = 100
@@ -87,6 +87,24 @@ class AdaptiveState(NamedTuple):
     T: np.ndarray          #: (2,) float64: NAG's t and N; unused by AROW
 
 
+class AdaptiveArrays(NamedTuple):
+    """The arrays an adaptive pass reads and writes, as its compiled entry points take them:
+    :class:`~distlearn.learners._kernels.LinearArrays`' eight (same meaning) and the
+    statistics ``A, S, T`` of :class:`AdaptiveState`."""
+
+    W: np.ndarray
+    scale: np.ndarray
+    sqnorm: np.ndarray
+    n_updates: np.ndarray
+    age: np.ndarray
+    accP: np.ndarray
+    accq: np.ndarray
+    acc_cfg: np.ndarray
+    A: np.ndarray
+    S: np.ndarray
+    T: np.ndarray
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _set(w, b, new, acc_on, accP, q):
     """w[b] <- new, keeping the running sum P + q * W unchanged."""
@@ -97,9 +115,7 @@ def _set(w, b, new, acc_on, accP, q):
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
-               W, scale, sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset,
-               age, accP, accq, acc_cfg, A, S, T):
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """Every round of a CSR chunk (indices sorted and unique within rows, as
     :func:`~distlearn.learners.linear.learn_chunk` passes them); returns -1 or the
     position of the first round with a non-finite margin (nothing of it applied), or
@@ -116,7 +132,12 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
     noting the new maxima; they are applied (``s_i``, the rescaled weights) once
     the margins are known to be finite.  The same operations on the same values
     as a separate pass, so the same bits, with one gather pass fewer per round.
+
+    ``st`` is an :class:`AdaptiveArrays`, ``log`` the per-round outputs (``mistake``,
+    ``hinge``, ``updated``) written from ``out_offset``.
     """
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, A, S, T = st
+    out_mistake, out_hinge, out_updated = log
     d = W.shape[0] - 1
     K = W.shape[1]
     w = W.reshape(W.shape[0] * K)
@@ -326,10 +347,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias,
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                 out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, A, S, T, block):
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block):
     """Dense rows, ``block`` at a time, compacted to their nonzeros, then the CSR loop
     (so dense and CSR input give bit-identical results)."""
+    acc_cfg = st.acc_cfg
     d = X.shape[1]
     indptr = np.zeros(block + 1, dtype=np.int64)
     indices = np.empty(block * d + 1, dtype=np.int64)
@@ -352,9 +373,8 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
                     c += 1
             indptr[i + 1] = c
         acc_cfg[2] = base0 + s
-        bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, W, scale,
-                         sqnorm, n_updates, out_mistake, out_hinge, out_updated, out_offset + s,
-                         age, accP, accq, acc_cfg, A, S, T)
+        bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, st, log,
+                         out_offset + s)
         if bad >= 0:
             acc_cfg[2] = base0
             return s + bad
@@ -362,17 +382,13 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_
     return -1
 
 
-def learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, A, S, T):
-    """Dense chunk (same arguments as :func:`distlearn.learners._kernels.learn_dense`, plus the
-    statistics ``A, S, T`` of :class:`AdaptiveState`)."""
+def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+    """Dense chunk (the arguments of :func:`distlearn.learners._kernels.learn_dense`, ``st`` an
+    :class:`AdaptiveArrays`)."""
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
-    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                        out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, A, S, T, block)
+    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block)
 
 
-def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-              n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, A, S, T):
+def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """CSR chunk given by its three arrays (indices sorted within each row)."""
-    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm,
-                      n_updates, out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, A, S, T)
+    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset)

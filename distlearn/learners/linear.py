@@ -397,13 +397,9 @@ def learn_chunk(
             cfg[2] = state.n_rounds[0]
         age0 = int(state.age[0])
         arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
-        if adaptive:  # positional until _adaptive takes the records
-            W_, s_, q_, u_, a_, P_, Q_, c_ = arrays
-            args = (W_, s_, q_, u_, log.mistake, log.hinge, log.updated, int(offset) + lo, a_, P_, Q_, c_, *extra)
-        else:
-            args = (K.LinearArrays(*arrays), log, int(offset) + lo)
+        st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays)
         bad = kernel(order[lo:hi] if (lo, hi) != (0, n) else order, rule.code, rule.params, bool(fit_intercept),
-                     float(bias), *args)
+                     float(bias), st, log, int(offset) + lo)
         if bad >= 0:
             state.n_rounds[0] += bad
             raise_bad_round(X, int(order[lo + bad]), int(lo + bad), dt)
