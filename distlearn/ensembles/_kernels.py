@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -62,6 +64,38 @@ ACC_NONE = 0
 ACC_ENSEMBLE = 1
 ACC_MEMBERS = 2
 #: Rows ahead whose weight lines the OBPM pass prefetches.
+class EnsembleArrays(NamedTuple):
+    """The arrays an OBPM pass reads and writes (``ensembles/engine.py: EnsembleState``'s,
+    the running sum flattened), as :func:`_obpm_csr` takes them: one record, unpacked on the
+    entry point's first line (the code the positional arguments compiled to)."""
+
+    W: np.ndarray              #: (n_features + 1, N K) feature-major weights, member ``j``'s columns ``j K ..``
+    scale: np.ndarray          #: (N K,) float64
+    sqnorm: np.ndarray         #: (N K,) float64
+    n_updates: np.ndarray      #: (N K,) int64
+    member_rounds: np.ndarray  #: (N,) int64
+    accP: np.ndarray           #: running sum's P, flat, or empty (``ACC_NONE``)
+    accq: np.ndarray           #: running sum's [q, scale at the last rebase], flat, or empty
+
+
+class Draws(NamedTuple):
+    """Who sees which example: the Bernoulli masks' inputs (see :func:`_obpm_pass`)."""
+
+    tids: np.ndarray     #: (rows,) int64 global example index of each row
+    key_epoch: np.uint64  #: hash of (seed, stream, epoch)
+    thr: np.ndarray      #: (learners,) uint64 32-bit thresholds
+    draw: np.ndarray     #: (learners,) int64 learner index in the draws
+    slot: np.ndarray     #: (learners,) int64 output slot (tau group)
+    n_slots: int         #: number of output slots
+
+
+class EnsembleLog(NamedTuple):
+    """Per round and slot: the sum of the members' margins and the number that updated."""
+
+    margin: np.ndarray   #: float64 ((rounds) n_slots K,)
+    updates: np.ndarray  #: int32 ((rounds) n_slots,)
+
+
 _W_AHEAD = 2
 #: Nonzeros ahead whose running-sum lines the update sweep prefetches: P is as
 #: large as W and, unlike W's, its lines were not just read for the margins.
@@ -364,21 +398,26 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
 
 
 @njit(**NUMBA_FLAGS)
-def _obpm_csr(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
-              fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-              out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
-    """:func:`_obpm_pass` for any rule."""
+def _obpm_csr(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
+              st, log, out_offset, acc_mode):
+    """:func:`_obpm_pass` for any rule: ``draws`` a :class:`Draws`, ``st`` an
+    :class:`EnsembleArrays`, ``log`` an :class:`EnsembleLog` written from ``out_offset``."""
+    tids, key_epoch, thr, draw, slot, n_slots = draws
+    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
+    out_margin, out_updates = log
     return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
                       fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
                       out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)
 
 
 @njit(**NUMBA_FLAGS)
-def _obpm_csr_perceptron(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
-                         fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-                         out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
-    """:func:`_obpm_pass` compiled for the perceptron (``rule`` is ignored): the rule is a
+def _obpm_csr_perceptron(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
+                         st, log, out_offset, acc_mode):
+    """:func:`_obpm_csr` compiled for the perceptron (``rule`` is ignored): the rule is a
     constant, so every test of it, and the other rules' steps, are compiled away."""
+    tids, key_epoch, thr, draw, slot, n_slots = draws
+    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
+    out_margin, out_updates = log
     return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, PERCEPTRON, p,
                       fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
                       out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)

@@ -225,13 +225,13 @@ def learn_ensemble_chunk(
         accP, accq = np.zeros(0), np.zeros(0)
 
     kern = EK.obpm_kernel(rule.code)
+    st = EK.EnsembleArrays(state.W, state.scale, state.sqnorm, state.n_updates, state.member_rounds, accP, accq)
 
     def run(g: int) -> int:
         a, b = ranges[g]
-        return kern(indptr, indices, data, y, order, tids, key, thr[a:b], a * K, b * K, K, rule.code,
-                    rule.params, bool(fit_intercept), float(bias), state.W, state.scale, state.sqnorm,
-                    state.n_updates, state.member_rounds, outs[g][0], outs[g][1], 0, acc_mode,
-                    accP, accq, draw[a:b], slot[a:b], T)
+        draws = EK.Draws(tids, key, thr[a:b], draw[a:b], slot[a:b], T)
+        return kern(indptr, indices, data, y, order, draws, a * K, b * K, K, rule.code, rule.params,
+                    bool(fit_intercept), float(bias), st, EK.EnsembleLog(*outs[g]), 0, acc_mode)
 
     if n_jobs > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(min(n_jobs, len(ranges))) as pool:
