@@ -174,10 +174,11 @@ def test_compressed_inputs_of_every_kind_and_a_fake_magic_number(tmp_path, capsy
     for name, pack in (("a.svm.gz", gzip.compress), ("a.svm.bz2", bz2.compress), ("a.svm.xz", lzma.compress)):
         ds = convert_to(tmp_path, name, pack(body))
         assert np.array_equal(ds.to_numpy()[0], plain.to_numpy()[0]), name
-    (tmp_path / "fake.svm").write_bytes(b"BZh" + body)  # bzip2's magic number, then no bzip2 stream
-    assert main(["convert", str(tmp_path / "fake.svm"), str(tmp_path / "fake.zarr")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "fake.svm" in err and "Traceback" not in err, err
+    for magic in (b"BZh", b"\xfd7zXZ\x00", b"\x1f\x8b"):  # bzip2's, xz's, gzip's magic, then no such stream
+        (tmp_path / "fake.svm").write_bytes(magic + body)
+        assert main(["convert", str(tmp_path / "fake.svm"), str(tmp_path / "fake.zarr")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "fake.svm" in err and "Traceback" not in err, err
 
 
 def test_labels_beyond_int64_stay_floats(tmp_path):

@@ -404,7 +404,7 @@ def _tests(check, strategy, layouts: bool = False):
         t = given(mutation=strategy)(_settings(n)(fn))
         if layouts:
             t = pytest.mark.parametrize("layout", ["csr", "dense"])(t)
-        made.append(pytest.mark.slow(t) if slow else t)
+        made.append(pytest.mark.timeout(4 * 3600)(pytest.mark.slow(t)) if slow else t)  # 2,000 cases: not 600 s
     return made
 
 

@@ -24,7 +24,7 @@ from .._outputs import check_output
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
 from .._tasks import OrderedMap, run_ordered
-from ._io import open_binary
+from ._io import STREAM_ERRORS, open_binary
 from ._svmlight import (
     SvmlightReader,
     count_lines_before,
@@ -72,7 +72,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     try:
         with open_binary(path) as f:
             head = f.read(4096)
-    except (OSError, EOFError):
+    except STREAM_ERRORS:  # a corrupt compressed stream: its reader says so, naming the line
         head = b""
     if suffix in _SUFFIXES and not (suffix in (".tsv", ".txt") and _dna_lines(head)):
         return _SUFFIXES[suffix]
