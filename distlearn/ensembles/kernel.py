@@ -241,6 +241,11 @@ def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, nat
     return st
 
 
+#: Why the kernel OBPM refuses the Projectron's budget (the one wording, also KernelOBPM's).
+NO_PROJECTRON = ("is not available to the kernel OBPM (each member would need its own inverse Gram matrix); "
+                 "use None, 'variable' or a size")
+
+
 def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembleState, X: Any, y: np.ndarray,
                                 tids: np.ndarray, *, seed: int, tau: float, epoch: int = 0,
                                 order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
@@ -249,8 +254,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     global index of row ``i``, which keys the draws) in ``order``."""
     bcode, n_budget = budget_code(budget)
     if bcode == B.BUDGET_PROJECTRON:
-        raise ValueError("budget='projectron' is not available to the kernel OBPM (each member would need its own "
-                         "inverse Gram matrix); use None, 'variable' or a size")
+        raise ValueError(f"budget='projectron' {NO_PROJECTRON}")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
     keep = keeps_scores(bcode, removal)

@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import Boolean, Integral, RandomState, Real
-from ..ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
+from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
 from ..stream import is_store
 from ._base_learners import shown
@@ -176,8 +176,7 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         require_kernel("KernelOBPM", "OBPM", self.base, base)
         base._check_params()
         if base.budget == "projectron":
-            raise ValueError(f"base={shown(self.base, base)}: KernelOBPM does not support budget='projectron' "
-                             "(each member would need its own inverse Gram matrix); use None, 'variable' or a size")
+            raise ValueError(f"base={shown(self.base, base)}: budget='projectron' {NO_PROJECTRON}")
 
     @property
     def _taus(self) -> tuple[float, ...]:

@@ -175,7 +175,7 @@ def test_kernel_obpm_partial_fit_and_store_equal_fit(tmp_path, conversion):
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"base": KernelPA(budget="projectron")}, r"base=KernelPA\(\.\.\.\): KernelOBPM does not support budget='projectron'"),
+    ({"base": KernelPA(budget="projectron")}, r"base=KernelPA\(\.\.\.\): budget='projectron' is not available to the kernel OBPM"),
     ({"base": "pa"}, r"base='pa': KernelOBPM runs kernel learners .*OBPM\(base='pa'"),
     ({"base": KernelPA(), "tau": (0.1, 0.3)}, "tau must be a real number in \\(0, 1\\]"),
     ({"base": KernelPA(), "tau": "auto"}, "tau must be a real number in \\(0, 1\\]"),
