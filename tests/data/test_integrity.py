@@ -430,3 +430,23 @@ def test_an_index_beyond_int32_is_kept_or_refused_never_wrapped(tmp_path):
         with DatasetWriter(tmp_path / "v.zarr", block_rows=1) as w:
             w.append(X, [1, -1])
     assert not (tmp_path / "v.zarr").exists()
+
+
+@pytest.mark.parametrize("d", [5, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 2**40])
+@pytest.mark.parametrize("bad", [-1, -2, -(2**31), 2**31 - 1])
+def test_the_32_bit_fast_path_decides_like_the_64_bit_one(d, bad):
+    """int32 indices take 32-bit lanes only while n_features <= 2^31 (a negative index is then
+    >= 2^31 as uint32): every negative index, and any index >= n_features, is a fault either way."""
+    from distlearn.data.store import block_fault
+
+    indptr = np.array([0, 3], np.int64)
+    data = np.ones(3, np.float32)
+    for dtype in (np.int32, np.int64):
+        ok = np.array([0, 1, 2], dtype)
+        assert block_fault((indptr, ok, data, d)) is None
+        wrong = np.array([0, 1, bad], dtype) if bad > 2 else np.array([bad, 1, 2], dtype)
+        fault = block_fault((indptr, wrong, data, d))
+        expect_fault = bad < 0 or bad >= d
+        assert (fault is not None) == expect_fault, (d, bad, dtype, fault)
+        if expect_fault:
+            assert "outside" in fault[1], fault
