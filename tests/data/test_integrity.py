@@ -130,9 +130,9 @@ def test_train_refuses_a_damaged_csr_store_in_one_line(pristine, tmp_path, capsy
     path = _copy(pristine, tmp_path)
     what = _damage(path, kind)
     rc = cli.main(["train", str(path), "--model", "perceptron", "--in-process", "--epochs", "1"])
-    _one_line_error(capsys, rc, "distlearn train: error: ", str(path), ": block ", what)
+    assert _one_line_error(capsys, rc, "distlearn train: error: ", str(path), ": block ", what)
     # info --validate reads every block through the same check
-    _one_line_error(capsys, cli.main(["info", "--validate", str(path)]), what)
+    assert _one_line_error(capsys, cli.main(["info", "--validate", str(path)]), what)
 
 
 @pytest.mark.parametrize("kind", DENSE_DAMAGE)
@@ -140,8 +140,8 @@ def test_missing_or_damaged_dense_chunks_are_errors_not_zeros(pristine, tmp_path
     path = _copy(pristine, tmp_path, "dense.zarr")
     what = _damage(path, kind)
     rc = cli.main(["train", str(path), "--model", "perceptron", "--in-process", "--epochs", "1"])
-    _one_line_error(capsys, rc, str(path), ": block ", what)
-    _one_line_error(capsys, cli.main(["info", "--validate", str(path)]), what)
+    assert _one_line_error(capsys, rc, str(path), ": block ", what)
+    assert _one_line_error(capsys, cli.main(["info", "--validate", str(path)]), what)
 
 
 @pytest.mark.parametrize("model", ["pa", "obpm", "kernel-mira"])
@@ -149,7 +149,7 @@ def test_other_learners_never_see_the_bad_index(pristine, tmp_path, capsys, mode
     path = _copy(pristine, tmp_path)
     _rewrite(path, "X/indices", _set(5, D + 3))
     rc = cli.main(["train", str(path), "--model", model, "--in-process", "--epochs", "1"])
-    _one_line_error(capsys, rc, "block 0 (rows 0..199)", f"feature index {D + 3} of row 0 is outside [0, {D})")
+    assert _one_line_error(capsys, rc, "block 0 (rows 0..199)", f"feature index {D + 3} of row 0 is outside [0, {D})")
 
 
 @pytest.mark.parametrize("kind", ["index-too-large", "index-negative", "delete X/data/c/0", "flip X/indices/c/1"])
@@ -157,9 +157,9 @@ def test_predict_and_evaluate_refuse_a_damaged_store(pristine, tmp_path, capsys,
     path = _copy(pristine, tmp_path)
     what = _damage(path, kind)
     model = str(pristine / "m.npz")
-    _one_line_error(capsys, cli.main(["evaluate", model, str(path)]), "distlearn evaluate: error: ", what)
+    assert _one_line_error(capsys, cli.main(["evaluate", model, str(path)]), "distlearn evaluate: error: ", what)
     out = tmp_path / "p.npy"
-    _one_line_error(capsys, cli.main(["predict", model, str(path), "--out", str(out)]),
+    assert _one_line_error(capsys, cli.main(["predict", model, str(path), "--out", str(out)]),
                     "distlearn predict: error: ", what)
 
 
