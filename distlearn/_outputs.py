@@ -1,7 +1,7 @@
 """One policy for every output path: checked before the work starts, replaced atomically, and
 nothing deleted that distlearn did not write.
 
-Every writer (``convert``, ``generate``, ``predict --out``, ``train --save/--checkpoint``,
+Every writer (``convert``, ``generate``, ``predict --out``, ``train --save/--checkpoint``, ``export``,
 ``experiment --out``, ``demo``) calls :func:`check_output` *before* any work and moves its result
 into place with :func:`replace`:
 
@@ -86,6 +86,19 @@ def _is_model(p: Path) -> bool:
     return isinstance(meta, dict) and "format" in meta and "kind" in meta and "distlearn_version" in meta
 
 
+def _is_onnx(p: Path) -> bool:
+    """An ONNX file distlearn wrote (``export.export_onnx``): its ``ModelProto`` starts with
+    ``ir_version`` (field 1, a varint) and ``producer_name`` (field 2) ``"distlearn"``."""
+    head = _head(p, 64) if p.is_file() else None
+    if not head or head[0] != 0x08:
+        return False
+    i = 1
+    while i < len(head) and head[i] & 0x80:  # the varint's continuation bytes
+        i += 1
+    name = b"distlearn"
+    return head[i + 1:i + 3 + len(name)] == bytes([0x12, len(name)]) + name
+
+
 def _head(p: Path, n: int = 4096) -> bytes | None:
     try:
         with open(p, "rb") as f:
@@ -152,6 +165,7 @@ KINDS: dict[str, tuple[str, bool | None, Callable[[Path], bool], str]] = {
     "checkpoint": ("distlearn checkpoint", True, _is_checkpoint, "replace"),
     "model": ("distlearn model file (.npz with distlearn's meta)", False, _is_model, "replace"),
     "predictions": ("predictions file written by distlearn predict", None, _is_predictions, "replace"),
+    "onnx": ("ONNX file written by distlearn export", False, _is_onnx, "replace"),
     "svmlight": ("svmlight file", False, _is_svmlight, "replace"),
     "corpus": (f"directory of generated files (with {MARKER})", True, _is_corpus, "fill"),
     "experiment": ("distlearn experiment directory (with meta.json)", True, _is_experiment, "resume"),

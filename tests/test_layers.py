@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "distributed": 5,
     "estimators": 6,
     "model": 7,
-    "training": 8, "experiments": 8,
+    "training": 8, "experiments": 8, "export": 8,
     "cli": 9,
     "__main__": 10, "__init__": 10,
 }

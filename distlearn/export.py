@@ -1,0 +1,258 @@
+"""Models out: a distlearn model as an ONNX file that scores without distlearn.
+
+:func:`export_onnx` writes a fitted estimator, a loaded model or a model file (``train --save``)
+as an ONNX graph that onnxruntime (or any ONNX-ML runtime) runs with the labels and scores of
+``distlearn predict``, to float32 precision:
+
+- **linear models** (every linear rule, AROW and NAG, OBPM and PermutationBPM Bayes points,
+  ParameterMixing, and the conversions whose batch hypothesis is one weight vector: last, average,
+  suffix, interval, tree, cutoff): the ONNX-ML ``LinearClassifier``. Binary models are written as
+  two rows ``(w, -w)`` labelled ``(classes[1], classes[0])``, so that a zero score predicts
+  ``classes[1]`` as distlearn does (``sgn(0) = +1``; the one-row form predicts ``classes[0]`` at
+  zero and writes ``1 - s`` as the first score), and a ``Neg`` puts the scores in class order;
+- **kernel models** (the budget kernel learners and the kernel Bayes points, ``linear``, ``poly``
+  and ``rbf`` kernels: ``SVMClassifier``'s ``LINEAR``, ``POLY``, ``RBF`` with ``kernel_params =
+  [gamma, coef0, degree]``): the support patterns and their coefficients. A binary model is one
+  ``SVMClassifier`` (coefficients negated: its vote goes to ``classes[0]`` when the sum is > 0,
+  so a zero score predicts ``classes[1]``; a ``Neg`` puts the scores in class order). A
+  multiclass model (one-vs-rest or native, one score row per class) is one binary
+  ``SVMClassifier`` per class giving that class's score, the scores concatenated, and the label
+  ``classes[argmax]`` (the first on ties, as ``numpy.argmax``): ``SVMClassifier``'s own
+  multiclass form is one-vs-one and cannot express these scores. It evaluates the kernel
+  ``n_classes`` times per support pattern.
+
+The graph has one input ``X``, float32 ``[N, d]``: dense rows of the ``d`` features the model was
+trained on, as they are given to ``distlearn predict`` (distlearn applies no scaling and adds no
+bias feature at predict time: the intercept is in the operator; sparse data is densified to ``d``
+columns). Two outputs: ``label`` ``[N]`` (int64 for integer, boolean or integral float
+classes, else strings) and ``scores`` float32 ``[N, n_classes]`` (binary: ``[-s, s]``, with ``s``
+distlearn's decision score; column j belongs to ``classes[j]``). The file's metadata
+(``metadata_props``) names the estimator, the input and the classes.
+
+Refused, one line each, naming why: the vote conversions (linear and kernel: a weighted majority
+of many hypotheses, not one expansion) and the sample conversion (a seeded per-instance draw),
+weights that are not finite or do not fit float32 (ONNX-ML attributes are float32), and a graph
+over ONNX's 2 GiB protobuf limit.
+
+``onnx`` is an optional dependency (``pip install distlearn[onnx]``): without it, one line says so.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._outputs import check_output, replace
+from ._version import __version__
+from .conversions.ensemble import SampledHypothesis, VotedHypothesis
+from .conversions.kernel import VotedKernelHypothesis
+from .model import load_model
+
+__all__ = ["export_onnx", "to_onnx", "OPSET", "ML_OPSET", "IR_VERSION"]
+
+#: The opsets the graph imports: the default domain (``Neg``, ``Slice``, ``Concat``, ``ArgMax``,
+#: ``Gather``) and ``ai.onnx.ml`` (``LinearClassifier``, ``SVMClassifier``: version 1 of both).
+OPSET = 17
+ML_OPSET = 3
+#: The IR version that goes with opset 17 (onnxruntime >= 1.13 and other runtimes of 2022 on read it).
+IR_VERSION = 8
+#: ONNX's limit for one protobuf file; the graph's attributes must stay well under it.
+MAX_BYTES = 1 << 31
+_F32_MAX = float(np.finfo(np.float32).max)
+_SVM_KERNELS = {"linear": "LINEAR", "poly": "POLY", "rbf": "RBF"}
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise ValueError("export to ONNX needs the onnx package: pip install distlearn[onnx]") from None
+    return onnx
+
+
+def _what(model: Any) -> str:
+    return type(model).__name__ if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
+
+
+def _parts(model: Any, where: str) -> tuple[str, dict[str, Any]]:
+    """The kind (``linear`` or ``kernel``) and arrays of a fitted estimator or loaded model."""
+    hyp = model.__dict__.get("hypothesis_")
+    if isinstance(hyp, (VotedHypothesis, VotedKernelHypothesis)):
+        n = len(hyp.H) if isinstance(hyp, VotedHypothesis) else hyp.b - hyp.a + 1
+        raise ValueError(f"{where}: a vote conversion predicts by the weighted majority of its {n:,} hypotheses, "
+                         "which neither ONNX-ML LinearClassifier nor SVMClassifier expresses; export a model "
+                         "trained with conversion='average' (or last, suffix, interval, tree, cutoff)")
+    if isinstance(hyp, SampledHypothesis):
+        raise ValueError(f"{where}: a sample conversion draws one of its {len(hyp.H):,} hypotheses per instance "
+                         "from a seeded hash of x, which no ONNX operator reproduces; export a model trained "
+                         "with conversion='average' (or last, suffix, interval, tree, cutoff)")
+    if "classes_" not in model.__dict__:
+        raise ValueError(f"{where}: {type(model).__name__} is not fitted (no classes_)")
+    if "support_vectors_" in model.__dict__:
+        kernel = model.__dict__.get("kernel_", model.__dict__.get("_kernel_obj"))
+        if kernel is None:
+            raise ValueError(f"{where}: {type(model).__name__} has support vectors but no kernel")
+        if kernel.name not in _SVM_KERNELS:
+            raise ValueError(f"{where}: kernel {kernel.name!r} has no ONNX-ML SVMClassifier kernel_type "
+                             f"(it has {', '.join(sorted(_SVM_KERNELS))})")
+        return "kernel", {"S": np.asarray(model.support_vectors_, np.float64),
+                          "A": np.asarray(model.dual_coef_, np.float64), "kernel": kernel}
+    if "coef_" not in model.__dict__:
+        raise ValueError(f"{where}: {type(model).__name__} has neither coef_ nor support_vectors_ (not fitted?)")
+    coef = np.asarray(model.coef_, np.float64)
+    return "linear", {"W": coef.reshape(coef.shape[0], -1),
+                      "b": np.asarray(model.intercept_, np.float64).reshape(-1)}
+
+
+def _labels(classes: np.ndarray) -> tuple[str, list[Any]]:
+    """``("ints", [...])`` for integer, boolean or integral float classes, else ``("strings", [...])``."""
+    c = np.asarray(classes)
+    if c.dtype.kind in "iub" or (c.dtype.kind == "f" and np.all(np.isfinite(c)) and np.all(c == np.round(c))
+                                 and np.all(np.abs(c) < 2.0**63)):
+        return "ints", [int(v) for v in c]
+    return "strings", [str(v) for v in c.tolist()]
+
+
+def _float32(where: str, **arrays: np.ndarray) -> None:
+    for name, a in arrays.items():
+        if a.size and not np.all(np.isfinite(a)):
+            raise ValueError(f"{where}: the model's {name} are not all finite; nothing to export")
+        if a.size and float(np.max(np.abs(a))) > _F32_MAX:
+            raise ValueError(f"{where}: the model's {name} exceed float32's range ({_F32_MAX:.3g}), the type of "
+                             "ONNX-ML attributes")
+
+
+def to_onnx(model: Any) -> Any:
+    """The ``onnx.ModelProto`` of a fitted estimator, a loaded model or a model file (checked by
+    ``onnx.checker.check_model``); see the module notes for the graph and what is refused."""
+    return _build(model)[0]
+
+
+def _build(model: Any) -> tuple[Any, dict[str, Any]]:
+    """The checked ``ModelProto`` and what it holds (operator, features, classes, ...)."""
+    onnx = _onnx()
+    from onnx import TensorProto, helper, numpy_helper
+
+    where = _what(model)
+    if isinstance(model, (str, os.PathLike)):
+        model = load_model(model)
+    kind, arr = _parts(model, where)
+    classes = np.asarray(model.classes_)
+    C = len(classes)
+    if C < 2:
+        raise ValueError(f"{where}: a model with {C} class cannot be exported (two or more)")
+    label_kind, labels = _labels(classes)
+    label_attr = {f"classlabels_{label_kind}": labels}
+    ml = "ai.onnx.ml"
+    nodes = []
+    operator = "LinearClassifier"
+    if kind == "kernel" and arr["S"].shape[0] == 0:  # no support pattern: every score is 0
+        d = arr["S"].shape[1]
+        kind, arr = "linear", {"W": np.zeros((1 if C == 2 else C, d)), "b": np.zeros(1 if C == 2 else C)}
+        operator = "LinearClassifier (a kernel model without support patterns: all scores 0)"
+    if kind == "linear":
+        W, b = arr["W"], arr["b"]
+        _float32(where, coefficients=W, intercepts=b)
+        d = W.shape[1]
+        if W.shape[0] != (1 if C == 2 else C) or b.shape != (W.shape[0],):
+            raise ValueError(f"{where}: {W.shape[0]} weight rows and {b.shape[0]} intercepts for {C} classes")
+        if W.shape[0] * d * 4 > MAX_BYTES // 2:
+            raise ValueError(f"{where}: {W.shape[0]} x {d:,} coefficients exceed ONNX's 2 GiB file limit")
+        if C == 2:
+            W, b = np.vstack([W, -W]), np.concatenate([b, -b])
+            label_attr = {f"classlabels_{label_kind}": [labels[1], labels[0]]}
+        nodes.append(helper.make_node("LinearClassifier", ["X"], ["label", "raw" if C == 2 else "scores"],
+                                      domain=ml, name="linear", coefficients=W.ravel().tolist(),
+                                      intercepts=b.tolist(), multi_class=0, post_transform="NONE", **label_attr))
+        if C == 2:
+            nodes.append(helper.make_node("Neg", ["raw"], ["scores"], name="class_order"))
+        info = {"n_support": None}
+    else:
+        S, A, kernel = arr["S"], arr["A"], arr["kernel"]
+        _float32(where, support_vectors=S, coefficients=A)
+        P, d = S.shape
+        if A.shape != (1 if C == 2 else C, P):
+            raise ValueError(f"{where}: dual coefficients of shape {A.shape} for {P} support patterns and {C} classes")
+        if A.shape[0] * P * (d + 1) * 4 > MAX_BYTES // 2:
+            raise ValueError(f"{where}: {A.shape[0]} x {P:,} support patterns of {d:,} features exceed ONNX's "
+                             "2 GiB file limit")
+        gamma, degree, coef0 = (float(v) for v in kernel.params)
+        svm = {"kernel_type": _SVM_KERNELS[kernel.name], "kernel_params": [gamma, coef0, degree],
+               "support_vectors": S.ravel().tolist(), "vectors_per_class": [P, 0], "rho": [0.0],
+               "post_transform": "NONE"}
+        if C == 2:  # the vote goes to classlabels[0] when sum > 0: sum = -s
+            nodes += [helper.make_node("SVMClassifier", ["X"], ["label", "raw"], domain=ml, name="kernel",
+                                       coefficients=(-A[0]).tolist(), **svm, **label_attr),
+                      helper.make_node("Neg", ["raw"], ["scores"], name="class_order")]
+        else:
+            one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+            two = helper.make_tensor("two", TensorProto.INT64, [1], [2])
+            nodes.append(helper.make_node("Constant", [], ["col1"], value=one, name="col1"))
+            nodes.append(helper.make_node("Constant", [], ["col2"], value=two, name="col2"))
+            nodes.append(helper.make_node("Constant", [], ["axis1"], value=one, name="axis1"))
+            for k in range(C):  # binary SVMClassifier k: scores [-f_k, f_k]
+                nodes += [helper.make_node("SVMClassifier", ["X"], [f"label{k}", f"pair{k}"], domain=ml,
+                                           name=f"kernel{k}", coefficients=A[k].tolist(), **svm,
+                                           classlabels_ints=[0, 1]),
+                          helper.make_node("Slice", [f"pair{k}", "col1", "col2", "axis1"], [f"score{k}"],
+                                           name=f"score{k}")]
+            cls = numpy_helper.from_array(np.array(labels, dtype=np.int64 if label_kind == "ints" else object),
+                                          "classes")
+            nodes += [helper.make_node("Concat", [f"score{k}" for k in range(C)], ["scores"], axis=1, name="scores"),
+                      helper.make_node("ArgMax", ["scores"], ["best"], axis=1, keepdims=0, select_last_index=0,
+                                       name="best"),
+                      helper.make_node("Constant", [], ["classes"], value=cls, name="classes"),
+                      helper.make_node("Gather", ["classes", "best"], ["label"], axis=0, name="label")]
+        operator = "SVMClassifier" if C == 2 else f"SVMClassifier x {C} (one per class)"
+        info = {"n_support": P, "kernel": kernel.name, "kernel_params": {"gamma": gamma, "coef0": coef0,
+                                                                         "degree": degree}}
+    label_type = TensorProto.INT64 if label_kind == "ints" else TensorProto.STRING
+    graph = helper.make_graph(
+        nodes, "distlearn",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", d])],
+        [helper.make_tensor_value_info("label", label_type, ["N"]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", C])])
+    est = model.meta.get("estimator", type(model).__name__) if isinstance(getattr(model, "meta", None), dict) \
+        else type(model).__name__
+    doc = (f"{est} ({operator}): input X float32 [N, {d}], dense rows of the {d} features it was trained on "
+           "(no scaling; sparse data densified); outputs label [N] and scores [N, "
+           f"{C}] (column j is class j of {labels[:20]}{' ...' if C > 20 else ''}).")
+    proto = helper.make_model(graph, producer_name="distlearn", producer_version=__version__, doc_string=doc,
+                              opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(ml, ML_OPSET)],
+                              ir_version=IR_VERSION)
+    helper.set_model_props(proto, {"distlearn.estimator": est, "distlearn.operator": operator,
+                                   "distlearn.input": f"X float32 [N, {d}]", "distlearn.classes": repr(labels)})
+    onnx.checker.check_model(proto, full_check=True)
+    return proto, {"operator": operator, "n_features": d, "classes": labels, "labels": label_kind[:-1],
+                   "estimator": est, **info}
+
+
+def export_onnx(model: Any, out: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
+    """Write ``model`` (a fitted distlearn estimator, a loaded model or a model file) to ``out``
+    (``.onnx``) and return what was written: ``path``, ``operator``, ``n_features``, ``classes``,
+    ``labels`` (``"int"`` or ``"string"``), ``estimator``, ``bytes``.
+
+    An existing ``out`` is replaced only with ``overwrite`` and only if distlearn wrote it
+    (:func:`distlearn._outputs.check_output`); the file is checked with ``onnx.checker`` before
+    it is put in place.  ``onnxruntime.InferenceSession(out).run(None, {"X": X.astype("float32")})``
+    gives ``[labels, scores]``.
+    """
+    p = Path(os.path.expanduser(os.fspath(out)))
+    if p.suffix.lower() != ".onnx":
+        raise ValueError(f"ONNX files end in .onnx, got {p.name!r}")
+    inputs = [model] if isinstance(model, (str, os.PathLike)) else []
+    check_output(p, "onnx", overwrite=overwrite, inputs=inputs)
+    proto, info = _build(model)
+    data = proto.SerializeToString()
+    tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.onnx")
+    try:
+        tmp.write_bytes(data)
+        replace(tmp, p, "onnx")
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return {"path": str(p), **info, "bytes": len(data)}
