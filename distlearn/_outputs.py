@@ -165,7 +165,7 @@ KINDS: dict[str, tuple[str, bool | None, Callable[[Path], bool], str]] = {
     "checkpoint": ("distlearn checkpoint", True, _is_checkpoint, "replace"),
     "model": ("distlearn model file (.npz with distlearn's meta)", False, _is_model, "replace"),
     "predictions": ("predictions file written by distlearn predict", None, _is_predictions, "replace"),
-    "onnx": ("ONNX file written by distlearn export", False, _is_onnx, "replace"),
+    "onnx": ("distlearn ONNX file (written by distlearn export)", False, _is_onnx, "replace"),
     "svmlight": ("svmlight file", False, _is_svmlight, "replace"),
     "corpus": (f"directory of generated files (with {MARKER})", True, _is_corpus, "fill"),
     "experiment": ("distlearn experiment directory (with meta.json)", True, _is_experiment, "resume"),

@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
-                _parser_evaluate, _parser_experiment, _parser_demo):
+                _parser_evaluate, _parser_export, _parser_experiment, _parser_demo):
         add(sub)
     return p
 
@@ -499,6 +499,38 @@ def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, qui
         shutil.copyfile(figs[0], out / f"{name}.png")
     write_markdown(out, name, name, EXPERIMENTS[name], table, quick=quick, figure=bool(figs),
                    n_run=res["cells_run"], n_resumed=res["cells_resumed"], seconds=res["seconds"])
+
+
+def _parser_export(sub: Any) -> None:
+    ex = _command(
+        sub, "export", _cmd_export,
+        help="write a saved model as ONNX, to score without distlearn (onnxruntime or any ONNX-ML runtime)",
+        description="Write a model file (train --save) as ONNX: linear models as the ONNX-ML LinearClassifier,\n"
+                    "kernel models (linear, poly, rbf kernels) as SVMClassifier. Input X: float32 [N, n_features],\n"
+                    "dense rows as given to predict; outputs label [N] and scores [N, n_classes] (binary: [-s, s]).\n"
+                    "The vote and sample conversions are refused (no ONNX operator expresses them).\n"
+                    "Needs the onnx package: pip install distlearn[onnx].",
+        epilog="examples:\n  distlearn export m.npz m.onnx\n  distlearn export m.npz m.onnx --overwrite --json\n"
+               "  python -c \"import onnxruntime as rt; print(rt.InferenceSession('m.onnx').get_inputs()[0].shape)\"",
+    )
+    ex.add_argument("model", help="a model file written by distlearn train --save")
+    ex.add_argument("out", help="the ONNX file to write (.onnx)")
+    _overwrite_flag(ex, "replace OUT if it is an ONNX file written by distlearn export (nothing else is replaced)")
+    _json_flag(ex)
+
+
+def _cmd_export(a: argparse.Namespace) -> int:
+    from .export import export_onnx
+
+    res = export_onnx(a.model, a.out, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        c = res["classes"]
+        print(f"wrote {res['path']}: {res['estimator']} as {res['operator']}, input X float32 "
+              f"[N, {res['n_features']}], {len(c)} classes ({res['labels']} labels "
+              f"{', '.join(map(str, c[:10]))}{', ...' if len(c) > 10 else ''}), {res['bytes']:,} bytes")
+    return 0
 
 
 def _parser_experiment(sub: Any) -> None:

@@ -139,6 +139,8 @@ def _build(model: Any) -> tuple[Any, dict[str, Any]]:
 
     where = _what(model)
     if isinstance(model, (str, os.PathLike)):
+        if not os.path.lexists(model):
+            raise FileNotFoundError(f"{where}: no such model file (distlearn train --save MODEL.npz writes one)")
         model = load_model(model)
     kind, arr = _parts(model, where)
     classes = np.asarray(model.classes_)
