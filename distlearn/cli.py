@@ -36,6 +36,7 @@ Start with `distlearn demo`, or convert your own data:
   distlearn generate rcv1 corpus.zarr --n-samples 800000
   distlearn train corpus.zarr --model obpm --param n_estimators=100 --param tau=0.3 --progress
   distlearn train corpus.zarr --model obpm --scheduler tcp://10.0.0.1:8786 --checkpoint ck.zarr --resume
+  distlearn export model.npz model.onnx         # score with onnxruntime, without distlearn
 """
 
 

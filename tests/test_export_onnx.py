@@ -22,6 +22,7 @@ from sklearn.datasets import load_breast_cancer, load_digits
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
+import distlearn  # noqa: E402
 from distlearn import (  # noqa: E402
     ALMA,
     AROW,
@@ -98,6 +99,12 @@ def _check(est, X, y, Xt, tmp_path, name: str) -> dict:
     return info
 
 
+def _check_task(est, task: str, digits, tmp_path, name: str) -> dict:
+    """:func:`_check` on digits: ``binary`` (digit > 4) or ``multiclass`` (ten digits)."""
+    X, y, Xt, _ = digits
+    return _check(est, X, np.where(y > 4, 1, -1) if task == "binary" else y, Xt, tmp_path, name)
+
+
 LINEAR = [
     ("perceptron", lambda: Perceptron(epochs=2, random_state=0)),
     ("alma", lambda: ALMA(epochs=2, random_state=0)),
@@ -118,10 +125,7 @@ LINEAR = [
 @pytest.mark.parametrize("task", ["binary", "multiclass"])
 @pytest.mark.parametrize("name,make", LINEAR, ids=[n for n, _ in LINEAR])
 def test_linear_models_score_as_predict(name, make, task, digits, tmp_path):
-    X, y, Xt, _ = digits
-    if task == "binary":
-        y = np.where(y > 4, 1, -1)
-    info = _check(make(), X, y, Xt, tmp_path, name)
+    info = _check_task(make(), task, digits, tmp_path, name)
     assert info["operator"] == "LinearClassifier" and info["labels"] == "int"
 
 
@@ -142,10 +146,7 @@ KERNEL = [
 @pytest.mark.parametrize("task", ["binary", "multiclass"])
 @pytest.mark.parametrize("name,make", KERNEL, ids=[n for n, _ in KERNEL])
 def test_kernel_models_score_as_predict(name, make, task, digits, tmp_path):
-    X, y, Xt, _ = digits
-    if task == "binary":
-        y = np.where(y > 4, 1, -1)
-    info = _check(make(), X, y, Xt, tmp_path, name)
+    info = _check_task(make(), task, digits, tmp_path, name)
     assert info["operator"].startswith("SVMClassifier") and info["n_support"] > 0
     assert info["kernel"] == (name.split("-")[1] if name.startswith("kperceptron") else "rbf")
     graph = onnx.load(str(tmp_path / f"{name}.onnx")).graph
@@ -177,7 +178,7 @@ def test_a_zero_score_predicts_the_second_class(tmp_path):
     # sgn(0) = +1: the row of zeros, score exactly 0, is classes_[1] in distlearn and in the export.
     lin = LinearModel(np.array([[1.0, -2.0]]), np.array([0.0]), np.array([3, 7]), {"estimator": "probe"})
     X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [2.0, 1.0]])
-    export_onnx(lin, tmp_path / "lin.onnx")
+    distlearn.export_onnx(lin, tmp_path / "lin.onnx")  # the package's name for it
     labels, scores = _ort(tmp_path / "lin.onnx", X)
     assert labels.tolist() == lin.predict(X).tolist() == [7, 7, 3, 7]
     np.testing.assert_array_equal(scores, [[0, 0], [-1, 1], [2, -2], [0, 0]])
