@@ -29,10 +29,17 @@ classes, else strings) and ``scores`` float32 ``[N, n_classes]`` (binary: ``[-s,
 distlearn's decision score; column j belongs to ``classes[j]``). The file's metadata
 (``metadata_props``) names the estimator, the input and the classes.
 
-Refused, one line each, naming why: the vote conversions (linear and kernel: a weighted majority
-of many hypotheses, not one expansion) and the sample conversion (a seeded per-instance draw),
-weights that are not finite or do not fit float32 (ONNX-ML attributes are float32), and a graph
-over ONNX's 2 GiB protobuf limit.
+- **the linear vote conversion** (a weighted majority of M hypotheses, which no ONNX-ML classifier
+  expresses): standard operators in float64 -- the input cast to double, every hypothesis's scores
+  (``MatMul`` + ``Add``), its vote (binary: score >= 0; multiclass: ``ArgMax``, first on ties), the
+  votes weighted (``MatMul`` / ``Einsum``) into distlearn's shares (binary ``2 share - 1``), the
+  label from the shares as ``predict`` takes it.
+
+Refused, one line each, naming why: the kernel vote (the majority of every cache state of a span,
+each its own kernel expansion: not one ``SVMClassifier``) and the sample conversion (a seeded
+per-instance draw: a random choice, not a function ONNX reproduces), weights that are not finite
+or do not fit float32 (ONNX-ML attributes are float32), and a graph over ONNX's 2 GiB protobuf
+limit.
 
 ``onnx`` is an optional dependency (``pip install distlearn[onnx]``): without it, one line says so.
 """
@@ -81,11 +88,15 @@ def _what(model: Any) -> str:
 def _parts(model: Any, where: str) -> tuple[str, dict[str, Any]]:
     """The kind (``linear`` or ``kernel``) and arrays of a fitted estimator or loaded model."""
     hyp = model.__dict__.get("hypothesis_")
-    if isinstance(hyp, (VotedHypothesis, VotedKernelHypothesis)):
-        n = len(hyp.H) if isinstance(hyp, VotedHypothesis) else hyp.b - hyp.a + 1
-        raise ValueError(f"{where}: a vote conversion predicts by the weighted majority of its {n:,} hypotheses, "
-                         "which neither ONNX-ML LinearClassifier nor SVMClassifier expresses; export a model "
-                         "trained with conversion='average' (or last, suffix, interval, tree, cutoff)")
+    if isinstance(hyp, VotedKernelHypothesis):
+        raise ValueError(f"{where}: a kernel vote conversion predicts by the majority of its "
+                         f"{hyp.b - hyp.a + 1:,} cache states (each a kernel expansion over its live patterns), "
+                         "which SVMClassifier does not express; export a kernel model trained with "
+                         "conversion='average' (or last, suffix, interval, tree)")
+    if isinstance(hyp, VotedHypothesis):
+        if "classes_" not in model.__dict__:
+            raise ValueError(f"{where}: {type(model).__name__} is not fitted (no classes_)")
+        return "vote", {"H": np.asarray(hyp.H, np.float64), "w": np.asarray(hyp.w, np.float64)}
     if isinstance(hyp, SampledHypothesis):
         raise ValueError(f"{where}: a sample conversion draws one of its {len(hyp.H):,} hypotheses per instance "
                          "from a seeded hash of x, which no ONNX operator reproduces; export a model trained "
@@ -132,11 +143,125 @@ def to_onnx(model: Any) -> Any:
     return _build(model)[0]
 
 
+def _label_of(helper: Any, numpy_helper: Any, scores: str, labels: list[Any], label_kind: str) -> list[Any]:
+    """Nodes: ``label = classes[argmax(scores, axis=1)]`` (the first on ties, as ``numpy.argmax``)."""
+    cls = numpy_helper.from_array(np.array(labels, dtype=np.int64 if label_kind == "ints" else object), "classes")
+    return [helper.make_node("ArgMax", [scores], ["best"], axis=1, keepdims=0, select_last_index=0, name="best"),
+            helper.make_node("Constant", [], ["classes"], value=cls, name="classes"),
+            helper.make_node("Gather", ["classes", "best"], ["label"], axis=0, name="label")]
+
+
+def _const(helper: Any, numpy_helper: Any, name: str, value: Any) -> Any:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name), name=name)
+
+
+def _linear_graph(oh: Any, where: str, W: np.ndarray, b: np.ndarray, labels: list[Any], label_kind: str
+                  ) -> tuple[list[Any], int]:
+    """``LinearClassifier`` (binary: rows ``(w, -w)`` for ``(classes[1], classes[0])``, then ``Neg``)."""
+    helper, _ = oh
+    C = len(labels)
+    _float32(where, coefficients=W, intercepts=b)
+    d = W.shape[1]
+    if W.shape[0] != (1 if C == 2 else C) or b.shape != (W.shape[0],):
+        raise ValueError(f"{where}: {W.shape[0]} weight rows and {b.shape[0]} intercepts for {C} classes")
+    if W.shape[0] * d * 4 > MAX_BYTES // 2:
+        raise ValueError(f"{where}: {W.shape[0]} x {d:,} coefficients exceed ONNX's 2 GiB file limit")
+    order = labels
+    if C == 2:
+        W, b, order = np.vstack([W, -W]), np.concatenate([b, -b]), [labels[1], labels[0]]
+    nodes = [helper.make_node("LinearClassifier", ["X"], ["label", "raw" if C == 2 else "scores"],
+                              domain="ai.onnx.ml", name="linear", coefficients=W.ravel().tolist(),
+                              intercepts=b.tolist(), multi_class=0, post_transform="NONE",
+                              **{f"classlabels_{label_kind}": order})]
+    if C == 2:
+        nodes.append(helper.make_node("Neg", ["raw"], ["scores"], name="class_order"))
+    return nodes, d
+
+
+def _kernel_graph(oh: Any, where: str, S: np.ndarray, A: np.ndarray, kernel: Any, labels: list[Any],
+                  label_kind: str) -> tuple[list[Any], int]:
+    """Binary: one ``SVMClassifier`` (coefficients negated), then ``Neg``; multiclass: one binary
+    ``SVMClassifier`` per class for its score, ``Concat``, ``ArgMax``."""
+    helper, numpy_helper = oh
+    C = len(labels)
+    _float32(where, support_vectors=S, coefficients=A)
+    P, d = S.shape
+    if A.shape != (1 if C == 2 else C, P):
+        raise ValueError(f"{where}: dual coefficients of shape {A.shape} for {P} support patterns and {C} classes")
+    if A.shape[0] * P * (d + 1) * 4 > MAX_BYTES // 2:
+        raise ValueError(f"{where}: {A.shape[0]} x {P:,} support patterns of {d:,} features exceed ONNX's "
+                         "2 GiB file limit")
+    gamma, degree, coef0 = (float(v) for v in kernel.params)
+    svm = {"kernel_type": _SVM_KERNELS[kernel.name], "kernel_params": [gamma, coef0, degree],
+           "support_vectors": S.ravel().tolist(), "vectors_per_class": [P, 0], "rho": [0.0],
+           "post_transform": "NONE", "domain": "ai.onnx.ml"}
+    if C == 2:  # the vote goes to classlabels[0] when sum > 0: sum = -s
+        return [helper.make_node("SVMClassifier", ["X"], ["label", "raw"], name="kernel",
+                                 coefficients=(-A[0]).tolist(), **svm, **{f"classlabels_{label_kind}": labels}),
+                helper.make_node("Neg", ["raw"], ["scores"], name="class_order")], d
+    nodes = [_const(helper, numpy_helper, "col1", np.array([1], np.int64)),
+             _const(helper, numpy_helper, "col2", np.array([2], np.int64))]
+    for k in range(C):  # binary SVMClassifier k: scores [-f_k, f_k]
+        nodes += [helper.make_node("SVMClassifier", ["X"], [f"label{k}", f"pair{k}"], name=f"kernel{k}",
+                                   coefficients=A[k].tolist(), **svm, classlabels_ints=[0, 1]),
+                  helper.make_node("Slice", [f"pair{k}", "col1", "col2", "col1"], [f"score{k}"], name=f"score{k}")]
+    nodes.append(helper.make_node("Concat", [f"score{k}" for k in range(C)], ["scores"], axis=1, name="scores"))
+    return nodes + _label_of(helper, numpy_helper, "scores", labels, label_kind), d
+
+
+def _vote_graph(oh: Any, where: str, H: np.ndarray, w: np.ndarray, labels: list[Any], label_kind: str
+                ) -> tuple[list[Any], int]:
+    """The linear vote in float64 standard operators: every hypothesis's scores (``MatMul``), its
+    vote (binary: score >= 0; multiclass: ``ArgMax``, first on ties), the weighted shares."""
+    from onnx import TensorProto
+
+    helper, numpy_helper = oh
+    double, single = TensorProto.DOUBLE, TensorProto.FLOAT
+    C = len(labels)
+    M, K, d1 = H.shape
+    d = d1 - 1
+    if K != (1 if C == 2 else C) or w.shape != (M,):
+        raise ValueError(f"{where}: a vote of {M} hypotheses with {K} rows and {w.shape} weights for {C} classes")
+    if M * K * d1 * 8 > MAX_BYTES // 2:
+        raise ValueError(f"{where}: {M:,} hypotheses of {K} x {d1:,} exceed ONNX's 2 GiB file limit")
+    total = float(w.sum())
+    c = lambda name, v: _const(helper, numpy_helper, name, v)  # noqa: E731
+    nodes = [c("W", np.ascontiguousarray(H[:, :, :-1].reshape(M * K, d).T, np.float64)),
+             c("b", H[:, :, -1].reshape(-1).astype(np.float64)), c("w", w.astype(np.float64)),
+             helper.make_node("Cast", ["X"], ["Xd"], to=double, name="Xd"),
+             helper.make_node("MatMul", ["Xd", "W"], ["XW"], name="XW"),
+             helper.make_node("Add", ["XW", "b"], ["each"], name="each")]  # [N, M * K]
+    if K == 1:  # share of classes[1]: 2 * sum(w[s >= 0]) / total - 1
+        nodes += [c("zero", np.float64(0.0)), c("two_over_total", np.float64(2.0 / total)), c("one", np.float64(1.0)),
+                  c("axis1", np.array([1], np.int64)),
+                  helper.make_node("GreaterOrEqual", ["each", "zero"], ["up"], name="up"),
+                  helper.make_node("Cast", ["up"], ["upd"], to=double, name="upd"),
+                  helper.make_node("MatMul", ["upd", "w"], ["votes"], name="votes"),
+                  helper.make_node("Mul", ["votes", "two_over_total"], ["twice"], name="twice"),
+                  helper.make_node("Sub", ["twice", "one"], ["dec"], name="dec"),
+                  helper.make_node("Unsqueeze", ["dec", "axis1"], ["pos"], name="pos"),
+                  helper.make_node("Neg", ["pos"], ["neg"], name="neg"),
+                  helper.make_node("Concat", ["neg", "pos"], ["shares"], axis=1, name="shares")]
+    else:  # share of class k: sum(w[argmax_k' s = k]) / total
+        nodes += [c("shape", np.array([-1, M, K], np.int64)), c("ks", np.arange(K, dtype=np.int64)),
+                  c("total", np.float64(total)),
+                  helper.make_node("Reshape", ["each", "shape"], ["per"], name="per"),  # [N, M, K]
+                  helper.make_node("ArgMax", ["per"], ["win"], axis=2, keepdims=1, select_last_index=0, name="win"),
+                  helper.make_node("Equal", ["win", "ks"], ["hit"], name="hit"),  # [N, M, K]
+                  helper.make_node("Cast", ["hit"], ["hitd"], to=double, name="hitd"),
+                  helper.make_node("Einsum", ["hitd", "w"], ["votes"], equation="nmk,m->nk", name="votes"),
+                  helper.make_node("Div", ["votes", "total"], ["shares"], name="shares")]
+    nodes.append(helper.make_node("Cast", ["shares"], ["scores"], to=single, name="scores"))
+    nodes += _label_of(helper, numpy_helper, "shares", labels, label_kind)
+    return nodes, d
+
+
 def _build(model: Any) -> tuple[Any, dict[str, Any]]:
     """The checked ``ModelProto`` and what it holds (operator, features, classes, ...)."""
     onnx = _onnx()
     from onnx import TensorProto, helper, numpy_helper
 
+    oh = (helper, numpy_helper)
     where = _what(model)
     if isinstance(model, (str, os.PathLike)):
         if not os.path.lexists(model):
@@ -148,70 +273,25 @@ def _build(model: Any) -> tuple[Any, dict[str, Any]]:
     if C < 2:
         raise ValueError(f"{where}: a model with {C} class cannot be exported (two or more)")
     label_kind, labels = _labels(classes)
-    label_attr = {f"classlabels_{label_kind}": labels}
-    ml = "ai.onnx.ml"
-    nodes = []
-    operator = "LinearClassifier"
+    info: dict[str, Any] = {}
     if kind == "kernel" and arr["S"].shape[0] == 0:  # no support pattern: every score is 0
-        d = arr["S"].shape[1]
-        kind, arr = "linear", {"W": np.zeros((1 if C == 2 else C, d)), "b": np.zeros(1 if C == 2 else C)}
+        K, d = (1 if C == 2 else C), arr["S"].shape[1]
+        nodes, d = _linear_graph(oh, where, np.zeros((K, d)), np.zeros(K), labels, label_kind)
         operator = "LinearClassifier (a kernel model without support patterns: all scores 0)"
-    if kind == "linear":
-        W, b = arr["W"], arr["b"]
-        _float32(where, coefficients=W, intercepts=b)
-        d = W.shape[1]
-        if W.shape[0] != (1 if C == 2 else C) or b.shape != (W.shape[0],):
-            raise ValueError(f"{where}: {W.shape[0]} weight rows and {b.shape[0]} intercepts for {C} classes")
-        if W.shape[0] * d * 4 > MAX_BYTES // 2:
-            raise ValueError(f"{where}: {W.shape[0]} x {d:,} coefficients exceed ONNX's 2 GiB file limit")
-        if C == 2:
-            W, b = np.vstack([W, -W]), np.concatenate([b, -b])
-            label_attr = {f"classlabels_{label_kind}": [labels[1], labels[0]]}
-        nodes.append(helper.make_node("LinearClassifier", ["X"], ["label", "raw" if C == 2 else "scores"],
-                                      domain=ml, name="linear", coefficients=W.ravel().tolist(),
-                                      intercepts=b.tolist(), multi_class=0, post_transform="NONE", **label_attr))
-        if C == 2:
-            nodes.append(helper.make_node("Neg", ["raw"], ["scores"], name="class_order"))
-        info = {"n_support": None}
+    elif kind == "linear":
+        nodes, d = _linear_graph(oh, where, arr["W"], arr["b"], labels, label_kind)
+        operator = "LinearClassifier"
+    elif kind == "vote":
+        nodes, d = _vote_graph(oh, where, arr["H"], arr["w"], labels, label_kind)
+        operator = f"vote of {len(arr['w'])} hypotheses (MatMul, {'>= 0' if C == 2 else 'ArgMax'}, weighted shares)"
+        info = {"n_hypotheses": len(arr["w"])}
     else:
-        S, A, kernel = arr["S"], arr["A"], arr["kernel"]
-        _float32(where, support_vectors=S, coefficients=A)
-        P, d = S.shape
-        if A.shape != (1 if C == 2 else C, P):
-            raise ValueError(f"{where}: dual coefficients of shape {A.shape} for {P} support patterns and {C} classes")
-        if A.shape[0] * P * (d + 1) * 4 > MAX_BYTES // 2:
-            raise ValueError(f"{where}: {A.shape[0]} x {P:,} support patterns of {d:,} features exceed ONNX's "
-                             "2 GiB file limit")
-        gamma, degree, coef0 = (float(v) for v in kernel.params)
-        svm = {"kernel_type": _SVM_KERNELS[kernel.name], "kernel_params": [gamma, coef0, degree],
-               "support_vectors": S.ravel().tolist(), "vectors_per_class": [P, 0], "rho": [0.0],
-               "post_transform": "NONE"}
-        if C == 2:  # the vote goes to classlabels[0] when sum > 0: sum = -s
-            nodes += [helper.make_node("SVMClassifier", ["X"], ["label", "raw"], domain=ml, name="kernel",
-                                       coefficients=(-A[0]).tolist(), **svm, **label_attr),
-                      helper.make_node("Neg", ["raw"], ["scores"], name="class_order")]
-        else:
-            one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
-            two = helper.make_tensor("two", TensorProto.INT64, [1], [2])
-            nodes.append(helper.make_node("Constant", [], ["col1"], value=one, name="col1"))
-            nodes.append(helper.make_node("Constant", [], ["col2"], value=two, name="col2"))
-            nodes.append(helper.make_node("Constant", [], ["axis1"], value=one, name="axis1"))
-            for k in range(C):  # binary SVMClassifier k: scores [-f_k, f_k]
-                nodes += [helper.make_node("SVMClassifier", ["X"], [f"label{k}", f"pair{k}"], domain=ml,
-                                           name=f"kernel{k}", coefficients=A[k].tolist(), **svm,
-                                           classlabels_ints=[0, 1]),
-                          helper.make_node("Slice", [f"pair{k}", "col1", "col2", "axis1"], [f"score{k}"],
-                                           name=f"score{k}")]
-            cls = numpy_helper.from_array(np.array(labels, dtype=np.int64 if label_kind == "ints" else object),
-                                          "classes")
-            nodes += [helper.make_node("Concat", [f"score{k}" for k in range(C)], ["scores"], axis=1, name="scores"),
-                      helper.make_node("ArgMax", ["scores"], ["best"], axis=1, keepdims=0, select_last_index=0,
-                                       name="best"),
-                      helper.make_node("Constant", [], ["classes"], value=cls, name="classes"),
-                      helper.make_node("Gather", ["classes", "best"], ["label"], axis=0, name="label")]
+        kernel = arr["kernel"]
+        nodes, d = _kernel_graph(oh, where, arr["S"], arr["A"], kernel, labels, label_kind)
         operator = "SVMClassifier" if C == 2 else f"SVMClassifier x {C} (one per class)"
-        info = {"n_support": P, "kernel": kernel.name, "kernel_params": {"gamma": gamma, "coef0": coef0,
-                                                                         "degree": degree}}
+        gamma, degree, coef0 = (float(v) for v in kernel.params)
+        info = {"n_support": arr["S"].shape[0], "kernel": kernel.name,
+                "kernel_params": {"gamma": gamma, "coef0": coef0, "degree": degree}}
     label_type = TensorProto.INT64 if label_kind == "ints" else TensorProto.STRING
     graph = helper.make_graph(
         nodes, "distlearn",
@@ -224,7 +304,7 @@ def _build(model: Any) -> tuple[Any, dict[str, Any]]:
            "(no scaling; sparse data densified); outputs label [N] and scores [N, "
            f"{C}] (column j is class j of {labels[:20]}{' ...' if C > 20 else ''}).")
     proto = helper.make_model(graph, producer_name="distlearn", producer_version=__version__, doc_string=doc,
-                              opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(ml, ML_OPSET)],
+                              opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", ML_OPSET)],
                               ir_version=IR_VERSION)
     helper.set_model_props(proto, {"distlearn.estimator": est, "distlearn.operator": operator,
                                    "distlearn.input": f"X float32 [N, {d}]", "distlearn.classes": repr(labels)})
