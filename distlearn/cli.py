@@ -509,8 +509,8 @@ def _parser_export(sub: Any) -> None:
         description="Write a model file (train --save) as ONNX: linear models as the ONNX-ML LinearClassifier,\n"
                     "kernel models (linear, poly, rbf kernels) as SVMClassifier. Input X: float32 [N, n_features],\n"
                     "dense rows as given to predict; outputs label [N] and scores [N, n_classes] (binary: [-s, s]).\n"
-                    "A linear vote is standard operators (float64); the kernel vote and the sample conversion\n"
-                    "are refused (no ONNX graph of one expansion expresses them).\n"
+                    "Vote conversions are standard operators in float64; the sample conversion (a seeded\n"
+                    "per-instance draw) is refused.\n"
                     "Needs the onnx package: pip install distlearn[onnx].",
         epilog="examples:\n  distlearn export m.npz m.onnx\n  distlearn export m.npz m.onnx --overwrite --json\n"
                "  python -c \"import onnxruntime as rt; print(rt.InferenceSession('m.onnx').get_inputs()[0].shape)\"",

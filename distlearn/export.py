@@ -29,17 +29,18 @@ classes, else strings) and ``scores`` float32 ``[N, n_classes]`` (binary: ``[-s,
 distlearn's decision score; column j belongs to ``classes[j]``). The file's metadata
 (``metadata_props``) names the estimator, the input and the classes.
 
-- **the linear vote conversion** (a weighted majority of M hypotheses, which no ONNX-ML classifier
-  expresses): standard operators in float64 -- the input cast to double, every hypothesis's scores
-  (``MatMul`` + ``Add``), its vote (binary: score >= 0; multiclass: ``ArgMax``, first on ties), the
-  votes weighted (``MatMul`` / ``Einsum``) into distlearn's shares (binary ``2 share - 1``), the
-  label from the shares as ``predict`` takes it.
+- **the vote conversions** (a weighted majority of many hypotheses, which no ONNX-ML classifier
+  expresses): standard operators in float64 -- the input cast to double, the scores of every
+  distinct hypothesis (linear: ``MatMul`` + ``Add``; kernel: the kernel matrix of ``X`` and the
+  patterns, as :func:`~distlearn.learners.kernel.kernel_matrix` computes it, times each cache
+  state's coefficients, one state per run between the cache's events), each one's vote (binary:
+  score >= 0; multiclass: ``ArgMax``, first on ties), the votes weighted into distlearn's shares
+  (binary ``2 share - 1``), the label from the shares as ``predict`` takes it.
 
-Refused, one line each, naming why: the kernel vote (the majority of every cache state of a span,
-each its own kernel expansion: not one ``SVMClassifier``) and the sample conversion (a seeded
-per-instance draw: a random choice, not a function ONNX reproduces), weights that are not finite
-or do not fit float32 (ONNX-ML attributes are float32), and a graph over ONNX's 2 GiB protobuf
-limit.
+Refused, one line each, naming why: the sample conversion (a seeded per-instance draw, keyed by
+the mantissa of a random projection of ``x``: a random choice, not a function an ONNX graph
+reproduces), weights that are not finite or do not fit float32 (ONNX-ML attributes are
+float32), and a graph over ONNX's 2 GiB protobuf limit.
 
 ``onnx`` is an optional dependency (``pip install distlearn[onnx]``): without it, one line says so.
 """
@@ -86,13 +87,14 @@ def _what(model: Any) -> str:
 
 
 def _parts(model: Any, where: str) -> tuple[str, dict[str, Any]]:
-    """The kind (``linear`` or ``kernel``) and arrays of a fitted estimator or loaded model."""
+    """The kind (``linear``, ``kernel``, ``vote`` or ``kernel-vote``) and arrays of a fitted
+    estimator or loaded model."""
     hyp = model.__dict__.get("hypothesis_")
     if isinstance(hyp, VotedKernelHypothesis):
-        raise ValueError(f"{where}: a kernel vote conversion predicts by the majority of its "
-                         f"{hyp.b - hyp.a + 1:,} cache states (each a kernel expansion over its live patterns), "
-                         "which SVMClassifier does not express; export a kernel model trained with "
-                         "conversion='average' (or last, suffix, interval, tree)")
+        if hyp.kernel.name not in _SVM_KERNELS:
+            raise ValueError(f"{where}: kernel {hyp.kernel.name!r} is not one export writes "
+                             f"({', '.join(sorted(_SVM_KERNELS))})")
+        return "kernel-vote", {"hyp": hyp}
     if isinstance(hyp, VotedHypothesis):
         if "classes_" not in model.__dict__:
             raise ValueError(f"{where}: {type(model).__name__} is not fitted (no classes_)")
@@ -209,36 +211,102 @@ def _kernel_graph(oh: Any, where: str, S: np.ndarray, A: np.ndarray, kernel: Any
     return nodes + _label_of(helper, numpy_helper, "scores", labels, label_kind), d
 
 
-def _vote_graph(oh: Any, where: str, H: np.ndarray, w: np.ndarray, labels: list[Any], label_kind: str
-                ) -> tuple[list[Any], int]:
-    """The linear vote in float64 standard operators: every hypothesis's scores (``MatMul``), its
-    vote (binary: score >= 0; multiclass: ``ArgMax``, first on ties), the weighted shares."""
+def _linear_front(oh: Any, where: str, H: np.ndarray) -> list[Any]:
+    """Nodes: ``each`` [N, M * K] float64, the scores of every hypothesis ``H[m]`` (bias last)."""
+    helper, numpy_helper = oh
+    M, K, d1 = H.shape
+    if M * K * d1 * 8 > MAX_BYTES // 2:
+        raise ValueError(f"{where}: {M:,} hypotheses of {K} x {d1:,} exceed ONNX's 2 GiB file limit")
+    return [_const(helper, numpy_helper, "W", np.ascontiguousarray(H[:, :, :-1].reshape(M * K, d1 - 1).T,
+                                                                   np.float64)),
+            _const(helper, numpy_helper, "b", H[:, :, -1].reshape(-1).astype(np.float64)),
+            helper.make_node("MatMul", ["Xd", "W"], ["XW"], name="XW"),
+            helper.make_node("Add", ["XW", "b"], ["each"], name="each")]
+
+
+def kernel_states(hyp: VotedKernelHypothesis) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct hypotheses of a kernel vote, ``h_a .. h_b``, as in
+    :func:`distlearn.learners._budget.kernel_vote_counts`: ``Z`` [P, J] (pattern p's multiplicity
+    in run j: the running sum of its events) and ``n`` [J] (the rounds each run lasts)."""
+    P, E = hyp.S.shape[0], len(hyp.ev_t)
+    count = np.zeros(P)
+    states, runs = [], []
+    e = t = 0
+    while t <= hyp.b:
+        while e < E and hyp.ev_t[e] <= t:
+            count[hyp.ev_p[e]] += hyp.ev_s[e]
+            e += 1
+        nxt = min(int(hyp.ev_t[e]) if e < E else hyp.b + 1, hyp.b + 1)
+        n = nxt - max(t, hyp.a)
+        if n > 0:
+            states.append(count.copy())
+            runs.append(n)
+        t = nxt
+    return np.array(states).T.reshape(P, len(runs)), np.asarray(runs, np.float64)
+
+
+def _kernel_front(oh: Any, where: str, hyp: VotedKernelHypothesis) -> tuple[list[Any], int, np.ndarray]:
+    """Nodes: ``each`` [N, J * K] float64, the scores of every distinct hypothesis of a kernel vote
+    (the kernel matrix of ``X`` and the patterns, as :func:`~distlearn.learners.kernel.kernel_matrix`,
+    times each run's coefficients); returns the nodes, J and the runs' lengths."""
+    helper, numpy_helper = oh
+    S, coef = np.asarray(hyp.S, np.float64), np.asarray(hyp.coef, np.float64)
+    Z, runs = kernel_states(hyp)
+    P, K, J = S.shape[0], coef.shape[1], len(runs)
+    if P * J * K * 8 + S.nbytes > MAX_BYTES // 2:
+        raise ValueError(f"{where}: a kernel vote of {J:,} distinct hypotheses over {P:,} patterns "
+                         f"({P * J * K * 8:,} bytes of coefficients) exceeds ONNX's 2 GiB file limit")
+    gamma, degree, coef0 = (float(v) for v in hyp.kernel.params)
+    c = lambda name, v: _const(helper, numpy_helper, name, v)  # noqa: E731
+    nodes = [c("ST", np.ascontiguousarray(S.T)), helper.make_node("MatMul", ["Xd", "ST"], ["G"], name="G")]
+    name = hyp.kernel.name
+    if name == "rbf":  # exp(-gamma max(0, |x|^2 + |s|^2 - 2 x.s))
+        nodes += [c("m2", np.float64(-2.0)), c("sqS", np.einsum("ij,ij->i", S, S)), c("zero_d", np.float64(0.0)),
+                  c("neg_gamma", np.float64(-gamma)), c("axis_1", np.array([1], np.int64)),
+                  helper.make_node("Mul", ["Xd", "Xd"], ["X2"], name="X2"),
+                  helper.make_node("ReduceSum", ["X2", "axis_1"], ["xsq"], keepdims=1, name="xsq"),
+                  helper.make_node("Mul", ["G", "m2"], ["G2"], name="G2"),
+                  helper.make_node("Add", ["G2", "xsq"], ["G3"], name="G3"),
+                  helper.make_node("Add", ["G3", "sqS"], ["G4"], name="G4"),
+                  helper.make_node("Max", ["G4", "zero_d"], ["dist"], name="dist"),
+                  helper.make_node("Mul", ["dist", "neg_gamma"], ["G5"], name="G5"),
+                  helper.make_node("Exp", ["G5"], ["kx"], name="kx")]
+    elif name == "poly":  # (gamma x.s + coef0)^degree
+        nodes += [c("gamma", np.float64(gamma)), c("coef0", np.float64(coef0)), c("degree", np.float64(degree)),
+                  helper.make_node("Mul", ["G", "gamma"], ["G2"], name="G2"),
+                  helper.make_node("Add", ["G2", "coef0"], ["G3"], name="G3"),
+                  helper.make_node("Pow", ["G3", "degree"], ["kx"], name="kx")]
+    else:
+        nodes.append(helper.make_node("Identity", ["G"], ["kx"], name="kx"))
+    Wk = np.ascontiguousarray((Z[:, :, None] * coef[:, None, :]).reshape(P, J * K))
+    nodes += [c("Wk", Wk), helper.make_node("MatMul", ["kx", "Wk"], ["each"], name="each")]
+    return nodes, J, runs
+
+
+def _vote_graph(oh: Any, where: str, front: list[Any], M: int, K: int, w: np.ndarray, d: int, labels: list[Any],
+                label_kind: str) -> tuple[list[Any], int]:
+    """A vote in float64 standard operators: ``X`` cast to double, ``front`` (nodes computing
+    ``each`` [N, M * K], the scores of M hypotheses), every hypothesis's vote (binary: score >= 0;
+    multiclass: ``ArgMax``, first on ties), the votes weighted by ``w`` into distlearn's shares."""
     from onnx import TensorProto
 
     helper, numpy_helper = oh
     double, single = TensorProto.DOUBLE, TensorProto.FLOAT
     C = len(labels)
-    M, K, d1 = H.shape
-    d = d1 - 1
     if K != (1 if C == 2 else C) or w.shape != (M,):
         raise ValueError(f"{where}: a vote of {M} hypotheses with {K} rows and {w.shape} weights for {C} classes")
-    if M * K * d1 * 8 > MAX_BYTES // 2:
-        raise ValueError(f"{where}: {M:,} hypotheses of {K} x {d1:,} exceed ONNX's 2 GiB file limit")
     total = float(w.sum())
     c = lambda name, v: _const(helper, numpy_helper, name, v)  # noqa: E731
-    nodes = [c("W", np.ascontiguousarray(H[:, :, :-1].reshape(M * K, d).T, np.float64)),
-             c("b", H[:, :, -1].reshape(-1).astype(np.float64)), c("w", w.astype(np.float64)),
-             helper.make_node("Cast", ["X"], ["Xd"], to=double, name="Xd"),
-             helper.make_node("MatMul", ["Xd", "W"], ["XW"], name="XW"),
-             helper.make_node("Add", ["XW", "b"], ["each"], name="each")]  # [N, M * K]
+    nodes = [helper.make_node("Cast", ["X"], ["Xd"], to=double, name="Xd"), *front, c("w", w.astype(np.float64))]
     if K == 1:  # share of classes[1]: 2 * sum(w[s >= 0]) / total - 1
-        nodes += [c("zero", np.float64(0.0)), c("two_over_total", np.float64(2.0 / total)), c("one", np.float64(1.0)),
-                  c("axis1", np.array([1], np.int64)),
+        nodes += [c("zero", np.float64(0.0)), c("two", np.float64(2.0)), c("total", np.float64(total)),
+                  c("one", np.float64(1.0)), c("axis1", np.array([1], np.int64)),
                   helper.make_node("GreaterOrEqual", ["each", "zero"], ["up"], name="up"),
                   helper.make_node("Cast", ["up"], ["upd"], to=double, name="upd"),
                   helper.make_node("MatMul", ["upd", "w"], ["votes"], name="votes"),
-                  helper.make_node("Mul", ["votes", "two_over_total"], ["twice"], name="twice"),
-                  helper.make_node("Sub", ["twice", "one"], ["dec"], name="dec"),
+                  helper.make_node("Mul", ["votes", "two"], ["twice"], name="twice"),  # (2 votes) / total: an even
+                  helper.make_node("Div", ["twice", "total"], ["share"], name="share"),  # split is exactly 0
+                  helper.make_node("Sub", ["share", "one"], ["dec"], name="dec"),
                   helper.make_node("Unsqueeze", ["dec", "axis1"], ["pos"], name="pos"),
                   helper.make_node("Neg", ["pos"], ["neg"], name="neg"),
                   helper.make_node("Concat", ["neg", "pos"], ["shares"], axis=1, name="shares")]
@@ -282,9 +350,20 @@ def _build(model: Any) -> tuple[Any, dict[str, Any]]:
         nodes, d = _linear_graph(oh, where, arr["W"], arr["b"], labels, label_kind)
         operator = "LinearClassifier"
     elif kind == "vote":
-        nodes, d = _vote_graph(oh, where, arr["H"], arr["w"], labels, label_kind)
-        operator = f"vote of {len(arr['w'])} hypotheses (MatMul, {'>= 0' if C == 2 else 'ArgMax'}, weighted shares)"
-        info = {"n_hypotheses": len(arr["w"])}
+        H, w = arr["H"], arr["w"]
+        nodes, d = _vote_graph(oh, where, _linear_front(oh, where, H), H.shape[0], H.shape[1], w, H.shape[2] - 1,
+                               labels, label_kind)
+        operator = f"vote of {len(w)} hypotheses (MatMul, {'>= 0' if C == 2 else 'ArgMax'}, weighted shares)"
+        info = {"n_hypotheses": len(w)}
+    elif kind == "kernel-vote":
+        hyp = arr["hyp"]
+        front, J, runs = _kernel_front(oh, where, hyp)
+        nodes, d = _vote_graph(oh, where, front, J, hyp.coef.shape[1], runs, hyp.S.shape[1], labels, label_kind)
+        operator = (f"kernel vote of {J} distinct hypotheses over {hyp.S.shape[0]} patterns ({hyp.kernel.name} "
+                    f"kernel matrix, MatMul, {'>= 0' if C == 2 else 'ArgMax'}, weighted shares)")
+        gamma, degree, coef0 = (float(v) for v in hyp.kernel.params)
+        info = {"n_hypotheses": J, "n_support": hyp.S.shape[0], "kernel": hyp.kernel.name,
+                "kernel_params": {"gamma": gamma, "coef0": coef0, "degree": degree}}
     else:
         kernel = arr["kernel"]
         nodes, d = _kernel_graph(oh, where, arr["S"], arr["A"], kernel, labels, label_kind)
