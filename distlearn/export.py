@@ -24,7 +24,8 @@ as an ONNX graph that onnxruntime (or any ONNX-ML runtime) runs with the labels 
 The graph has one input ``X``, float32 ``[N, d]``: dense rows of the ``d`` features the model was
 trained on, as they are given to ``distlearn predict`` (distlearn applies no scaling and adds no
 bias feature at predict time: the intercept is in the operator; sparse data is densified to ``d``
-columns). Two outputs: ``label`` ``[N]`` (int64 for integer, boolean or integral float
+columns; features that ``distlearn convert`` made -- hashed columns, DNA feature maps, RCV1 term
+weights -- are made the same way first). Two outputs: ``label`` ``[N]`` (int64 for integer, boolean or integral float
 classes, else strings) and ``scores`` float32 ``[N, n_classes]`` (binary: ``[-s, s]``, with ``s``
 distlearn's decision score; column j belongs to ``classes[j]``). The file's metadata
 (``metadata_props``) names the estimator, the input and the classes.
@@ -63,7 +64,8 @@ from .model import load_model
 __all__ = ["export_onnx", "to_onnx", "OPSET", "ML_OPSET", "IR_VERSION"]
 
 #: The opsets the graph imports: the default domain (``Neg``, ``Slice``, ``Concat``, ``ArgMax``,
-#: ``Gather``) and ``ai.onnx.ml`` (``LinearClassifier``, ``SVMClassifier``: version 1 of both).
+#: ``Gather``; the votes' ``Cast``, ``MatMul``, ``Einsum``, ``Exp``, ``Pow``, ...) and ``ai.onnx.ml``
+#: (``LinearClassifier``, ``SVMClassifier``: version 1 of both).
 OPSET = 17
 ML_OPSET = 3
 #: The IR version that goes with opset 17 (onnxruntime >= 1.13 and other runtimes of 2022 on read it).
@@ -89,22 +91,20 @@ def _what(model: Any) -> str:
 def _parts(model: Any, where: str) -> tuple[str, dict[str, Any]]:
     """The kind (``linear``, ``kernel``, ``vote`` or ``kernel-vote``) and arrays of a fitted
     estimator or loaded model."""
-    hyp = model.__dict__.get("hypothesis_")
-    if isinstance(hyp, VotedKernelHypothesis):
-        if hyp.kernel.name not in _SVM_KERNELS:
-            raise ValueError(f"{where}: kernel {hyp.kernel.name!r} is not one export writes "
-                             f"({', '.join(sorted(_SVM_KERNELS))})")
-        return "kernel-vote", {"hyp": hyp}
-    if isinstance(hyp, VotedHypothesis):
-        if "classes_" not in model.__dict__:
-            raise ValueError(f"{where}: {type(model).__name__} is not fitted (no classes_)")
-        return "vote", {"H": np.asarray(hyp.H, np.float64), "w": np.asarray(hyp.w, np.float64)}
-    if isinstance(hyp, SampledHypothesis):
-        raise ValueError(f"{where}: a sample conversion draws one of its {len(hyp.H):,} hypotheses per instance "
-                         "from a seeded hash of x, which no ONNX operator reproduces; export a model trained "
-                         "with conversion='average' (or last, suffix, interval, tree, cutoff)")
     if "classes_" not in model.__dict__:
         raise ValueError(f"{where}: {type(model).__name__} is not fitted (no classes_)")
+    hyp = model.__dict__.get("hypothesis_")
+    if isinstance(hyp, SampledHypothesis):
+        raise ValueError(f"{where}: a sample conversion draws one of its {len(hyp.H):,} hypotheses per instance "
+                         "from a seeded random projection of x, a random choice that no ONNX graph reproduces; "
+                         "export a model trained with conversion='vote' or 'average' (or last, suffix, interval, "
+                         "tree, cutoff)")
+    if isinstance(hyp, VotedKernelHypothesis):
+        _finite(where, support_patterns=hyp.S, coefficients=hyp.coef)
+        return "kernel-vote", {"hyp": hyp}
+    if isinstance(hyp, VotedHypothesis):
+        _finite(where, hypotheses=hyp.H, weights=hyp.w)
+        return "vote", {"H": np.asarray(hyp.H, np.float64), "w": np.asarray(hyp.w, np.float64)}
     if "support_vectors_" in model.__dict__:
         kernel = model.__dict__.get("kernel_", model.__dict__.get("_kernel_obj"))
         if kernel is None:
@@ -130,10 +130,15 @@ def _labels(classes: np.ndarray) -> tuple[str, list[Any]]:
     return "strings", [str(v) for v in c.tolist()]
 
 
-def _float32(where: str, **arrays: np.ndarray) -> None:
+def _finite(where: str, **arrays: np.ndarray) -> None:
     for name, a in arrays.items():
         if a.size and not np.all(np.isfinite(a)):
             raise ValueError(f"{where}: the model's {name} are not all finite; nothing to export")
+
+
+def _float32(where: str, **arrays: np.ndarray) -> None:
+    _finite(where, **arrays)
+    for name, a in arrays.items():
         if a.size and float(np.max(np.abs(a))) > _F32_MAX:
             raise ValueError(f"{where}: the model's {name} exceed float32's range ({_F32_MAX:.3g}), the type of "
                              "ONNX-ML attributes")
@@ -224,7 +229,7 @@ def _linear_front(oh: Any, where: str, H: np.ndarray) -> list[Any]:
             helper.make_node("Add", ["XW", "b"], ["each"], name="each")]
 
 
-def kernel_states(hyp: VotedKernelHypothesis) -> tuple[np.ndarray, np.ndarray]:
+def _kernel_states(hyp: VotedKernelHypothesis) -> tuple[np.ndarray, np.ndarray]:
     """The distinct hypotheses of a kernel vote, ``h_a .. h_b``, as in
     :func:`distlearn.learners._budget.kernel_vote_counts`: ``Z`` [P, J] (pattern p's multiplicity
     in run j: the running sum of its events) and ``n`` [J] (the rounds each run lasts)."""
@@ -251,7 +256,7 @@ def _kernel_front(oh: Any, where: str, hyp: VotedKernelHypothesis) -> tuple[list
     times each run's coefficients); returns the nodes, J and the runs' lengths."""
     helper, numpy_helper = oh
     S, coef = np.asarray(hyp.S, np.float64), np.asarray(hyp.coef, np.float64)
-    Z, runs = kernel_states(hyp)
+    Z, runs = _kernel_states(hyp)
     P, K, J = S.shape[0], coef.shape[1], len(runs)
     if P * J * K * 8 + S.nbytes > MAX_BYTES // 2:
         raise ValueError(f"{where}: a kernel vote of {J:,} distinct hypotheses over {P:,} patterns "

@@ -242,7 +242,7 @@ def test_refusals_are_one_line(digits, tmp_path, capsys):
     sample = save_model(Perceptron(epochs=1, conversion="sample", random_state=0).fit(X, yb),
                         tmp_path / "sample.npz")
     err = _fails(capsys, "export", str(sample), str(tmp_path / "sample.onnx"))
-    assert "sample conversion" in err and "seeded hash" in err and "conversion='average'" in err
+    assert "sample conversion" in err and "seeded random projection" in err and "conversion='vote'" in err
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))  # nothing written
     good = save_model(Perceptron(epochs=1, random_state=0).fit(X, yb), tmp_path / "good.npz")
     assert "end in .onnx" in _fails(capsys, "export", str(good), str(tmp_path / "m.onx"))
