@@ -212,6 +212,39 @@ def test_unknown_scheme_or_missing_backend_is_one_line_never_a_local_directory(s
     assert open_dataset("s3:/local.zarr").n_samples == 300
 
 
+def test_generate_writes_both_stores_to_s3(s3, capsys):
+    url = f"s3://{BUCKET}/gen/o.zarr"
+    _ok(capsys, "generate", "obpm", url, "--n-samples", "50", "--seed", "1")
+    train, test = open_dataset(url), open_dataset(f"s3://{BUCKET}/gen/o-test.zarr")
+    assert train.n_samples == test.n_samples == 50 and train.path == url
+    assert not np.array_equal(train.to_numpy()[0], test.to_numpy()[0])
+
+
+def test_kubernetes_pods_take_credentials_from_the_optional_secret():
+    yaml = pytest.importorskip("yaml")
+    from pathlib import Path
+
+    k8s = Path(__file__).resolve().parents[1] / "cluster" / "kubernetes"
+    containers = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "containers" in node:
+                containers.extend(node["containers"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for f in ("daskcluster.yaml", "daskjob.yaml"):
+        for doc in yaml.safe_load_all((k8s / f).read_text()):
+            walk(doc)
+    assert {c["name"] for c in containers} == {"scheduler", "worker", "job"}
+    for c in containers:
+        assert {"secretRef": {"name": "distlearn-object-storage", "optional": True}} in c.get("envFrom", []), c["name"]
+
+
 def test_checkpoint_on_s3_resumes(s3, svm, tmp_path, capsys):
     url, ck = f"s3://{BUCKET}/ck/a.zarr", f"s3://{BUCKET}/ck/ck.zarr"
     _ok(capsys, "convert", svm, url, "--block-rows", "64")
@@ -232,6 +265,8 @@ def test_checkpoint_on_s3_resumes(s3, svm, tmp_path, capsys):
     assert fs.cat_file(f"{BUCKET}/ck/other/x.txt") == b"mine"
 
 
+@pytest.mark.cluster
+@pytest.mark.timeout(300)
 def test_train_on_a_two_worker_cluster_from_s3(s3, svm, tmp_path, dask_scheduler, client, capsys):
     """The workers open s3:// themselves: only the URL is on the graph; their credentials and
     endpoint come from their own environment (set here as a pod's env would set it)."""
@@ -259,6 +294,11 @@ def test_train_on_a_two_worker_cluster_from_s3(s3, svm, tmp_path, dask_scheduler
 
         return [k[0] for k in stream._STORES]
 
+    # predict on the cluster: the workers read the model file by path and the blocks by URL
+    pred = json.loads(_ok(capsys, "predict", tmp_path / "here.npz", url, "--scheduler", dask_scheduler["address"],
+                          "--json"))
+    assert pred["blocks"] == 5
+    assert pred["values"] == json.loads(_ok(capsys, "predict", tmp_path / "here.npz", url, "--json"))["values"]
     per_worker = client.run(opened)
     assert len(per_worker) == 2 and any(url in keys for keys in per_worker.values()), per_worker
     assert not [k for keys in per_worker.values() for k in keys if "s3:" in k and k != url], per_worker
