@@ -1,7 +1,7 @@
 """Where a store lives: a local path, or an fsspec URL (``s3://bucket/x.zarr``, ``gs://...``).
 
-A name is a URL when it starts with ``SCHEME://`` (RFC 3986 letters); anything else is a local
-path, exactly as before (``C:``, ``s3:``, ``data/s3:/x.zarr`` are local).  A URL's scheme must be
+A name is a URL when it starts with ``SCHEME://`` (RFC 3986 letters, two or more); anything else
+is a local path, exactly as before (``C:``, ``C://x``, ``s3:``, ``data/s3:/x.zarr`` are local).  A URL's scheme must be
 one fsspec knows (:func:`fsspec.available_protocols`) and its backend must import; otherwise
 :func:`check_url` raises :class:`UrlError`, one line naming the URL and the package to install.
 Nothing here ever turns a URL into a local directory.
@@ -20,7 +20,8 @@ import os
 import re
 from typing import Any
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: A scheme of two or more characters (RFC 3986 letters): a single letter is a Windows drive (``C://x``).
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
 
 
 class UrlError(ValueError):
@@ -231,17 +232,21 @@ def at(path: str | os.PathLike[str]) -> Any:
     return UrlPath(p) if is_url(p) else Path(p)
 
 
-def rmtree(d: Any) -> None:
+def rmtree(d: Any, *, ignore_errors: bool = False) -> None:
     """Remove a directory (or every object below a URL prefix) this process's job wrote."""
     if isinstance(d, UrlPath):
-        keys = d.keys()
-        if keys:
-            d.fs.rm(keys)
+        try:
+            keys = d.keys()
+            if keys:
+                d.fs.rm(keys)
+        except OSError:
+            if not ignore_errors:
+                raise
         d._refresh()
     else:
         import shutil
 
-        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(d, ignore_errors=ignore_errors)
 
 
 def move(src: Any, dst: Any, *, last: str | None = None) -> None:

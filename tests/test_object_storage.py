@@ -102,7 +102,8 @@ def _model(path) -> dict[str, np.ndarray]:
 def test_what_is_a_url():
     assert is_url("s3://b/x.zarr") and is_url("gs://b/x") and is_url("memory://x")
     # local paths stay local: a drive letter, a directory literally named "s3:", a relative path
-    for local in ("C:", "C:\\data\\x.zarr", "C:x.zarr", "s3:", "s3:/x.zarr", "data/s3://x.zarr", "x.zarr", ""):
+    for local in ("C:", "C:\\data\\x.zarr", "C:x.zarr", "C://data/x.zarr", "s3:", "s3:/x.zarr", "data/s3://x.zarr",
+                  "x.zarr", ""):
         assert not is_url(local), local
     assert check_url("s3://b/x.zarr") == "s3"
 

@@ -1535,6 +1535,8 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
     try:
         there = _exists(p)
     except OSError as e:  # object storage: credentials, endpoint, network -- one line naming the store
+        if not isinstance(p, str):
+            raise
         raise StoreError(f"{p}: cannot be reached ({type(e).__name__}: {' '.join(str(e).split())})") from e
     if not there:
         raise FileNotFoundError(f"{p}: no such store")

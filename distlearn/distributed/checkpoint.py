@@ -295,7 +295,7 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
         move(tmp, final, last=_MANIFEST)  # at a URL: copied, its manifest last
     except OSError:
         if final.exists():
-            rmtree(tmp)
+            rmtree(tmp, ignore_errors=True)
             return
         raise
 
@@ -352,7 +352,7 @@ def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counte
     if len(complete) >= 2:
         for d in p.iterdir():
             if _is_cut(d) and d.name < complete[1]:
-                rmtree(d)
+                rmtree(d, ignore_errors=True)
 
 
 def _fingerprint(p: Path) -> dict[str, Any]:
