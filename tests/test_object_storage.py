@@ -157,6 +157,13 @@ def test_a_chunk_deleted_in_the_bucket_is_the_missing_chunk_line(s3, svm, capsys
     np.testing.assert_array_equal(open_dataset(url).read_block(0).y, ds.read_block(0).y)  # the rest reads
     _one_line(capsys, "info", url, "--validate", needles=(url, "chunk y/c/1 is missing"))
     _one_line(capsys, "train", url, "--model", "perceptron", needles=(url, "chunk y/c/1 is missing"))
+    # a flipped byte in an object is its crc32c checksum's one line, never other numbers
+    key = f"{BUCKET}/hole/a.zarr/X/indptr/c/2"
+    body = bytearray(s3["fs"].cat_file(key))
+    body[len(body) // 2] ^= 0x5A
+    s3["fs"].pipe_file(key, bytes(body))
+    with pytest.raises(StoreError, match=r"block 2 \(rows 128\.\.191\) cannot be read: .*(?i:checksum|crc)"):
+        open_dataset(url).read_block(2)
 
 
 def test_a_store_replaced_while_read_is_refused(s3, svm, capsys):
