@@ -37,6 +37,9 @@ Start with `distlearn demo`, or convert your own data:
   distlearn train corpus.zarr --model obpm --param n_estimators=100 --param tau=0.3 --progress
   distlearn train corpus.zarr --model obpm --scheduler tcp://10.0.0.1:8786 --checkpoint ck.zarr --resume
   distlearn export model.npz model.onnx         # score with onnxruntime, without distlearn
+
+A store or --checkpoint can be an fsspec URL (s3://bucket/data.zarr, gs://...; pip install 'distlearn[s3]'),
+with credentials from the environment (AWS_*, ~/.aws): every Dask worker opens the URL itself.
 """
 
 
@@ -183,7 +186,7 @@ def _parser_convert(sub: Any) -> None:
         ),
     )
     c.add_argument("input", nargs="+", help="input file(s) (gzip/bz2/xz detected from content); several only for rcv1")
-    c.add_argument("output", help="store to create, e.g. data.zarr")
+    c.add_argument("output", help="store to create, e.g. data.zarr or s3://bucket/data.zarr")
     c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1"],
                    help="input format (default: detected; dna: FASTA or label<TAB>sequence lines; "
                    "rcv1: LYRL2004 token or vector files)")
@@ -305,7 +308,7 @@ def _parser_info(sub: Any) -> None:
         help="describe a store: shape, nnz, density, classes, blocks",
         description="Print what a store holds. Exit status 2 if it is not a complete, valid store.",
     )
-    i.add_argument("store", help="a distlearn zarr store")
+    i.add_argument("store", help="a distlearn zarr store (a path or a URL such as s3://bucket/data.zarr)")
     _json_flag(i, "machine-readable output")
     i.add_argument("--target", metavar="A-vs-B|TOPIC", help="describe a binary view of the store (same as STORE#TARGET)")
     i.add_argument("--validate", action="store_true", help="read every block and check indices, pointers and values")

@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._outputs import PREDICTIONS_ATTR, check_output, replace
+from ._urls import absolute
 from .data.store import open_dataset
 from .learners import RULES
 from .learners.adaptive import ADAPTIVE_RULES
@@ -231,7 +232,7 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
     """
     from .model import load_model
 
-    model_path = os.path.abspath(os.fspath(est)) if isinstance(est, (str, os.PathLike)) else None
+    model_path = absolute(est) if isinstance(est, (str, os.PathLike)) else None
     if model_path is not None:
         est = load_model(model_path)
     if scheduler is not None:
@@ -272,7 +273,7 @@ def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, d
         raise ValueError(f"{X}: {ds.n_features} features, the model knows {want}")
     # workers open the files by path, from their own working directory
     path, _, view = os.fspath(X).partition("#")
-    store = os.path.abspath(path) + (f"#{view}" if view else "")
+    store = absolute(path) + (f"#{view}" if view else "")  # a URL as it is
     jobs = [(model_path, store, b, decision) for b in range(ds.n_blocks)]
     with executor_for(scheduler, n_workers=n_workers, security=security) as ex:
         res: dict[str, Any] = {"blocks": ds.n_blocks, "ran_on": ex.describe()}

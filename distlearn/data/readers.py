@@ -24,6 +24,7 @@ from .._outputs import check_output
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
 from .._tasks import OrderedMap, run_ordered
+from .._urls import UrlError, is_url
 from ._io import STREAM_ERRORS, open_binary
 from ._svmlight import (
     SvmlightReader,
@@ -91,6 +92,13 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna|rcv1")
 
 
+def _refuse_url(path: str | os.PathLike[str]) -> None:
+    """A data file named by a URL is told apart from a local file (never looked up as one)."""
+    if is_url(os.fspath(path)):
+        raise UrlError(f"{os.fspath(path)}: data files are read from local paths (stores can be URLs); "
+                       "copy it here first")
+
+
 def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Any:
     """The reader for ``path`` (format given or detected); options go to its constructor.
 
@@ -99,6 +107,7 @@ def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **op
     ``dtype``, ``chunk_rows``; csv: ``label_column``, ``delimiter``, ``header``,
     ``dtype``, ``chunk_bytes``.
     """
+    _refuse_url(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     fmt = format or detect_format(path)
@@ -191,6 +200,8 @@ def convert(
         raise TypeError("convert(client=) is now executor=: with distlearn.distributed.executor_for(scheduler) as "
                         "ex: convert(..., executor=ex)")
     inputs = [str(p) for p in input] if isinstance(input, (list, tuple)) else [str(input)]
+    for p in inputs:
+        _refuse_url(p)
     if executor is not None:  # workers open the files by path, from their own working directory
         inputs = [os.path.abspath(p) for p in inputs]
     if not inputs:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._urls import absolute
 from .. import rng
 from ..data.store import open_dataset
 from ..stream import is_store, open_store, store_token
@@ -333,7 +334,7 @@ def _prepare_source(source: Any, what: str) -> tuple[Any, Any]:
         ds = open_dataset(source)
         if ds.classes is None:
             raise ValueError(f"{what} store {ds.path}: labels are not classes (continuous targets?)")
-        return str(ds.path.resolve()), ds
+        return absolute(ds.path, resolve=True), ds
     if callable(source):
         return source, None
     return _check_xy(source, what), None
