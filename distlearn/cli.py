@@ -922,6 +922,8 @@ def _check_roles(a: argparse.Namespace) -> None:
         for flag, path in (("", a.store), ("--test ", a.test)):
             if _kind(path) == "model":
                 raise ValueError(f"{flag}{path} is a model file, not data: looks swapped; usage: {_USAGE[cmd]}")
+    elif cmd == "info" and _kind(a.store) == "model":
+        raise ValueError(f"{a.store} is a model file, not a store (`distlearn evaluate {a.store} STORE` scores it)")
     elif cmd == "convert":
         kinds = [_kind(p) for p in a.input]
         out = _kind(a.output)

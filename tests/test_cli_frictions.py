@@ -66,6 +66,7 @@ CASES = [
     (["train", "art.zarr", "--model", "perceptron", "--save", "m.npz"],
      ["m.npz already exists; pass --overwrite to replace it"]),
     (["train"], ["the following arguments are required: store"]),
+    (["info", "m.npz"], ["m.npz is a model file, not a store", "distlearn evaluate m.npz STORE"]),
 ]
 
 
