@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._outputs import check_output, claim_dir
+from ._validation import choose, did_you_mean
 from ._version import __version__
 from .experiments.named import PAPERS, describe_papers
 from .training import MODELS
@@ -43,13 +44,49 @@ with credentials from the environment (AWS_*, ~/.aws): every Dask worker opens t
 """
 
 
+_EPILOG = """\
+A model, saved and used:
+  distlearn train data.zarr --model perceptron --save m.npz      # an existing m.npz needs --overwrite
+  distlearn predict m.npz new.svm --out labels.npy
+  distlearn evaluate m.npz test.zarr
+
+`distlearn COMMAND --help` shows a command's options, their defaults, and examples.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of the command and of each subcommand: a usage error is one line (the full usage
+    is in ``--help``), and a value of an option with choices is taken whatever its case, with the
+    closest choices offered for a typo (``--model OBPM`` is ``obpm``; ``percepton``: did you mean
+    'perceptron'?)."""
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        value = super()._get_value(action, arg_string)
+        names = [c for c in action.choices or () if isinstance(c, str)]
+        if isinstance(value, str) and names and value not in names:
+            try:
+                return choose(value, names, "")
+            except ValueError:
+                pass  # _check_value says so, with the closest names
+        return value
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            names = [str(c) for c in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{did_you_mean(value, names)} "
+                                                 f"(choose from {', '.join(names)})")
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Raw descriptions; a default is shown only where it says something (not None, not a flag's
     False/True, and not when the help text already names its default)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help = action.help or ""
-        if ("default" in help or action.default in (None, False, argparse.SUPPRESS)
+        if ("default" in help or any(action.default is v for v in (None, False, argparse.SUPPRESS))
                 or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
             return help
         return super()._get_help_string(action)
@@ -132,7 +169,7 @@ def _cluster_options(p: argparse.ArgumentParser, *, scheduler: str, workers: str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="distlearn", description=_DESCRIPTION, formatter_class=_Formatter)
+    p = _Parser(prog="distlearn", description=_DESCRIPTION, formatter_class=_Formatter, epilog=_EPILOG)
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
@@ -307,6 +344,8 @@ def _parser_info(sub: Any) -> None:
         sub, "info", _cmd_info,
         help="describe a store: shape, nnz, density, classes, blocks",
         description="Print what a store holds. Exit status 2 if it is not a complete, valid store.",
+        epilog="examples:\n  distlearn info data.zarr\n  distlearn info data.zarr --json --validate\n"
+               "  distlearn info 'rcv1.zarr#CCAT-vs-GCAT'",
     )
     i.add_argument("store", help="a distlearn zarr store (a path or a URL such as s3://bucket/data.zarr)")
     _json_flag(i, "machine-readable output")
@@ -347,6 +386,10 @@ def _parser_generate(sub: Any) -> None:
             "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
             "        and test.tsv (a tenth)"
         ),
+        epilog=("examples:\n  distlearn generate rcv1 rcv1.zarr --n-samples 5000\n"
+                "  distlearn generate obpm art.zarr --label-noise 0.1   # art.zarr and art-test.zarr\n"
+                "  distlearn generate rcv1 rcv1.svm --n-samples 5000    # svmlight text, for convert\n"
+                "  distlearn generate rcv1-files corpus --n-samples 2000"),
     )
     g.add_argument("kind", choices=["rcv1", "obpm", "rcv1-files", "splice-files"], help="which generator")
     g.add_argument("output", help="store (*.zarr), svmlight file (*.svm), or a directory (*-files)")
@@ -729,7 +772,8 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
-    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle); an existing "
+                   "file is refused unless --overwrite")
     _overwrite_flag(t, "--save: replace MODEL.npz if it is a distlearn model file (nothing else is replaced)")
     t.add_argument("--save-members", action="store_true",
                    help="with --save and --model obpm: also store every member's weights (model.members_)")
@@ -851,6 +895,8 @@ def _parser_demo(sub: Any) -> None:
             "write them as svmlight text, convert them to zarr stores in parallel on a LocalCluster\n"
             "(127.0.0.1), check them against scikit-learn's loader, and print a table."
         ),
+        epilog="examples:\n  distlearn demo\n  distlearn demo --out demo2 --workers 2 --n-samples 5000\n"
+               "  distlearn demo --scheduler tcp://10.0.0.1:8786 --json",
     )
     d.add_argument("--out", default="demo-output", help="working directory for the demo's files")
     _workers_flag(d, "LocalCluster worker processes (default: cores)", metavar=None)
@@ -871,6 +917,59 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     else:
         print(quickstart.format_table(result))
     return 0 if result["ok"] else 1
+
+
+#: What each command takes, in order, for the one-line "looks swapped" message.
+_USAGE = {"predict": "distlearn predict MODEL.npz INPUT [--out FILE]",
+          "evaluate": "distlearn evaluate MODEL.npz STORE",
+          "train": "distlearn train STORE [--test STORE] [--save MODEL.npz]",
+          "convert": "distlearn convert INPUT... OUTPUT.zarr"}
+
+
+def _kind(path: Any) -> str:
+    """What is at a command's path argument: "model" (a distlearn model file), "store" (a distlearn
+    store, or a view STORE#TARGET of one), "missing", "data" (any other file or directory) or ""
+    (not a local path: a URL, or nothing given)."""
+    from ._outputs import is_kind
+
+    if not isinstance(path, str) or not path or "://" in path:
+        return ""
+    base = path.split("#", 1)[0] if "#" in path and not os.path.lexists(path) else path
+    if not os.path.lexists(base):
+        return "missing"
+    return "model" if is_kind(base, "model") else "store" if is_kind(base, "store") else "data"
+
+
+def _check_roles(a: argparse.Namespace) -> None:
+    """Arguments given in the wrong order, or a model that is not there yet, as one line naming the
+    files (before any work: the readers would report a confusing symptom of it)."""
+    cmd = a.command
+    if cmd in ("predict", "evaluate"):
+        data = a.input if cmd == "predict" else a.store
+        model, other = _kind(a.model), _kind(data)
+        if model == "missing":
+            raise FileNotFoundError(f"{a.model}: no such model file; train one first with "
+                                    f"`distlearn train STORE --save {a.model}`")
+        if model in ("store", "data") and other == "model":
+            raise ValueError(f"{a.model} is not a model file but {data} is: looks swapped; usage: {_USAGE[cmd]}")
+        if model == "store":
+            raise ValueError(f"{a.model} is a store, not a model file (`distlearn train {a.model} --save MODEL.npz` "
+                             f"writes one); usage: {_USAGE[cmd]}")
+    elif cmd == "train":
+        for flag, path in (("", a.store), ("--test ", a.test)):
+            if _kind(path) == "model":
+                raise ValueError(f"{flag}{path} is a model file, not data: looks swapped; usage: {_USAGE[cmd]}")
+    elif cmd == "info" and _kind(a.store) == "model":
+        raise ValueError(f"{a.store} is a model file, not a store (`distlearn evaluate {a.store} STORE` scores it)")
+    elif cmd == "convert":
+        kinds = [_kind(p) for p in a.input]
+        out = _kind(a.output)
+        if "store" in kinds and out == "data":
+            raise ValueError(f"{a.input[kinds.index('store')]} is a store and {a.output} a data file: looks swapped; "
+                             f"usage: {_USAGE[cmd]}")
+        if "model" in kinds:
+            raise ValueError(f"{a.input[kinds.index('model')]} is a model file (distlearn predict MODEL INPUT "
+                             f"uses it), not data to convert; usage: {_USAGE[cmd]}")
 
 
 def _os_error(e: OSError, args: argparse.Namespace) -> str:
@@ -898,6 +997,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .data._errors import InputFormatError
 
     try:
+        _check_roles(args)
         return int(args.func(args))
     except (InputFormatError, StoreError, FileExistsError, FileNotFoundError, ValueError, ConnectionError) as e:
         print(f"distlearn {args.command}: error: {e}", file=sys.stderr)

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ._outputs import PREDICTIONS_ATTR, check_output, replace
 from ._urls import absolute
+from ._validation import choose, did_you_mean
 from .data.store import open_dataset
 from .learners import RULES
 from .learners.adaptive import ADAPTIVE_RULES
@@ -61,8 +62,8 @@ def _check_names(est: Any, params: dict[str, Any]) -> None:
     valid = est.get_params()
     unknown = sorted(set(params) - set(valid))
     if unknown:
-        raise ValueError(f"parameter {unknown[0]!r} is not a parameter of {type(est).__name__}; "
-                         f"it has: {', '.join(sorted(valid))}")
+        raise ValueError(f"parameter {unknown[0]!r} is not a parameter of {type(est).__name__}"
+                         f"{did_you_mean(unknown[0], valid)}; it has: {', '.join(sorted(valid))}")
 
 
 def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: int | None = None,
@@ -74,10 +75,9 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     kernel learners and the adaptive ``"arow"``/``"nag"``);
     ``params`` then holds the rule's parameters and the shared ``epochs``,
     ``fit_intercept``, ``dtype``, ``conversion``.  ``seed`` and ``epochs`` set
-    ``random_state`` and ``epochs``.
+    ``random_state`` and ``epochs``.  ``model`` is a name of :data:`MODELS`, case ignored.
     """
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
+    model = choose(model, sorted(MODELS), "model")  # case ignored: "OBPM" is "obpm"
     params = dict(params or {})
     from .estimators import (
         ADAPTIVE_ESTIMATORS,

@@ -396,7 +396,7 @@ def test_dockerfile_installs_this_package_at_its_version():
     assert labels["org.opencontainers.image.version"] == distlearn.__version__
     copied = [shlex.split(r) for i, r in instrs if i == "COPY"]
     sources = {s for c in copied for s in c[:-1]}
-    assert {"pyproject.toml", "README.md", "distlearn"} <= sources
+    assert {"pyproject.toml", "README.md", "LICENSE", "distlearn"} <= sources
     for s in sources:
         assert (ROOT / s).exists(), f"COPY {s}: not in the repository (build from the repository root)"
     runs = " ".join(r for i, r in instrs if i == "RUN")
