@@ -183,7 +183,7 @@ def _parser_convert(sub: Any) -> None:
     )
     c.add_argument("input", nargs="+", help="input file(s) (gzip/bz2/xz detected from content); several only for rcv1")
     c.add_argument("output", help="store to create, e.g. data.zarr")
-    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1"],
+    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1", "parquet"],
                    help="input format (default: detected; dna: FASTA or label<TAB>sequence lines; "
                    "rcv1: LYRL2004 token or vector files)")
     c.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block (default: ~16 MiB dense, 16384 CSR)")
@@ -222,7 +222,7 @@ def _parser_convert(sub: Any) -> None:
 
 
 def _cmd_convert(a: argparse.Namespace) -> int:
-    from .data.readers import convert
+    from .data.readers import convert, input_bytes
     from .distributed import executor_for
 
     opts: dict[str, Any] = {}
@@ -253,7 +253,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     info = ds.info()
     info["convert_seconds"] = round(seconds, 3)
-    info["input_bytes"] = sum(os.path.getsize(p) for p in a.input)
+    info["input_bytes"] = input_bytes(a.input)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -411,7 +411,7 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
-    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "parquet"], help="input format when not a store")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
@@ -671,7 +671,8 @@ def _parser_train(sub: Any) -> None:
             "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
         ),
     )
-    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
+    t.add_argument("store", help="training store (distlearn convert/generate makes one), or a data file read whole "
+                   "into memory (svmlight, CSV, IDX, Parquet)")
     t.add_argument("--test", metavar="STORE", help="report the error on this store")
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
@@ -707,6 +708,7 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     trains in process, and it takes ``checkpoint=`` (OBPM) or it cannot resume."""
     from ._validation import SchedulerAddress
     from .data import open_dataset
+    from .data.readers import is_data_file, read_arrays
     from .training import make_estimator
 
     if a.save_members and not (a.save and a.model == "obpm"):
@@ -716,6 +718,9 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
     if a.target:
+        if is_data_file(a.store):
+            raise ValueError(f"--target views a store; {a.store} is a data file: convert it first "
+                             f"(distlearn convert {a.store} STORE.zarr)")
         a.store = f"{a.store}#{a.target}"
         a.test = a.test and f"{a.test}#{a.target}"
     takes = est.get_params(deep=False)
@@ -735,7 +740,12 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     if "checkpoint" in takes:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
-    ds = open_dataset(a.store)
+    if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
+        X, y = read_arrays(a.store)
+        a.fit_args = (X, y)
+        ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
+    else:
+        ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
     if "scheduler" not in takes and (where or sec):
         raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards (so do --tls-*); {a.model} "
@@ -753,7 +763,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     params = dict(_param(p) for p in a.param)
     est, ds = _train_setup(a, params)
     t0 = time.perf_counter()
-    est.fit(a.store)
+    est.fit(*a.fit_args)
     seconds = time.perf_counter() - t0
     summary = fit_summary(est)
     result: dict[str, Any] = {
