@@ -201,7 +201,9 @@ def _parser_convert(sub: Any) -> None:
     c.add_argument("--k", type=_positive_int, metavar="K", help="DNA spectrum: k-mer length (default 3)")
     c.add_argument("--iupac", choices=["spread", "error"],
                    help="DNA: ambiguity codes (N, R, Y, ...) spread over their bases (default) or refused")
-    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX", help="CSV: label column (default: 0)")
+    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="CSV, Parquet: the label column (default: the column named label, target, class or y, "
+                        "any case, else 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
     c.add_argument("--qrels", metavar="FILE", help="RCV1-v2: the topic file rcv1-v2.topics.qrels[.gz] (implies --format rcv1)")
@@ -673,7 +675,10 @@ def _parser_train(sub: Any) -> None:
     )
     t.add_argument("store", help="training store (distlearn convert/generate makes one), or a data file read whole "
                    "into memory (svmlight, CSV, IDX, Parquet)")
-    t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("--test", metavar="STORE", help="report the error on this store (or data file)")
+    t.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="a CSV or Parquet file as the training data: its label column (default: the column named "
+                        "label, target, class or y, else 0)")
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
     t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
@@ -741,9 +746,11 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
     if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
-        X, y = read_arrays(a.store)
+        X, y = read_arrays(a.store, label_column=a.label_column)
         a.fit_args = (X, y)
         ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
+    elif a.label_column is not None:
+        raise ValueError("--label-column picks the label of a CSV or Parquet file; a store holds its labels")
     else:
         ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)

@@ -89,8 +89,8 @@ def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[s
         bad = np.flatnonzero(~np.isfinite(v))
         if bad.size:
             k = int(bad[0])
-            raise InputFormatError(path, f"column {name!r} holds {v[k]!r} in row {first_row + k + 1}: values must "
-                                         "be finite")
+            raise InputFormatError(path, f"column {name!r} holds {float(v[k])!r} in row {first_row + k + 1}: "
+                                         "values must be finite")
         if i == label:
             y[:] = v
         else:

@@ -162,7 +162,8 @@ def read_arrays(path: str | os.PathLike[str], *, format: str | None = None, dtyp
     from .store import _memory_budget
 
     path = os.fspath(path)
-    reader = open_reader(path, format=format, dtype=dtype, **options)
+    fmt = format or detect_format(path)
+    reader = open_reader(path, format=fmt, **_reader_options(fmt, {**options, "dtype": dtype}))
     if reader.default_layout == "dense" and reader.n_samples and reader.n_features:
         need = reader.n_samples * reader.n_features * np.dtype(dtype).itemsize
     else:  # text: the arrays take about what the text does; the pieces and their concatenation twice that
