@@ -159,12 +159,15 @@ def _security(a: argparse.Namespace) -> Any:
 def _parser_convert(sub: Any) -> None:
     c = _command(
         sub, "convert", _cmd_convert,
-        help="convert svmlight / IDX / CSV / DNA / RCV1-v2 files into a zarr store",
+        help="convert svmlight / IDX / CSV / Parquet / DNA / RCV1-v2 files into a zarr store",
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
             "The store appears only when complete; bad input stops with FILE:LINE and the token,\n"
-            "leaving nothing behind. Large uncompressed svmlight files and RCV1-v2 token files\n"
-            "parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "leaving nothing behind. Large uncompressed svmlight files, RCV1-v2 token files and\n"
+            "Parquet row groups parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "CSV and Parquet: the column named label, target, class or y is the label unless\n"
+            "--label-column says otherwise; labels that are not classes (non-integer, or more than\n"
+            "half the rows distinct) are refused.\n\n"
             "RCV1-v2 (the LYRL2004 files): give the token (or vector) files, then the store, and\n"
             "--qrels. The store keeps every topic and a top-level label (CCAT/ECAT/GCAT/MCAT/OTHER,\n"
             "MULTI for multi-category documents); train on a binary problem as a view of it:\n"
@@ -176,6 +179,7 @@ def _parser_convert(sub: Any) -> None:
             "  distlearn convert rcv1.svm rcv1.zarr --jobs 2 --block-rows 20000\n"
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
             "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
+            "  distlearn convert events/ events.zarr --jobs 2   # Parquet parts (Dask's to_parquet), row groups as tasks\n"
             "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
             "  distlearn convert clicks.svm clicks.zarr --hash-bits 22   # open-ended indices into 2^22 columns\n"
             "  distlearn info rcv1.zarr#CCAT-vs-GCAT"
@@ -401,7 +405,7 @@ def _parser_predict(sub: Any) -> None:
         sub, "predict", _cmd_predict,
         help="labels or scores of a saved model (train --save) for a store or a data file",
         description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
-                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
+                    "file distlearn convert reads (svmlight, IDX, CSV, Parquet). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
         epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
                "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
             "  distlearn predict m.npz new.svm --decision --out scores.csv",

@@ -23,7 +23,7 @@ from .._tasks import OrderedMap, run_ordered
 from ._errors import InputFormatError
 from ._labels import describe_column, label_index
 
-__all__ = ["MAGIC", "ParquetReader", "parquet_parts", "read_row_group"]
+__all__ = ["MAGIC", "ParquetReader", "is_parquet_dir", "parquet_parts", "read_row_group"]
 
 #: The first (and last) four bytes of every Parquet file.
 MAGIC = b"PAR1"
@@ -51,6 +51,19 @@ def parquet_parts(path: str | os.PathLike[str]) -> list[str]:
                 raise InputFormatError(os.path.join(path, n), "not a Parquet file (no PAR1 magic) in a directory "
                                                               "of Parquet parts")
     return [os.path.join(path, n) for n in names]
+
+
+def is_parquet_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether directory ``path`` holds Parquet parts (a ``.parquet``/``.pq`` name, or a file with the magic)."""
+    for entry in os.scandir(path):
+        if entry.name.startswith(("_", ".")) or not entry.is_file():
+            continue
+        if entry.name.lower().endswith((".parquet", ".pq")):
+            return True
+        with open(entry.path, "rb") as f:
+            if f.read(4) == MAGIC:
+                return True
+    return False
 
 
 def _kind(t: Any) -> str | None:

@@ -9,7 +9,9 @@ token.
 
 :func:`convert` drives any reader into a :class:`~distlearn.data.store.DatasetWriter`;
 for large uncompressed svmlight files it parses line-aligned byte ranges as
-executor tasks (``executor=``, e.g. on Dask) and writes them in order.
+executor tasks (``executor=``, e.g. on Dask) and writes them in order, and Parquet
+row groups likewise.  :func:`read_arrays` reads a whole file into memory (``train`` on a
+data file) with the same label checks.
 """
 
 from __future__ import annotations
@@ -137,7 +139,13 @@ def is_data_file(path: Any) -> bool:
     if not isinstance(path, (str, os.PathLike)):
         return False
     path = os.fspath(path)
-    return os.path.isfile(path) or (os.path.isdir(path) and not os.path.exists(os.path.join(path, "zarr.json")))
+    if os.path.isfile(path):
+        return True
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "zarr.json")):
+        return False
+    from ._parquet import is_parquet_dir
+
+    return is_parquet_dir(path)  # else a store's directory, damaged or not: the store's errors say what is wrong
 
 
 def input_bytes(paths: list[str]) -> int:
@@ -228,7 +236,8 @@ def convert(
     Parameters
     ----------
     input : str or Path, or a list of them (RCV1-v2 only)
-        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, DNA sequences
+        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, Parquet (a file or a
+        directory of parts: :class:`~distlearn.data._parquet.ParquetReader`), DNA sequences
         (FASTA or ``label<TAB>sequence``; ``features="wd"|"onehot"|"spectrum"``, ``degree``, ``k``,
         ``iupac``: see :mod:`distlearn.data._dna`), or RCV1-v2 token or vector files with
         ``qrels=`` (``hierarchy``, ``weighting``, ``normalize``, ``min_df``, ``vocabulary``: see
@@ -236,7 +245,7 @@ def convert(
     output : str or Path
         The store to create.  An existing path is refused unless ``overwrite=True``;
         it is replaced only once the new store is complete.
-    format : {"svmlight", "idx", "csv", "dna", "rcv1"}, default=None
+    format : {"svmlight", "idx", "csv", "dna", "rcv1", "parquet"}, default=None
         Detected from the name and content when left out.
     layout : {"csr", "dense"}, default=None
         ``"csr"`` for svmlight, ``"dense"`` for IDX and CSV by default.  A dense store
@@ -249,8 +258,9 @@ def convert(
     executor : executor, default=None
         Where to parse: an executor of :func:`distlearn.distributed.executor_for` (anything with
         ``map_ordered``: :class:`distlearn._tasks.OrderedMap`).  With one, an uncompressed svmlight
-        file is parsed as tasks over line-aligned byte ranges of ``part_bytes`` and RCV1-v2 files as
-        tasks per range or file; results are written in file order, so the store is the same.
+        file is parsed as tasks over line-aligned byte ranges of ``part_bytes``, RCV1-v2 files as
+        tasks per range or file and Parquet as a task per row group; results are written in file
+        order, so the store is the same.
         ``None``: this process.
     progress : bool or callable
         ``True`` shows a progress bar (bytes of input); a callable gets ``(done, total)``.
@@ -265,6 +275,13 @@ def convert(
     -------
     Dataset
         The new store, opened.
+
+    Raises
+    ------
+    InputFormatError
+        Bad input, naming the file (line, token); for CSV, Parquet and svmlight also labels that
+        are not classes (non-integer, or more than ``max(10, rows / 2)`` distinct values:
+        :class:`~distlearn.data._labels.ClassLabels`), in one line showing ``--label-column``.
     """
     if "client" in reader_options:
         raise TypeError("convert(client=) is now executor=: with distlearn.distributed.executor_for(scheduler) as "

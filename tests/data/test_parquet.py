@@ -200,3 +200,17 @@ def test_parts_must_share_a_schema(tmp_path):
     (d / "part.1.parquet").write_text("1 1:2\n")
     with pytest.raises(InputFormatError, match=r"not a Parquet file \(no PAR1 magic\)"):
         ParquetReader(d)
+
+
+def test_a_directory_is_data_only_when_it_holds_parquet_parts(tmp_path):
+    from distlearn.data.readers import is_data_file
+
+    t = table(n=50)
+    d = parts_dir(tmp_path, t, 2)
+    ds = convert(d, tmp_path / "s.zarr")
+    assert is_data_file(d) and is_data_file(d / "part.0.parquet") and not is_data_file(ds.path)
+    (Path(ds.path) / "zarr.json").unlink()  # a damaged store stays a store: its own errors name it
+    assert not is_data_file(ds.path) and not is_data_file(f"{ds.path}#0-vs-1")
+    X, y = read_arrays(d, dtype="float64")
+    np.testing.assert_array_equal(X, expected(t)[0])
+    np.testing.assert_array_equal(y, expected(t)[1])
