@@ -2,7 +2,7 @@
 
 Tables (CSV with a header, Parquet) name their columns: one named ``label``, ``target``,
 ``class`` or ``y`` (any case) is the label unless the caller says otherwise
-(:func:`label_index`).  Whatever the column, :class:`ClassLabels` watches the labels as
+(:func:`label_index`; of several, ``label`` before ``target`` before ``class`` before ``y``).  Whatever the column, :class:`ClassLabels` watches the labels as
 they stream by and refuses, in one line that says how to pick another column, labels
 that are not classes: non-integer values, or more distinct values than half the rows
 (and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or an identifier taken for the label.
@@ -36,17 +36,17 @@ def label_index(path: str | os.PathLike[str], columns: Sequence[str] | None, n_c
 
     ``label_column``: a name (needs ``columns``), an index (negative counts from the end), or
     ``None``: the column named one of :data:`LABEL_NAMES` if the header has one, else column 0.
-    Two columns with label names and no ``label_column`` is an error (which one is meant?).
+    Of several such names the first in :data:`LABEL_NAMES` order wins (``label,x,y``: ``label``).
     ``line``: the header's line number, for the messages.
     """
     if label_column is None:
         if columns is None:
             return 0
-        found = [i for i, c in enumerate(columns) if c.strip().lower() in LABEL_NAMES]
-        if len(found) > 1:
-            names = " and ".join(repr(columns[i]) for i in found)
-            raise InputFormatError(path, f"columns {names} could each be the label; {PICK_LABEL}", line=line)
-        return found[0] if found else 0
+        lowered = [c.strip().lower() for c in columns]
+        for name in LABEL_NAMES:  # "label,x,y": the label is 'label', y a coordinate
+            if name in lowered:
+                return lowered.index(name)
+        return 0
     if isinstance(label_column, str):
         if columns is None:
             raise InputFormatError(path, f"label column {label_column!r} is given by name, but the file has no "

@@ -315,14 +315,13 @@ def test_a_column_named_like_a_label_is_the_label(tmp_path, header):
     np.testing.assert_array_equal(X, np.delete(data, col, axis=1))
 
 
-def test_label_column_overrides_the_name_and_two_label_names_are_refused(tmp_path):
+def test_label_column_overrides_the_name_and_label_names_have_an_order(tmp_path):
     p, data = labelled_table(tmp_path, "f1,f2,f3,label")
     assert CsvReader(p, label_column=0).label_index == 0
-    q = write(tmp_path / "two.csv", "label,x,y\n1,2,0\n0,3,1\n")
-    with pytest.raises(InputFormatError, match=r"two.csv:1: columns 'label' and 'y' could each be the label; "
-                                               r"pick the label with --label-column NAME\|INDEX"):
-        CsvReader(q)
-    assert CsvReader(q, label_column="y").label_index == 2
+    q = write(tmp_path / "two.csv", "x,y,label\n1,2,0\n0,3,1\n")
+    assert CsvReader(q).label_index == 2  # 'label' before 'y' (here a coordinate)
+    assert CsvReader(write(tmp_path / "tc.csv", "Class,a,TARGET\n1,2,0\n")).label_index == 2  # target before class
+    assert CsvReader(q, label_column="y").label_index == 1
     # no header: column 0, as before
     assert CsvReader(write(tmp_path / "n.csv", "1,2,3\n")).label_index == 0
 
