@@ -200,12 +200,15 @@ def _security(a: argparse.Namespace) -> Any:
 def _parser_convert(sub: Any) -> None:
     c = _command(
         sub, "convert", _cmd_convert,
-        help="convert svmlight / IDX / CSV / DNA / RCV1-v2 files into a zarr store",
+        help="convert svmlight / IDX / CSV / Parquet / DNA / RCV1-v2 files into a zarr store",
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
             "The store appears only when complete; bad input stops with FILE:LINE and the token,\n"
-            "leaving nothing behind. Large uncompressed svmlight files and RCV1-v2 token files\n"
-            "parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "leaving nothing behind. Large uncompressed svmlight files, RCV1-v2 token files and\n"
+            "Parquet row groups parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "CSV and Parquet: the column named label, target, class or y is the label unless\n"
+            "--label-column says otherwise; labels that are not classes (non-integer, or more than\n"
+            "half the rows distinct) are refused.\n\n"
             "RCV1-v2 (the LYRL2004 files): give the token (or vector) files, then the store, and\n"
             "--qrels. The store keeps every topic and a top-level label (CCAT/ECAT/GCAT/MCAT/OTHER,\n"
             "MULTI for multi-category documents); train on a binary problem as a view of it:\n"
@@ -217,6 +220,7 @@ def _parser_convert(sub: Any) -> None:
             "  distlearn convert rcv1.svm rcv1.zarr --jobs 2 --block-rows 20000\n"
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
             "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
+            "  distlearn convert events/ events.zarr --jobs 2   # Parquet parts (Dask's to_parquet), row groups as tasks\n"
             "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
             "  distlearn convert clicks.svm clicks.zarr --hash-bits 22   # open-ended indices into 2^22 columns\n"
             "  distlearn info rcv1.zarr#CCAT-vs-GCAT"
@@ -224,7 +228,7 @@ def _parser_convert(sub: Any) -> None:
     )
     c.add_argument("input", nargs="+", help="input file(s) (gzip/bz2/xz detected from content); several only for rcv1")
     c.add_argument("output", help="store to create, e.g. data.zarr or s3://bucket/data.zarr")
-    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1"],
+    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1", "parquet"],
                    help="input format (default: detected; dna: FASTA or label<TAB>sequence lines; "
                    "rcv1: LYRL2004 token or vector files)")
     c.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block (default: ~16 MiB dense, 16384 CSR)")
@@ -242,7 +246,9 @@ def _parser_convert(sub: Any) -> None:
     c.add_argument("--k", type=_positive_int, metavar="K", help="DNA spectrum: k-mer length (default 3)")
     c.add_argument("--iupac", choices=["spread", "error"],
                    help="DNA: ambiguity codes (N, R, Y, ...) spread over their bases (default) or refused")
-    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX", help="CSV: label column (default: 0)")
+    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="CSV, Parquet: the label column (default: the column named label, target, class or y, "
+                        "any case, else 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
     c.add_argument("--qrels", metavar="FILE", help="RCV1-v2: the topic file rcv1-v2.topics.qrels[.gz] (implies --format rcv1)")
@@ -263,7 +269,7 @@ def _parser_convert(sub: Any) -> None:
 
 
 def _cmd_convert(a: argparse.Namespace) -> int:
-    from .data.readers import convert
+    from .data.readers import convert, input_bytes
     from .distributed import executor_for
 
     opts: dict[str, Any] = {}
@@ -294,7 +300,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     info = ds.info()
     info["convert_seconds"] = round(seconds, 3)
-    info["input_bytes"] = sum(os.path.getsize(p) for p in a.input)
+    info["input_bytes"] = input_bytes(a.input)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -446,7 +452,7 @@ def _parser_predict(sub: Any) -> None:
         sub, "predict", _cmd_predict,
         help="labels or scores of a saved model (train --save) for a store or a data file",
         description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
-                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
+                    "file distlearn convert reads (svmlight, IDX, CSV, Parquet). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
         epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
                "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
             "  distlearn predict m.npz new.svm --decision --out scores.csv",
@@ -458,7 +464,7 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
-    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "parquet"], help="input format when not a store")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
@@ -751,8 +757,12 @@ def _parser_train(sub: Any) -> None:
             "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
         ),
     )
-    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
-    t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("store", help="training store (distlearn convert/generate makes one), or a data file read whole "
+                   "into memory (svmlight, CSV, IDX, Parquet)")
+    t.add_argument("--test", metavar="STORE", help="report the error on this store (or data file)")
+    t.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="a CSV or Parquet file as the training data: its label column (default: the column named "
+                        "label, target, class or y, else 0)")
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
     t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
@@ -788,6 +798,7 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     trains in process, and it takes ``checkpoint=`` (OBPM) or it cannot resume."""
     from ._validation import SchedulerAddress
     from .data import open_dataset
+    from .data.readers import is_data_file, read_arrays
     from .training import make_estimator
 
     if a.save_members and not (a.save and a.model == "obpm"):
@@ -797,6 +808,9 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
     if a.target:
+        if is_data_file(a.store):
+            raise ValueError(f"--target views a store; {a.store} is a data file: convert it first "
+                             f"(distlearn convert {a.store} STORE.zarr)")
         a.store = f"{a.store}#{a.target}"
         a.test = a.test and f"{a.test}#{a.target}"
     takes = est.get_params(deep=False)
@@ -816,7 +830,14 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     if "checkpoint" in takes:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
-    ds = open_dataset(a.store)
+    if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
+        X, y = read_arrays(a.store, label_column=a.label_column)
+        a.fit_args = (X, y)
+        ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
+    elif a.label_column is not None:
+        raise ValueError("--label-column picks the label of a CSV or Parquet file; a store holds its labels")
+    else:
+        ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
     if "scheduler" not in takes and (where or sec):
         raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards (so do --tls-*); {a.model} "
@@ -834,7 +855,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     params = dict(_param(p) for p in a.param)
     est, ds = _train_setup(a, params)
     t0 = time.perf_counter()
-    est.fit(a.store)
+    est.fit(*a.fit_args)
     seconds = time.perf_counter() - t0
     summary = fit_summary(est)
     result: dict[str, Any] = {

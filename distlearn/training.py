@@ -138,7 +138,9 @@ def _fit_width(X: Any, d: int | None, where: str) -> Any:
 
 def _pieces(X: Any, y: Any = None, *, format: str | None = None) -> Any:
     """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know."""
-    if is_store(X) and not (isinstance(X, (str, os.PathLike)) and os.path.isfile(X)):
+    from .data.readers import is_data_file
+
+    if is_store(X) and not is_data_file(X):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
         ds = open_dataset(X)
@@ -260,7 +262,9 @@ def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, d
     from .distributed import executor_for
     from .model import predict_block
 
-    if not isinstance(X, (str, os.PathLike)) or not is_store(X) or os.path.isfile(X):
+    from .data.readers import is_data_file
+
+    if not isinstance(X, (str, os.PathLike)) or not is_store(X) or is_data_file(X):
         raise ValueError(f"predicting on a cluster (scheduler=, --workers/--scheduler) reads the blocks of a store; "
                          f"{X if isinstance(X, (str, os.PathLike)) else 'an array'} is not one "
                          "(distlearn convert makes one)")

@@ -70,6 +70,13 @@ def _own_files(d: Path) -> None:
     write(d / "train-images-idx3-ubyte.gz", idx_bytes(rs.integers(0, 256, (50, 28, 28)), "ubyte"), True)
     write(d / "train-labels-idx1-ubyte.gz", idx_bytes(rs.integers(0, 10, 50), "ubyte"), True)
     (d / "table.csv").write_text("a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (d / "events").mkdir()
+    for i in range(3):  # a directory of parts, as Dask's to_parquet writes one
+        pq.write_table(pa.table({"x": rs.normal(size=20), "n": rs.integers(0, 9, 20), "label": rs.integers(0, 2, 20)}),
+                       d / "events" / f"part.{i}.parquet")
     seqs = ["".join(rs.choice(list("ACGT"), 30)) for _ in range(20)]
     (d / "sites.fa.gz").write_bytes(gzip.compress("".join(f">s{i} {1 if i % 2 else -1}\n{s}\n"
                                                           for i, s in enumerate(seqs)).encode()))
@@ -92,7 +99,7 @@ def test_own_files_block_runs_as_written(tmp_path, dask_scheduler):
         r = _run(line.replace("tcp://127.0.0.1:8786", dask_scheduler["address"]), tmp_path)
         assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
         ran.append(line.split()[1])
-    assert ran.count("convert") == 6 and "experiment" in ran
+    assert ran.count("convert") == 7 and "experiment" in ran
     assert (tmp_path / "results" / "letter-conversions.md").is_file()
 
 
