@@ -1020,6 +1020,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_roles(args)
         return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (| head): not an error of ours (before ConnectionError, its base)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (InputFormatError, StoreError, FileExistsError, FileNotFoundError, ValueError, ConnectionError) as e:
         print(f"distlearn {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -1031,10 +1035,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             how = f"; add --resume to the same command to continue from the last checkpoint in {args.checkpoint}"
         print(f"distlearn {args.command}: interrupted; nothing was left half-written{how}", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (| head): not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except OSError as e:  # permission denied, a directory where a file goes, a full disk ...
         print(f"distlearn {args.command}: error: {_os_error(e, args)}", file=sys.stderr)
         return 2
