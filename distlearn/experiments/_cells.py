@@ -27,7 +27,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
+        print("matplotlib is not installed: no figures (pip install matplotlib)", file=sys.stderr)
         return None
     return plt
 

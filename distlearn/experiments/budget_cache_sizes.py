@@ -50,7 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist
+from ..data.public import (FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist,
+                           no_fashion_message, no_letter_message)
 from ..distributed import run_grid
 from ..estimators import KernelMIRA, KernelOBPM, KernelPermutationBPM
 from ._cells import render_text
@@ -72,7 +73,7 @@ def load(name: str, args: argparse.Namespace):
     if name == "letter":
         path = letter_file(args.letter)
         if path is None or not path.exists():
-            print(f"letter: no data; pass --letter FILE or set {LETTER_ENV} (skipped)", file=sys.stderr)
+            print(f"letter: no data (skipped): {no_letter_message('--letter')}", file=sys.stderr)
             return None
         from sklearn.datasets import load_svmlight_file
 
@@ -84,7 +85,7 @@ def load(name: str, args: argparse.Namespace):
     if name == "fashion":
         d = fashion_mnist_dir(args.fashion_dir)
         if d is None or not Path(d).exists():
-            print("fashion: no data; see --fashion-dir (skipped)", file=sys.stderr)
+            print(f"fashion: no data (skipped): {no_fashion_message('--fashion-dir')}", file=sys.stderr)
             return None
         Xtr, ytr, Xte, yte = load_fashion_mnist(d)
         Xtr, Xte = normalize(Xtr), normalize(Xte)  # unit-norm rows, as the budget paper scales its digits

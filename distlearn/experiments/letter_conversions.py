@@ -91,14 +91,15 @@ import numpy as np
 from .. import conversions as dconv
 from .. import estimators as distlearn
 from .._version import __version__
-from ..data.public import LETTER_ENV, letter_file
+from ..data.public import LETTER_ENV, letter_file, no_letter_message
 from ..rng import block_generator
 from ._cells import loaded, ours_vs_paper, render_text
 
 #: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data" above).
 LETTER_HELP = ("the 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file, 1-based indices, "
                "labels 1..26 (UCI's letter-recognition.data converted as shown below, or LIBSVM's letter.scale "
-               f"and letter.scale.t concatenated; default: ${LETTER_ENV})")
+               f"and letter.scale.t concatenated; default: ${LETTER_ENV}, else the copy "
+               "`distlearn data fetch letter` writes)")
 BASE_CONVERSIONS = ["last", "average", "suffix", "tree"]
 OPTIONAL_CONVERSIONS = ["interval", "vote", "vote-suffix"]
 LEARNERS = ("kpa", "pa-native", "pa-ovr", "perceptron")
@@ -294,8 +295,7 @@ def fold_cell(path: str, k: int, f: int, seed: int, epochs: int, conversions: li
 def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
     path = letter_file(data.get("letter"))
     if path is None:
-        raise FileNotFoundError(f"no LETTER data: pass --letter FILE or set {LETTER_ENV}=FILE (the 20,000 UCI "
-                                "examples as one svmlight file: https://archive.ics.uci.edu/dataset/59)")
+        raise FileNotFoundError(no_letter_message("--letter"))
     if not path.is_file():
         raise FileNotFoundError(f"--letter: {path} does not exist")
     path = path.resolve()
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--epochs must be >= 1")
     args.data = letter_file(args.data)
     if args.data is None:
-        ap.error(f"no LETTER data: pass --data FILE or set {LETTER_ENV}=FILE (see --help for where to get it)")
+        ap.error(no_letter_message("--data"))
     if not args.data.exists():
         ap.error(f"--data: {args.data} does not exist")
 

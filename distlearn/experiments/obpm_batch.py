@@ -163,13 +163,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, no_fashion_message
+from ..data.public import (FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, no_fashion_message,
+                           no_letter_message)
 from ..estimators import ALMA, OBPM, Perceptron
 from ._cells import render_text
 
 #: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data." above).
 LETTER_HELP = ("the 20,000 UCI Letter Recognition examples in UCI's order as one svmlight/LIBSVM file, labels "
-               f"1..26 (UCI's letter-recognition.data converted as shown below; default: ${LETTER_ENV})")
+               f"1..26 (UCI's letter-recognition.data converted as shown below; default: ${LETTER_ENV}, "
+               "else the copy `distlearn data fetch letter` writes)")
 TASKS = ("letter", "letter-pairs", "fashion", "fashion-pair")
 TAUS = (0.1, 0.2, 0.3, 0.4)
 ALMA_GRID = [(B, C) for B in (0.625, 1.11, 3.33, 20.0) for C in (0.70, 1.41)]
@@ -385,8 +387,7 @@ def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[di
     opts = dict(OPTIONS)
     letter = letter_file(data.get("letter"))
     if letter is None or not letter.is_file():
-        raise FileNotFoundError(f"no LETTER data: pass --letter FILE or set {LETTER_ENV}=FILE (the 20,000 UCI "
-                                "examples as one svmlight file: https://archive.ics.uci.edu/dataset/59)")
+        raise FileNotFoundError(no_letter_message("--letter"))
     fashion = fashion_mnist_dir(data.get("fashion"))
     if fashion is None or not fashion.is_dir():
         raise FileNotFoundError(no_fashion_message("--fashion-dir"))
@@ -533,8 +534,7 @@ def main(argv=None) -> int:
     if {"letter", "letter-pairs"} & set(datasets):
         a.letter_data = letter_file(a.letter_data)
         if a.letter_data is None:
-            ap.error(f"no LETTER data: pass --letter-data FILE or set {LETTER_ENV}=FILE "
-                     "(see --help for where to get it)")
+            ap.error(no_letter_message("--letter-data"))
         if not a.letter_data.is_file():
             ap.error(f"--letter-data: {a.letter_data} does not exist")
     if {"fashion", "fashion-pair"} & set(datasets):
