@@ -43,6 +43,10 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     """Raw descriptions; a default is shown only where it says something (not None, not a flag's
     False/True, and not when the help text already names its default)."""
 
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """argparse's wrapping, without breaking names at their hyphens (obpm-table1, --n-docs)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help = action.help or ""
         if ("default" in help or action.default in (None, False, argparse.SUPPRESS)

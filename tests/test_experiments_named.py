@@ -229,3 +229,11 @@ def test_experiments_share_an_out_and_refuse_other_options_before_work(tmp_path,
     # the same commands resume: nothing is rerun
     assert main(rcv1 + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cells_run"] == 0
+
+
+def test_top_level_help_lists_all_nine_and_the_data_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert len(EXPERIMENTS) == 9 and all(name in out for name in EXPERIMENTS), out
+    assert "data" in out and "download the public data sets" in out

@@ -86,4 +86,4 @@ def test_own_files_block_runs_as_written(tmp_path, dask_scheduler):
         assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
         ran.append(line.split()[1])
     assert ran.count("convert") == 6 and "experiment" in ran
-    assert (tmp_path / "results" / "letter-conversions.md").is_file()
+    assert (tmp_path / "results" / "letter-conversions" / "letter-conversions.md").is_file()

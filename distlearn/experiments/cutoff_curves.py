@@ -343,7 +343,7 @@ def plot_curves(results: dict, sizes: list[int], path: str, n_splits: int) -> No
             if i == 1:  # the x axis is shared down each column
                 ax.set_xlabel("training-set size")
             ax.set_ylabel(("Perceptron\n" if learner == "perceptron" else "Margin perceptron\n") + METRIC[learner],
-                          fontsize=8 if j else None)
+                          fontsize=9)
     h, lab = axes[0, 0].get_legend_handles_labels()
     fig.legend(h, lab, loc="outside lower center", ncols=len(lab), fontsize=8)
     fig.suptitle(f"Fashion-MNIST pairs, one online pass; mean ± std over {n_splits} splits "

@@ -314,8 +314,8 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
         h, lab = axes[0, 0].get_legend_handles_labels()
         fig.legend(h, lab, loc="outside lower center", ncols=len(lab), fontsize=8)
         learner = "perceptron" if lr == "perceptron" else "finite-horizon margin perceptron"
-        fig.suptitle(f"Fig. {fig_no}: {learner}, {ylabel} against the training-set size "
-                     f"(mean ± std over the splits)", fontsize=10)
+        fig.suptitle(f"Fig. {fig_no}: {learner}\n{ylabel} against the training-set size (mean ± std over splits)",
+                     fontsize=10)
         path = str(Path(out) / f"fig{fig_no}.png")
         save_figure(fig, path)
         paths.append(path)
