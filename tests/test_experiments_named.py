@@ -237,3 +237,26 @@ def test_top_level_help_lists_all_nine_and_the_data_command(capsys):
     out = capsys.readouterr().out
     assert len(EXPERIMENTS) == 9 and all(name in out for name in EXPERIMENTS), out
     assert "data" in out and "download the public data sets" in out
+
+
+def test_seed_and_options_reach_every_paper_experiments_cells(data):
+    """What each paper experiment's plan hands its cells, with and without --seed/--tau/..."""
+    from distlearn.experiments import named
+
+    files = {"letter": data["letter"], "fashion": data["fashion"]}
+    for name in PAPERS:
+        mod, part = named._module(name)
+        base = mod.plan(part, quick=True, repeats=2, data=files if name != "budget-fig4" else {}, params={"seed": 0})
+        other = mod.plan(part, quick=True, repeats=2, data=files if name != "budget-fig4" else {}, params={"seed": 7})
+        assert base[0] != other[0] and base[1] != other[1], name  # the seed is in the key and in the cells
+    drift = named._module("obpm-drift")[0].plan("", quick=True, repeats=1, data=files,
+                                                params={"seed": 3, "tau": 0.2, "n_estimators": 7})
+    opts = drift[1][0][2][1]
+    assert (opts["seed"], opts["tau"], opts["n_estimators"]) == (3, 0.2, 7)
+    key, todo = named._module("obpm-batch")[0].plan("", quick=True, repeats=2, data=files,
+                                                     params={"seed": 5, "tau": [0.3], "n_estimators": 9, "epochs": [2]})
+    assert key["seeds"] == [5, 6] and key["taus"] == [0.3] and key["n_estimators"] == 9 and key["epochs"] == [2]
+    assert todo[0][2][1]["taus"] == [0.3] and todo[0][2][2:] == ([2], [5, 6])
+    key, todo = named._module("obpm-figure1")[0].plan("figure", quick=True, repeats=1, data={},
+                                                       params={"seed": 2, "tau": [0.1, 0.2], "n_estimators": [4]})
+    assert key["taus"] == [0.1, 0.2] and key["N"] == [4] and todo[0][2] == (0, (0.1, 0.2), todo[0][2][2], (4,), 2)
