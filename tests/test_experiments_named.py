@@ -178,6 +178,13 @@ def test_every_unused_option_is_refused_before_any_work(tmp_path, capsys):
     assert refused == sum(len(own) - len(OPTIONS[n]) for n in EXPERIMENTS) > 100
 
 
+def test_more_folds_than_letter_conversions_has_are_refused(tmp_path, data, capsys):
+    assert main(["experiment", "letter-conversions", "--quick", "--repeats", "6", "--out", str(tmp_path / "o"),
+                 "--letter", data["letter"]]) == 2
+    assert "at most 5 folds per split" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "letter-conversions").exists()
+
+
 def test_budget_quick_refuses_the_data_it_does_not_read(tmp_path, data, capsys):
     assert main(["experiment", "budget-fig4", "--quick", "--out", str(tmp_path / "o"), "--letter",
                  data["letter"]]) == 2

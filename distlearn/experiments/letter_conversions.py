@@ -303,6 +303,9 @@ def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
         raise FileNotFoundError(f"--letter: {path} does not exist")
     path = path.resolve()
     ks = [5] if quick else [5, 10]
+    if repeats is not None and repeats > max(ks):
+        raise ValueError(f"letter-conversions runs at most {max(ks)} folds per split (k = {', '.join(map(str, ks))}"
+                         f"{' with --quick' if quick else ''}): --repeats {repeats} is more")
     n_folds = {k: min(k, repeats or (2 if quick else k)) for k in ks}
     convs = BASE_CONVERSIONS if quick else available_conversions()
     key = {"letter": str(path), "k": ks, "folds": {str(k): n for k, n in n_folds.items()}, "conversions": convs,
