@@ -159,7 +159,7 @@ def _marked(p: Path, kind: str) -> bool:
 
 def _is_experiment(p: Path) -> bool:
     return p.is_dir() and (_marked(p, "experiment") or (p / "meta.json").is_file()
-                           or any((p / "cells").glob("*/meta.json")))
+                           or any(p.glob("*/meta.json")) or any((p / "cells").glob("*/meta.json")))
 
 
 def _is_corpus(p: Path) -> bool:

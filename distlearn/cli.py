@@ -21,7 +21,7 @@ from typing import Any
 from ._outputs import check_output, claim_dir
 from ._validation import choose, did_you_mean
 from ._version import __version__
-from .experiments.named import PAPERS, describe_papers
+from .experiments.named import OPTIONS, PAPERS, check_options, describe_experiments, experiment_dir
 from .training import MODELS
 
 _DESCRIPTION = """\
@@ -83,6 +83,10 @@ class _Parser(argparse.ArgumentParser):
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Raw descriptions; a default is shown only where it says something (not None, not a flag's
     False/True, and not when the help text already names its default)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """argparse's wrapping, without breaking names at their hyphens (obpm-table1, --n-docs)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help = action.help or ""
@@ -173,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
-                _parser_evaluate, _parser_export, _parser_experiment, _parser_demo):
+                _parser_evaluate, _parser_export, _parser_experiment, _parser_data, _parser_demo):
         add(sub)
     return p
 
@@ -531,13 +535,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     return 0
 
 
-EXPERIMENTS = {
-    **describe_papers(),
-    "rcv1-cutoff": "Dekel (2008) sec. 4, Figs. 2-3: cutoff averaging vs last/average on the ten RCV1 "
-                   "problems (perceptron 0-1 error, margin perceptron hinge loss), 80/20 splits, 12 sizes",
-    "celegans-obpm": "Harrington et al. (2003) Table 2: OBPM vs ALMA, the perceptron and LinearSVC on "
-                     "splice sites (WD features), after 1/2/3/20 epochs, 3 permutations",
-}
+EXPERIMENTS = describe_experiments()
 
 
 def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, quick: bool) -> None:
@@ -590,24 +588,29 @@ def _cmd_export(a: argparse.Namespace) -> int:
 def _parser_experiment(sub: Any) -> None:
     x = _command(
         sub, "experiment", _cmd_experiment,
-        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
+        help="reproduce a paper's table or figure as seeded Dask tasks: " + ", ".join(EXPERIMENTS),
         description=(
             "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
-            "Cells are written to OUT/cells as they finish; rerunning the same command resumes (finished\n"
-            "cells are read, not rerun). Each run writes OUT/NAME.md (the table, the paper's numbers beside\n"
-            "ours), OUT/NAME.json (every raw number) and OUT/NAME.png (the figure). --quick is a small\n"
-            "version (under a minute on one core): a smoke test, not the result.\n\n"
+            "Everything experiment NAME writes is in OUT/NAME/, so experiments share an --out: its cells\n"
+            "(written as they finish; rerunning the same command resumes, other options are refused before\n"
+            "any work), NAME.md (the table, the paper's numbers beside ours), NAME.json (every raw number)\n"
+            "and NAME.png (the figure). --quick is a small version (about a minute on one core): a smoke\n"
+            "test, not the result. An option an experiment does not use is refused.\n\n"
             + "\n".join(f"  {n:<19}{textwrap.fill(d, 78, subsequent_indent=' ' * 21)}"
-                        for n, d in EXPERIMENTS.items())
-            + "\n\nData: obpm-table1/-figure1 generate theirs; obpm-drift, cutoff-curves and obpm-batch read\n"
-            "Fashion-MNIST (--fashion-dir, the four IDX .gz files of github.com/zalandoresearch/fashion-mnist);\n"
-            "letter-conversions and obpm-batch read LETTER (--letter, the 20,000 UCI examples as one svmlight\n"
-            "file); rcv1-cutoff and celegans-obpm read the corpora's files or generate stand-ins."
+                         + (f"\n{'':21}options: " + ", ".join("--" + o.replace("_", "-") for o in OPTIONS[n])
+                            if OPTIONS[n] else "")
+                         for n, d in EXPERIMENTS.items())
+            + "\n\nEvery experiment takes --quick, --repeats, --seed and where it runs (--workers/--scheduler).\n"
+            "Data: obpm-table1/-figure1 and budget-fig4 (digits) need none; obpm-drift, cutoff-curves and\n"
+            "obpm-batch read Fashion-MNIST, letter-conversions and obpm-batch read LETTER: fetch them once with\n"
+            "`distlearn data fetch fashion-mnist letter` (or give --fashion-dir / --letter); rcv1-cutoff and\n"
+            "celegans-obpm read the corpora's files or generate stand-ins."
         ),
         epilog=(
             "examples:\n"
             "  distlearn experiment --list\n"
             "  distlearn experiment obpm-table1 --out results --quick\n"
+            "  distlearn experiment obpm-table1 --out results --seed 7 --tau 0.1 0.3 --n-estimators 100\n"
             "  distlearn experiment obpm-figure1 --out results --workers 2\n"
             "  distlearn experiment cutoff-curves --out results --fashion-dir ~/data/fashion-mnist\n"
             "  distlearn experiment letter-conversions --out results --letter letter.svm --scheduler tcp://10.0.0.1:8786\n"
@@ -621,41 +624,63 @@ def _parser_experiment(sub: Any) -> None:
     )
     x.add_argument("name", nargs="?", choices=list(EXPERIMENTS), help="which experiment (--list describes them)")
     x.add_argument("--list", action="store_true", help="describe the experiments and exit")
-    x.add_argument("--out", metavar="DIR", help="results directory (cells, results.json, figures)")
-    src = x.add_mutually_exclusive_group()
+    x.add_argument("--out", metavar="DIR", help="results directory; experiment NAME writes into DIR/NAME/")
+    x.add_argument("--quick", action="store_true", help="a small version of the protocol (about a minute)")
+    x.add_argument("--repeats", type=_positive_int, metavar="R",
+                   help="Monte Carlo runs / trials / splits / folds / permutations (default: the paper's)")
+    x.add_argument("--seed", type=int, help="seed of every random choice: data, splits, orders, draws (default 0)")
+    opt = x.add_argument_group("options of some experiments (each refused by the others; --list says which)")
+    opt.add_argument("--tau", type=float, nargs="+", metavar="TAU",
+                     help="OBPM's tau: the values chosen from (obpm-table1 'selected', obpm-batch), plotted "
+                          "(obpm-figure1) or run (obpm-drift: one; celegans-obpm, default 0.05 0.2)")
+    opt.add_argument("--n-estimators", type=_positive_int, nargs="+", metavar="N",
+                     help="OBPM's N, in the same roles as --tau (obpm-batch, obpm-drift: one value; "
+                          "celegans-obpm default 100 200)")
+    opt.add_argument("--epochs", type=_positive_int, nargs="+", metavar="E",
+                     help="epoch counts scored (obpm-batch default 1 2 3; celegans-obpm default 1 2 3 20)")
+    opt.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER, "
+                     "else the copy of `distlearn data fetch letter`)")
+    opt.add_argument("--fashion-dir", metavar="DIR", help="the Fashion-MNIST IDX files (default: "
+                     "$DISTLEARN_FASHION_MNIST, else the copy of `distlearn data fetch fashion-mnist`)")
+    rcv = x.add_argument_group("rcv1-cutoff")
+    src = rcv.add_mutually_exclusive_group()
     src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
     src.add_argument("--tokens", nargs="+", metavar="FILE", help="LYRL2004 token (or vector) files")
-    src.add_argument("--n-docs", type=_positive_int, metavar="N", default=804_414,
-                     help="documents of the generated corpus when no data is given (default 804,414)")
-    x.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
-    x.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
-    x.add_argument("--problems", nargs="+", metavar="A-vs-B", help="a subset of the ten problems (default: all)")
-    x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
-    x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
-    x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
-    x.add_argument("--quick", action="store_true", help="a small version of the protocol (under a minute)")
-    x.add_argument("--repeats", type=_positive_int, metavar="R",
-                   help="Monte Carlo runs / trials / splits / folds (default: the paper's)")
-    x.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER)")
-    x.add_argument("--fashion-dir", metavar="DIR",
-                   help="the Fashion-MNIST IDX files (default: $DISTLEARN_FASHION_MNIST)")
+    src.add_argument("--n-docs", type=_positive_int, metavar="N",
+                     help="documents of the generated corpus when no data is given (default 804,414; --quick 4,000)")
+    rcv.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
+    rcv.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
+    rcv.add_argument("--problems", nargs="+", metavar="A-vs-B",
+                     help="a subset of the ten problems (default: all; --quick CCAT-vs-GCAT)")
+    rcv.add_argument("--splits", type=_positive_int, help="random 80/20 splits per problem (default 10; --quick 2)")
+    rcv.add_argument("--sizes", type=_positive_int, help="log-spaced training-set sizes (default 12; --quick 5)")
     cel = x.add_argument_group("celegans-obpm")
     cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
     cel.add_argument("--test", metavar="FILE", help="test sequences")
     cel.add_argument("--train-store", metavar="STORE", help="training store (instead of --train)")
     cel.add_argument("--test-store", metavar="STORE", help="test store of the same feature map")
-    cel.add_argument("--n-train", type=_positive_int, default=100_000, metavar="N",
-                     help="generated training sequences when no data is given (test: N/10)")
-    cel.add_argument("--degree", type=_positive_int, default=3, help="weighted-degree order of the features")
-    cel.add_argument("--permutations", type=_positive_int, default=3, help="seeds per run")
-    cel.add_argument("--epochs", type=_positive_int, nargs="+", default=[1, 2, 3, 20], help="epoch counts to score")
-    cel.add_argument("--tau", type=float, nargs="+", default=[0.05, 0.2], help="OBPM tau values")
-    cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
+    cel.add_argument("--n-train", type=_positive_int, metavar="N",
+                     help="generated training sequences when no data is given (test: N/10; default 100,000; "
+                          "--quick 2,000)")
+    cel.add_argument("--degree", type=_positive_int, help="weighted-degree order of the features (default 3; --quick 2)")
+    cel.add_argument("--permutations", type=_positive_int, help="seeds per run (default 3; --quick 1)")
     _cluster_options(x, workers="run on a LocalCluster of N workers",
                      scheduler="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
     _overwrite_flag(x, "discard OUT's finished cells and start again")
     x.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures (NAME.png; fig2.png / fig3.png of rcv1-cutoff)")
     _json_flag(x, "print the results as JSON")
+
+
+def _experiment_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The experiment-specific options given (argument name -> value), checked against what the
+    experiment uses (:func:`distlearn.experiments.named.check_options`)."""
+    own = {o for opts in OPTIONS.values() for o in opts}
+    given = {o: getattr(a, o) for o in sorted(own) if getattr(a, o, None) is not None}
+    check_options(a.name, given)
+    for same, name in (("splits", "rcv1-cutoff"), ("permutations", "celegans-obpm")):
+        if a.name == name and given.get(same) is not None and a.repeats is not None and given[same] != a.repeats:
+            raise ValueError(f"--repeats is --{same} for {name}: give one of them")
+    return given
 
 
 def _cmd_experiment(a: argparse.Namespace) -> int:
@@ -665,11 +690,14 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
         return 0
     if a.name is None or a.out is None:
         raise ValueError("give an experiment name and --out DIR (distlearn experiment --list names them)")
+    a.given = _experiment_options(a)
     inputs = [a.store, *(a.tokens or ()), a.qrels, a.hierarchy, a.letter, a.fashion_dir, a.train, a.test,
               a.train_store, a.test_store]
     check_output(a.out, "experiment", overwrite=a.overwrite, inputs=inputs)
     if a.name not in PAPERS:  # the corpus pipelines write their data there first
+        check_output(experiment_dir(a.out, a.name), "experiment", overwrite=a.overwrite, inputs=inputs)
         claim_dir(a.out, "experiment")
+        claim_dir(experiment_dir(a.out, a.name), "experiment")
 
     def log(msg: str) -> None:
         if not a.json:
@@ -686,8 +714,13 @@ def _experiment_paper(a: argparse.Namespace, scheduler: str | None, log: Any) ->
     def cell_done(done: int, total: int, cell: str) -> None:
         log(f"  [{done}/{total}] {cell}")
 
-    doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, scheduler=scheduler,
-                         n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
+    params = {k: v for k, v in a.given.items() if k not in ("letter", "fashion_dir")}
+    if a.name in ("obpm-drift", "obpm-batch") and "n_estimators" in params:
+        params["n_estimators"] = params["n_estimators"][0]
+    if a.name == "obpm-drift" and "tau" in params:
+        params["tau"] = params["tau"][0]
+    doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, seed=a.seed or 0, params=params,
+                         scheduler=scheduler, n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
                          overwrite=a.overwrite, figures=a.figures, log=log, progress=cell_done)
     if a.json:
         print(json.dumps({k: v for k, v in doc.items() if k != "text"}, indent=1))
@@ -710,26 +743,80 @@ def _experiment_corpus(a: argparse.Namespace, scheduler: str | None, log: Any) -
         log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
-    common = dict(seed=a.seed, scheduler=scheduler, n_workers=a.workers, log=log, overwrite=a.overwrite,
+    out = experiment_dir(a.out, a.name)
+    common = dict(seed=a.seed or 0, scheduler=scheduler, n_workers=a.workers, log=log, overwrite=a.overwrite,
                   figures=a.figures, quick=a.quick, repeats=a.repeats)
-    if a.name == "celegans-obpm":
-        res = celegans_obpm.pipeline(a.out, train=a.train, test=a.test, train_store=a.train_store,
+    given = a.given
+    if a.name == "celegans-obpm":  # only the options given: the rest are the protocol's (or --quick's)
+        own = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()
+               if k in ("epochs", "permutations")}
+        own.update({new: tuple(given[old]) for old, new in (("tau", "taus"), ("n_estimators", "sizes"))
+                    if old in given})
+        res = celegans_obpm.pipeline(out, train=a.train, test=a.test, train_store=a.train_store,
                                      test_store=a.test_store, n_train=a.n_train, degree=a.degree,
-                                     epochs=tuple(a.epochs), permutations=a.permutations, taus=tuple(a.tau),
-                                     sizes=tuple(a.n_estimators), progress=told, **common)
+                                     progress=told, **own, **common)
         table = celegans_obpm.format_table(res)
     else:
-        res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
-                                   n_docs=a.n_docs, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
-                                   progress=progress, **common)
+        own = {new: given[old] for old, new in (("problems", "problems"), ("splits", "splits"), ("sizes", "n_sizes"))
+               if old in given}
+        res = rcv1_cutoff.pipeline(out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
+                                   n_docs=a.n_docs, progress=progress, **own, **common)
         table = rcv1_cutoff.format_table(res)
-    _named_outputs(a.name, Path(a.out), res, table, quick=a.quick)
+    _named_outputs(a.name, out, res, table, quick=a.quick)
     if a.json:
         print(json.dumps(res, indent=1))
     else:
         print(table)
         print(f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s; "
-              f"results in {Path(a.out) / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
+              f"results in {out / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
+    return 0
+
+
+def _parser_data(sub: Any) -> None:
+    from .data.fetch import DATA_ENV, DATASETS, DEADLINE, TIMEOUT, URL_ENV, cache_dir
+
+    d = _command(
+        sub, "data", _cmd_data,
+        help="download the public data sets the experiments read (LETTER, Fashion-MNIST)",
+        description=(
+            "distlearn data fetch NAME... downloads a public data set from its publisher, checks every file's\n"
+            "SHA-256 against the one pinned in distlearn, and keeps it in a cache where the experiments find\n"
+            f"it without options ({cache_dir()};\n${DATA_ENV} moves it). A file is renamed into place only "
+            "when complete and verified;\na rerun fetches only what is missing.\n\n"
+            + "".join(f"  {n:<15}{ds.what}\n{'':17}{ds.files[0].url.rsplit('/', 1)[0]}/\n{'':17}"
+                      + ", ".join(f.name for f in ds.files) + "\n" for n, ds in DATASETS.items())
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn data fetch letter fashion-mnist\n"
+            "  distlearn data fetch fashion-mnist --dir /data/public     # then DISTLEARN_DATA=/data/public\n"
+            "  distlearn data fetch letter --url http://mirror.example/datasets   # BASE/letter-recognition.data"
+        ),
+    )
+    d.add_argument("action", choices=["fetch"], help="what to do (fetch: download and verify)")
+    d.add_argument("names", nargs="+", choices=list(DATASETS), metavar="NAME",
+                   help=f"data set(s): {', '.join(DATASETS)}")
+    d.add_argument("--dir", metavar="DIR", help=f"cache directory (default: ${DATA_ENV}, else {cache_dir()})")
+    d.add_argument("--url", metavar="BASE", help=f"fetch BASE/FILE instead of the publishers' addresses "
+                   f"(default: ${URL_ENV} when set)")
+    d.add_argument("--timeout", type=float, default=TIMEOUT, metavar="S",
+                   help="seconds any one network wait may take")
+    d.add_argument("--deadline", type=float, default=DEADLINE, metavar="S", help="seconds one file may take")
+    _json_flag(d, "print what was fetched as JSON")
+
+
+def _cmd_data(a: argparse.Namespace) -> int:
+    from .data.fetch import fetch
+
+    log = (lambda msg: None) if a.json else (lambda msg: print(msg, file=sys.stderr))
+    done = [fetch(n, a.dir, base_url=a.url, timeout=a.timeout, deadline=a.deadline, log=log) for n in a.names]
+    if a.json:
+        print(json.dumps(done, indent=1))
+    else:
+        for r in done:
+            counts = [st for st in ("downloaded", "derived", "present")
+                      if any(f["status"] == st for f in r["files"].values())]
+            print(f"{r['dataset']}: {r['path']} ({', '.join(counts)})")
     return 0
 
 
@@ -1030,7 +1117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         how = ""
         if args.command == "experiment":
-            how = f"; the finished cells are kept in {args.out}/cells: rerun the same command to resume"
+            how = (f"; the finished cells are kept in {Path(args.out) / args.name / 'cells'}: rerun the same "
+                   "command to resume")
         elif args.command == "train" and getattr(args, "checkpoint", None):
             how = f"; add --resume to the same command to continue from the last checkpoint in {args.checkpoint}"
         print(f"distlearn {args.command}: interrupted; nothing was left half-written{how}", file=sys.stderr)

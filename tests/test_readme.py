@@ -54,7 +54,7 @@ def test_generated_data_block_runs_as_written(tmp_path):
     for line in blocks()[0]:
         r = _run(line, tmp_path)
         assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
-    assert (tmp_path / "results" / "obpm-table1.md").is_file() and (tmp_path / "labels.zarr").is_dir()
+    assert (tmp_path / "results" / "obpm-table1" / "obpm-table1.md").is_file() and (tmp_path / "labels.zarr").is_dir()
     assert np.load(tmp_path / "labels.npy").shape == (1000,)
 
 
@@ -100,7 +100,7 @@ def test_own_files_block_runs_as_written(tmp_path, dask_scheduler):
         assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
         ran.append(line.split()[1])
     assert ran.count("convert") == 7 and "experiment" in ran
-    assert (tmp_path / "results" / "letter-conversions.md").is_file()
+    assert (tmp_path / "results" / "letter-conversions" / "letter-conversions.md").is_file()
 
 
 def _code_blocks() -> list[tuple[str, list[str]]]:
