@@ -257,6 +257,9 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         raise ValueError(f"budget='projectron' {NO_PROJECTRON}")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    if bcode == B.BUDGET_FIXED and removal == "merge":
+        raise ValueError("removal='merge' is not available to the kernel OBPM: its members share a pool of "
+                         "training rows, and a merged pattern is not one; use 'margin', 'oldest' or 'random'")
     keep = keeps_scores(bcode, removal)
     if keep and not state.scores_kept:
         state.refresh_scores(kernel)

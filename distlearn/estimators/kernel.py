@@ -40,7 +40,7 @@ KERNEL_PARAMS = {
     "degree": Integral(1, None),
     "coef0": Real(0, math.inf, "left"),
     "budget": Budget(),
-    "removal": Options("margin", "oldest", "random"),
+    "removal": Options("margin", "oldest", "random", "merge"),
     "eta": Real(0, math.inf, "left"),
     "epochs": Integral(1, None),
     "shuffle": Boolean(),

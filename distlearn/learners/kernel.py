@@ -21,7 +21,11 @@ an integer ``n``
     a fixed-size cache: before inserting into a full cache remove one pattern,
     by ``removal="margin"`` (Fig. 3: the largest ``mu``), ``"oldest"`` (the
     Forgetron's choice, without its shrinking) or ``"random"`` (the randomized
-    budget perceptron; a seeded draw per round).
+    budget perceptron; a seeded draw per round); or, RBF kernel only, by
+    ``removal="merge"`` (BSGD, Wang, Crammer & Vucetic 2012): *after* inserting
+    into a full cache, the pattern of smallest ``||a||^2`` and its partner of the
+    same class whose merge loses least are replaced by one synthetic pattern
+    ``z = h x_m + (1 - h) x_n`` (:func:`distlearn.learners._budget.merge_step`).
 
 The removal margin ``mu_p`` of a cached pattern is its margin under the
 hypothesis without its own term: ``s_p (f(x_p) - a_p k(x_p, x_p))`` in the
@@ -70,7 +74,7 @@ __all__ = [
 KERNELS = {"linear": B.LINEAR_KERNEL, "poly": B.POLY_KERNEL, "rbf": B.RBF_KERNEL}
 #: The linear rules that have a kernel form (all updates are ``w += u x``, no rescaling of ``w``).
 KERNEL_RULES = ("perceptron", "mira", "pa")
-REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM}
+REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM, "merge": B.REMOVE_MERGE}
 RANDOM_REMOVAL_STREAM = rng.stream_id("budget-removal")
 #: Rows per compiled call: bounds the dense copy of a sparse block and the slots appended per call.
 _SUB_ROWS = 2048
@@ -303,6 +307,10 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
     if removal not in REMOVALS:
         raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    merging = bcode == B.BUDGET_FIXED and removal == "merge"
+    if merging and kernel.name != "rbf":
+        raise ValueError(f"removal='merge' needs kernel='rbf' (got kernel={kernel.name!r}): the merged pattern "
+                         "h x_m + (1-h) x_n keeps k(z, z) = 1 and a one-parameter merge loss only for RBF")
     n = X.shape[0]
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     y = np.asarray(y, dtype=np.int64)
@@ -313,7 +321,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                     np.zeros(m, dtype=np.int64))
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         state.compact()
-        state._grow(int(state.meta[0]) + (hi - lo))
+        state._grow(int(state.meta[0]) + (2 if merging else 1) * (hi - lo))
         t0 = state.t
         uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
                     if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))
