@@ -61,6 +61,7 @@ __all__ = [
     "BudgetLog",
     "init_budget_state",
     "budget_code",
+    "resolve_removal",
     "compacted_pieces",
     "dense_pieces",
     "raise_kernel_non_finite",
@@ -288,25 +289,36 @@ def budget_code(budget: None | str | int) -> tuple[int, int]:
     return B.BUDGET_FIXED, int(budget)
 
 
+def resolve_removal(removal: str, kernel: Kernel, bcode: int, *, pool: bool = False) -> str:
+    """The removal a cache runs: ``removal`` itself, or for ``"auto"`` ``"merge"`` when a fixed budget
+    (``bcode``) has the RBF kernel and is not a kernel OBPM member's (``pool``), else ``"margin"``.
+    Merging won at every budget and rule measured (LETTER, one pass, B = 100 and 500:
+    ``benchmarks/bench_budget_merge.py``).  Other budgets ignore the removal."""
+    if removal == "auto":
+        return "merge" if bcode == B.BUDGET_FIXED and kernel.name == "rbf" and not pool else "margin"
+    if removal not in REMOVALS:
+        raise ValueError(f"removal must be 'auto' or one of {sorted(REMOVALS)}, got {removal!r}")
+    return removal
+
+
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
                        removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
-    ``seed`` keys the random removal draws by the learner's round counter, so
+    ``removal`` as :func:`resolve_removal`; ``seed`` keys the random removal draws by the learner's round counter, so
     the result does not depend on how the stream was chunked.  ``blocked``
     computes kernel rows ``ROW_BLOCK`` rounds at a time (same values, bit for
     bit; ``False`` is one row per round, kept for the benchmark).
     """
     bcode, n_budget = budget_code(budget)
+    removal = resolve_removal(removal, kernel, bcode)
     keep = keeps_scores(bcode, removal)
     if keep and not state.scores_kept:
         state.refresh_scores(kernel)
     if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
-    if removal not in REMOVALS:
-        raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
     merging = bcode == B.BUDGET_FIXED and removal == "merge"
     if merging and kernel.name != "rbf":
         raise ValueError(f"removal='merge' needs kernel='rbf' (got kernel={kernel.name!r}): the merged pattern "
