@@ -468,7 +468,9 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
-    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "parquet"], help="input format when not a store")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "parquet"],
+                    help="input format when not a store (DNA sequences: convert them first with the training "
+                         "store's --features, so the feature map is the model's)")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
