@@ -5,7 +5,8 @@ form* lives here, once:
 
 * the **order** of an epoch -- for a store, a seeded permutation of its blocks
   and of the rows inside each block (:func:`block_order`, :func:`row_order`);
-  for in-memory arrays, a seeded permutation of all rows (:func:`array_order`).
+  for in-memory arrays, a seeded permutation of all rows (:func:`array_order`), the
+  permutation of a one-block store's rows, so an array and its one-block store train alike.
   Each is a pure function of ``(seed, epoch[, block])``, so the order does not
   depend on how the work is cut into tasks or on how many workers run them;
 * **reading and coercion** of a block (:func:`read_block`, :func:`coerce`): the
@@ -96,10 +97,14 @@ def row_order(seed: int, epoch: int, block: int, n_rows: int, shuffle: bool) -> 
 
 
 def array_order(seed: int, epoch: int, n_rows: int, shuffle: bool) -> np.ndarray | None:
-    """The order of an in-memory training set's rows in epoch ``epoch`` (None: given order)."""
-    if not shuffle:
-        return None
-    return rng.block_generator(seed, "shuffle", epoch).permutation(n_rows)
+    """The order of an in-memory training set's rows in epoch ``epoch`` (None: given order).
+
+    An array is a store of one block: its order is :func:`row_order` of block 0, so the same
+    data as an array and as a one-block store is visited in the same order (the same model).
+    A store of several blocks is visited block by block (:func:`block_order`), each block's
+    rows in their own permutation: not the array's permutation of all rows.
+    """
+    return row_order(seed, epoch, 0, n_rows, shuffle)
 
 
 # --------------------------------------------------------------------------- labels

@@ -258,8 +258,8 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         As in :class:`PermutationBPM`: exact for arrays and for stores under
         2 GiB, a permutation of a store's blocks and of the rows inside each
         block otherwise.  ``permutation_`` says which was used.
-    n_jobs : int, default=1
-        Threads training members at once.
+    n_jobs : int or None, default=1
+        Threads training members at once; -1 every core, -2 all but one, None 1.
     random_state : int, RandomState, Generator or None, default=None
         Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
     scheduler : None, str or distributed.Client, default=None
