@@ -165,6 +165,8 @@ def _data_var_of(X: Any) -> tuple[float, int]:
 class KernelClassifier(OnlineLinearClassifier):
     """Base of the kernel learners: the budget engine behind the online estimator contract."""
 
+    _no_weights_why = "a kernel learner's support vectors and budget removals have no weighted form here"
+
     _common = KERNEL_PARAMS
     _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
                                                 "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs", "_support_lab",

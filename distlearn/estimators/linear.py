@@ -15,7 +15,7 @@ from typing import Any
 
 from .._validation import Boolean, Options, Real
 from ..learners import RULES, make_rule
-from .base import OnlineLinearClassifier, data_radius
+from .base import OnlineLinearClassifier, WeightedOnlineClassifier, data_radius
 
 __all__ = [
     "Perceptron",
@@ -63,7 +63,7 @@ def _doc(cls: type) -> type:
 
 
 @_doc
-class Perceptron(OnlineLinearClassifier):
+class Perceptron(WeightedOnlineClassifier):
     """The classic perceptron (Rosenblatt): update ``w += eta * y * x`` when ``y * w.x <= 0``.
 
     Parameters
@@ -128,7 +128,7 @@ class Perceptron(OnlineLinearClassifier):
 
 
 @_doc
-class GeneralizedPerceptron(OnlineLinearClassifier):
+class GeneralizedPerceptron(WeightedOnlineClassifier):
     """The generalised perceptron of Harrington et al. (2003), Algorithm 1.
 
     Update ``w += eta_k * y * x`` when ``y * (w.x) / ||w|| <= rho_k``, where k
@@ -190,7 +190,7 @@ class GeneralizedPerceptron(OnlineLinearClassifier):
 
 
 @_doc
-class MarginPerceptron(OnlineLinearClassifier):
+class MarginPerceptron(WeightedOnlineClassifier):
     """The finite-horizon margin-based perceptron of Dekel (2008), Fig. 1.
 
     When the hinge loss ``1 - y w.x`` is positive: ``w' = w + y x / (sqrt(m) R)``,
@@ -507,7 +507,7 @@ class MIRA(OnlineLinearClassifier):
 
 
 @_doc
-class LMS(OnlineLinearClassifier):
+class LMS(WeightedOnlineClassifier):
     """LMS (Widrow-Hoff) regression used as a classifier: ``w += eta (y - w.x) x``,
     predicting the sign of ``w.x``.
 
