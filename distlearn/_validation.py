@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "NJobs", "effective_n_jobs", "Scheduler",
-           "SchedulerAddress", "plain_scheduler", "OptionalPath", "check_params"]
+           "SchedulerAddress", "plain_scheduler", "OptionalPath", "check_params", "in_memory"]
 
 
 class Real:
@@ -180,6 +180,20 @@ class OptionalPath:
     def check(self, name: str, value: Any) -> None:
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise ValueError(f"{name} must be None or a path, got {value!r}")
+
+
+def in_memory(value: Any) -> Any:
+    """A Dask collection (array, DataFrame, Series) computed into its in-memory counterpart (numpy,
+    pandas: a DataFrame keeps its column names, which become ``feature_names_in_``); anything else as
+    it is.  The one place where the estimators take Dask collections in.
+
+    The partitions are concatenated in order, so the rows are the collection's rows: fitting from a
+    Dask DataFrame is fitting from its computed frame.  Data larger than memory belongs in a store
+    (``distlearn convert``), which is streamed block by block.
+    """
+    if type(value).__module__.startswith("dask") and hasattr(value, "__dask_graph__") and hasattr(value, "compute"):
+        return value.compute()
+    return value
 
 
 def check_params(obj: Any, table: dict[str, Any]) -> None:

@@ -205,3 +205,32 @@ def test_n_jobs_follows_scikit_learn(make):
         make(1.5).fit(X, y)
     assert effective_n_jobs(-1) == cpu_count() and effective_n_jobs(-2) == max(1, cpu_count() - 1)
     assert effective_n_jobs(None) == 1 and effective_n_jobs(3) == 3 and effective_n_jobs(-10**6) == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda: distlearn.Perceptron(random_state=2, epochs=2),
+    lambda: distlearn.PassiveAggressive(random_state=2, conversion="average"),
+    lambda: distlearn.OBPM(n_estimators=4, random_state=2, epochs=2),
+], ids=["perceptron", "pa", "obpm"])
+def test_pandas_and_dask_dataframes_fit_as_the_numpy_array(make):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _data(n=300)
+    names = [f"f{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=names).assign(label=y)
+    ddf = dd.from_pandas(frame, npartitions=4)  # the label is a column of the frame
+    ref = make().fit(X, y)
+    for Xf, yf in [(frame[names], frame["label"]), (ddf[names], ddf["label"])]:
+        clf = make().fit(Xf, yf)
+        np.testing.assert_array_equal(clf.coef_, ref.coef_)
+        np.testing.assert_array_equal(clf.intercept_, ref.intercept_)
+        assert clf.feature_names_in_.tolist() == names  # scikit-learn's feature names, from either frame
+        np.testing.assert_array_equal(clf.predict(Xf), ref.predict(X))
+    # a dask array and a dask sample_weight, too
+    da = pytest.importorskip("dask.array")
+    w = np.linspace(0.0, 2.0, len(y))
+    a = distlearn.Perceptron(random_state=0).fit(da.from_array(X, chunks=70), dd.from_pandas(frame["label"], 3),
+                                                 sample_weight=da.from_array(w, chunks=70))
+    np.testing.assert_array_equal(a.coef_, distlearn.Perceptron(random_state=0).fit(X, y, sample_weight=w).coef_)
+    with pytest.raises(ValueError, match="feature names"):  # columns in another order: scikit-learn's check
+        clf.predict(ddf[names[::-1]])

@@ -31,7 +31,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .. import rng
-from .._validation import Boolean, Integral, Options, RandomState, check_params, plain_scheduler
+from .._validation import Boolean, Integral, Options, RandomState, check_params, in_memory, plain_scheduler
 from ..conversions import make_conversion
 from ..data.store import check_matrix, open_dataset
 from ..learners import RULES, NonFiniteError, copy_state, init_state, make_rule, max_row_norm
@@ -92,7 +92,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
         # No finiteness pass over X here: the kernels notice a NaN or infinity
         # when its row's margin comes out non-finite (before any update from
         # that row), and fit/partial_fit then roll back.
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+        X, y = validate_data(self, in_memory(X), in_memory(y), accept_sparse="csr", dtype=[np.float64, np.float32],
                              reset=reset, ensure_min_samples=1, ensure_all_finite=False)
         check_matrix(X)  # pointers and indices the kernels can use (a store's blocks are checked as read)
         y = np.asarray(y)
@@ -205,7 +205,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
             k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
                 np.zeros((0,) if k == 1 else (0, k))
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         check_matrix(X)
         if "hypothesis_" in self.__dict__:
             return self.hypothesis_.decision_function(X)
@@ -292,7 +292,7 @@ class OnlineLinearClassifier(LinearClassifier):
             return None
         # scikit-learn's check: the shape, finite values, none negative (its messages name sample_weight;
         # weights all zero are refused too)
-        return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        return _check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True)
 
     # -- state ------------------------------------------------------------------
     def _snapshot(self) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import rng
-from .._validation import Boolean, Budget, Integral, Options, RandomState, Real
+from .._validation import Boolean, Budget, Integral, Options, RandomState, Real, in_memory
 from ..data.store import open_dataset
 from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
@@ -279,7 +279,7 @@ class KernelClassifier(OnlineLinearClassifier):
             parts = [self.decision_function(b.X) for b in ds.iter_blocks()]
             k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate(parts) if parts else np.zeros((0,) if k == 1 else (0, k))
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         if "hypothesis_" in self.__dict__:
             return self.hypothesis_.decision_function(X)
         scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import Boolean, Integral, RandomState, Real
+from .._validation import Boolean, Integral, RandomState, Real, in_memory
 from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
 from ..stream import is_store
@@ -55,7 +55,7 @@ class KernelExpansion:
         check_is_fitted(self, "summary_")
         if is_store(X):
             return super().decision_function(X)  # type: ignore[misc]  # block by block, each through this method
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 

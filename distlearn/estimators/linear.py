@@ -93,7 +93,11 @@ class Perceptron(WeightedOnlineClassifier):
     Multiclass problems are learnt one-vs-rest, all classes in one pass over
     each chunk.  With ``fit_intercept=False, shuffle=False, epochs=1`` the
     weights equal scikit-learn's ``Perceptron(fit_intercept=False,
-    shuffle=False, max_iter=1, tol=None, eta0=1.0)`` bit for bit.
+    shuffle=False, max_iter=1, tol=None, eta0=1.0)`` bit for bit; with
+    ``shuffle=False`` and ``epochs=max_iter`` the weights of ``fit(X, y,
+    sample_weight=w)`` equal its ``fit(X, y, sample_weight=w)`` (an update is
+    scaled by the row's weight; a weight of 0 makes no update, though the row
+    is still scored and counted in ``t_`` and ``online_errors_``).
 
     References
     ----------
