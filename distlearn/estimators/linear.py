@@ -36,6 +36,10 @@ _COMMON_DOC = """
     shuffle : bool, default=True
         Visit the examples in a new seeded permutation in each epoch (for a
         store: a permutation of its blocks and of the rows inside each block).
+        An array is permuted as a store of one block, so the same data as an
+        array and as a one-block store gives the same model for the same
+        ``random_state``; a store of several blocks gives another (its rows
+        never leave their block's turn).
     random_state : int, RandomState, Generator or None, default=None
         Seed of the shuffles; an int makes ``fit`` reproducible.
     fit_intercept : bool, default=True
