@@ -23,7 +23,7 @@ same bits and the model does not depend on the number of workers.
 Stream order.  Epoch ``e`` of the single learner visits the store's blocks in
 the permutation ``block_generator(seed, "shuffle-blocks", e)`` and the rows of
 block ``b`` in ``block_generator(seed, "shuffle-rows", e * 2**32 + b)`` (an
-array's rows as block 0 of a one-block store), as the distlearn
+array's rows in ``block_generator(seed, "shuffle", e)``), as the distlearn
 estimators do.  Shard ``s`` visits *its* blocks (rows) in the order they take
 in that permutation.  So the shards' streams are the single learner's epoch
 cut into ``S`` pieces, and ``n_shards=1`` is exactly the base estimator's

@@ -129,7 +129,7 @@ def naive_hypotheses(rule, X, y, K: int, epochs: int, seed: int | None = None):
 
     H, mistake, hinge, updated = [hyp()], [], [], []
     for epoch in range(epochs):
-        order = np.arange(n) if seed is None else dl_rng.block_generator(seed, "shuffle-rows", epoch << 32).permutation(n)
+        order = np.arange(n) if seed is None else dl_rng.block_generator(seed, "shuffle", epoch).permutation(n)
         for i in order:
             log = learn_chunk(rule, state, X[i:i + 1], y[i:i + 1], fit_intercept=True)
             mistake.append(float(log.mistake[0]))
