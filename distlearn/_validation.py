@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["did_you_mean", "choose", "Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "SchedulerAddress", "plain_scheduler",
-           "OptionalPath", "check_params"]
+__all__ = ["did_you_mean", "choose", "Real", "Integral", "Options", "Boolean", "RandomState", "NJobs",
+           "effective_n_jobs", "Scheduler", "SchedulerAddress", "plain_scheduler", "OptionalPath", "check_params",
+           "in_memory"]
 
 
 def did_you_mean(value: Any, names: Any) -> str:
@@ -112,6 +113,41 @@ class RandomState:
         raise ValueError(f"{name} must be None, a non-negative int, or a numpy RandomState/Generator; got {value!r}")
 
 
+class NJobs:
+    """``n_jobs`` as scikit-learn and joblib read it: ``None`` (1), a positive count, or a negative
+    one counted back from the cores (-1 all, -2 all but one, ...); 0 is refused."""
+
+    def check(self, name: str, value: Any) -> None:
+        if value is None:
+            return
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value != 0:
+            return
+        raise ValueError(f"{name} must be None (1), a positive integer, or a negative one counted from the cores "
+                         f"(-1: all {cpu_count()} cores, -2: all but one); got {value!r}")
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def effective_n_jobs(n_jobs: Any) -> int:
+    """The number of threads ``n_jobs`` means (joblib's convention): ``None`` -> 1, ``k > 0`` -> k,
+    ``k < 0`` -> ``cpu_count() + 1 + k`` (-1: every core), at least 1.  The one place it is read.
+
+    >>> effective_n_jobs(None), effective_n_jobs(3), effective_n_jobs(-1) == cpu_count()
+    (1, 3, True)
+    """
+    NJobs().check("n_jobs", n_jobs)
+    if n_jobs is None:
+        return 1
+    n = int(n_jobs)
+    return n if n > 0 else max(1, cpu_count() + 1 + n)
+
+
 @dataclasses.dataclass(frozen=True)
 class SchedulerAddress:
     """A Dask scheduler named by its address, with the TLS ``security`` that reaches it.
@@ -169,6 +205,20 @@ class OptionalPath:
     def check(self, name: str, value: Any) -> None:
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise ValueError(f"{name} must be None or a path, got {value!r}")
+
+
+def in_memory(value: Any) -> Any:
+    """A Dask collection (array, DataFrame, Series) computed into its in-memory counterpart (numpy,
+    pandas: a DataFrame keeps its column names, which become ``feature_names_in_``); anything else as
+    it is.  The one place where the estimators take Dask collections in.
+
+    The partitions are concatenated in order, so the rows are the collection's rows: fitting from a
+    Dask DataFrame is fitting from its computed frame.  Data larger than memory belongs in a store
+    (``distlearn convert``), which is streamed block by block.
+    """
+    if type(value).__module__.startswith("dask") and hasattr(value, "__dask_graph__") and hasattr(value, "compute"):
+        return value.compute()
+    return value
 
 
 def check_params(obj: Any, table: dict[str, Any]) -> None:

@@ -5,7 +5,8 @@ form* lives here, once:
 
 * the **order** of an epoch -- for a store, a seeded permutation of its blocks
   and of the rows inside each block (:func:`block_order`, :func:`row_order`);
-  for in-memory arrays, a seeded permutation of all rows (:func:`array_order`).
+  for in-memory arrays, a seeded permutation of all rows (:func:`array_order`), which is also
+  the permutation of a one-block store's rows, so an array and its one-block store train alike.
   Each is a pure function of ``(seed, epoch[, block])``, so the order does not
   depend on how the work is cut into tasks or on how many workers run them;
 * **reading and coercion** of a block (:func:`read_block`, :func:`coerce`): the
@@ -89,15 +90,25 @@ def block_order(seed: int, epoch: int, n_blocks: int, shuffle: bool) -> np.ndarr
     return rng.block_generator(seed, "shuffle-blocks", epoch).permutation(n_blocks).astype(np.int64)
 
 
-def row_order(seed: int, epoch: int, block: int, n_rows: int, shuffle: bool) -> np.ndarray | None:
-    """The order of the rows inside store block ``block`` in epoch ``epoch`` (None: stored order)."""
+def row_order(seed: int, epoch: int, block: int, n_rows: int, shuffle: bool,
+              n_blocks: int = 2) -> np.ndarray | None:
+    """The order of the rows inside store block ``block`` of ``n_blocks`` in epoch ``epoch`` (None:
+    stored order).  The rows of a store of one block are permuted as an array's (:func:`array_order`)."""
     if not shuffle:
         return None
+    if n_blocks == 1:
+        return array_order(seed, epoch, n_rows, shuffle)
     return rng.block_generator(seed, "shuffle-rows", epoch * (1 << 32) + int(block)).permutation(n_rows)
 
 
 def array_order(seed: int, epoch: int, n_rows: int, shuffle: bool) -> np.ndarray | None:
-    """The order of an in-memory training set's rows in epoch ``epoch`` (None: given order)."""
+    """The order of an in-memory training set's rows in epoch ``epoch`` (None: given order).
+
+    A store of one block is visited in this order too (:func:`row_order`), so the same data as an
+    array and as a one-block store trains the same model.  A store of several blocks is visited
+    block by block (:func:`block_order`), each block's rows in their own permutation: not the
+    array's permutation of all rows.
+    """
     if not shuffle:
         return None
     return rng.block_generator(seed, "shuffle", epoch).permutation(n_rows)
@@ -482,7 +493,7 @@ def epoch_chunks(ds: Dataset, *, seed: int, epoch: int, shuffle: bool, classes: 
                 ahead = pool.submit(cached_block, ds, int(order[i + 1]), dt) if i + 1 < len(order) else None
                 Xb, y, first = cur.result()
             yb = encode_labels(classes, y, where=f"store {ds.path}, block {b}")
-            yield Chunk(Xb, yb, row_order(seed, epoch, b, Xb.shape[0], shuffle), b, first)
+            yield Chunk(Xb, yb, row_order(seed, epoch, b, Xb.shape[0], shuffle, ds.n_blocks), b, first)
     finally:
         if ahead is not None:
             ahead.cancel()  # a stream left early: the read still queued is dropped

@@ -159,3 +159,78 @@ def test_integer_label_fast_path_equals_generic_path(labels):
     assert np.array_equal(clf.predict(X), np.sort(labels)[ref.predict(X)])
     with pytest.raises(ValueError, match="not in classes_"):
         clf.partial_fit(X[:5], np.full(5, "zzz") if labels.dtype.kind == "U" else np.full(5, 7, labels.dtype))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: distlearn.Perceptron(random_state=7, epochs=3),
+    lambda: distlearn.PassiveAggressive(random_state=7, epochs=2, conversion="average"),
+    lambda: distlearn.OBPM(n_estimators=6, random_state=7, epochs=2),
+], ids=["perceptron", "pa-average", "obpm"])
+def test_array_and_one_block_store_shuffle_alike(tmp_path, make):
+    # shuffle=True: an array is visited as a one-block store (one permutation, one seed), so the
+    # same data as an array and as a one-block store gives the same model, bit for bit.
+    X, y = _data()
+    ds = write_dataset(tmp_path / "one.zarr", [(X, y)], block_rows=len(y), dtype="float64")
+    assert ds.n_blocks == 1
+    a = make().fit(X, y)
+    b = make().fit(str(ds.path))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert a.online_errors_ == b.online_errors_
+    # Several blocks: a permutation of the blocks and of the rows inside each (documented), so the
+    # model differs from the array's, yet is reproducible from the seed.
+    many = write_dataset(tmp_path / "many.zarr", [(X, y)], block_rows=128, dtype="float64")
+    c1, c2 = make().fit(many), make().fit(many)
+    np.testing.assert_array_equal(c1.coef_, c2.coef_)
+    assert not np.array_equal(c1.coef_, a.coef_)
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: distlearn.OBPM(n_estimators=6, random_state=0, epochs=2, n_jobs=n),
+    lambda n: distlearn.PermutationBPM(n_estimators=3, random_state=0, n_jobs=n),
+    lambda n: distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelPerceptron(budget=20), epochs=1,
+                                             random_state=0, n_jobs=n),
+], ids=["obpm", "permutation-bpm", "kernel-permutation-bpm"])
+def test_n_jobs_follows_scikit_learn(make):
+    from distlearn._validation import cpu_count, effective_n_jobs
+
+    X, y = _data(n=200)
+    ref = make(1).fit(X, y)
+    for n in (-1, -2, None, 2):  # all cores, all but one, the default, two: the same model
+        clf = make(n).fit(X, y)
+        np.testing.assert_array_equal(clf.decision_function(X), ref.decision_function(X))
+    with pytest.raises(ValueError, match=r"n_jobs must be None \(1\), a positive integer.*-1: all"):
+        make(0).fit(X, y)
+    with pytest.raises(ValueError, match="n_jobs must be"):
+        make(1.5).fit(X, y)
+    assert effective_n_jobs(-1) == cpu_count() and effective_n_jobs(-2) == max(1, cpu_count() - 1)
+    assert effective_n_jobs(None) == 1 and effective_n_jobs(3) == 3 and effective_n_jobs(-10**6) == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda: distlearn.Perceptron(random_state=2, epochs=2),
+    lambda: distlearn.PassiveAggressive(random_state=2, conversion="average"),
+    lambda: distlearn.OBPM(n_estimators=4, random_state=2, epochs=2),
+], ids=["perceptron", "pa", "obpm"])
+def test_pandas_and_dask_dataframes_fit_as_the_numpy_array(make):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _data(n=300)
+    names = [f"f{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=names).assign(label=y)
+    ddf = dd.from_pandas(frame, npartitions=4)  # the label is a column of the frame
+    ref = make().fit(X, y)
+    for Xf, yf in [(frame[names], frame["label"]), (ddf[names], ddf["label"])]:
+        clf = make().fit(Xf, yf)
+        np.testing.assert_array_equal(clf.coef_, ref.coef_)
+        np.testing.assert_array_equal(clf.intercept_, ref.intercept_)
+        assert clf.feature_names_in_.tolist() == names  # scikit-learn's feature names, from either frame
+        np.testing.assert_array_equal(clf.predict(Xf), ref.predict(X))
+    # a dask array and a dask sample_weight, too
+    da = pytest.importorskip("dask.array")
+    w = np.linspace(0.0, 2.0, len(y))
+    a = distlearn.Perceptron(random_state=0).fit(da.from_array(X, chunks=70), dd.from_pandas(frame["label"], 3),
+                                                 sample_weight=da.from_array(w, chunks=70))
+    np.testing.assert_array_equal(a.coef_, distlearn.Perceptron(random_state=0).fit(X, y, sample_weight=w).coef_)
+    with pytest.raises(ValueError, match="feature names"):  # columns in another order: scikit-learn's check
+        clf.predict(ddf[names[::-1]])

@@ -343,11 +343,12 @@ class StopTraining(Exception):
 
 
 def update_cuts(rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray,
-                fit_intercept: bool) -> np.ndarray:
+                fit_intercept: bool, sample_weight: np.ndarray | None = None) -> np.ndarray:
     """Positions right after every update of a chunk (``1 + index`` of each updating
     round), found by a probe run on a copy of ``state``: the run is deterministic,
     so the real run updates at the same rounds."""
-    probe = learn_chunk(rule, copy_state(state), X, y, order=order, fit_intercept=fit_intercept)
+    probe = learn_chunk(rule, copy_state(state), X, y, order=order, fit_intercept=fit_intercept,
+                        sample_weight=sample_weight)
     return np.flatnonzero(probe.updated) + 1
 
 
@@ -389,7 +390,7 @@ class Tracker:
 
     # the driver
     def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
-                  fit_intercept: bool) -> RoundLog:
+                  fit_intercept: bool, sample_weight: np.ndarray | None = None) -> RoundLog:
         n_rows = X.shape[0]
         if order is None:
             order = np.arange(n_rows, dtype=np.int64)
@@ -399,7 +400,7 @@ class Tracker:
             return log
         splits = self.boundaries(int(state.n_rounds[0]), n)
         if self.capture_updates:
-            splits = [*splits, *update_cuts(rule, state, X, y, order, fit_intercept).tolist()]
+            splits = [*splits, *update_cuts(rule, state, X, y, order, fit_intercept, sample_weight).tolist()]
         done = [0]
 
         def on_piece(lo: int, hi: int, age0: int) -> RunningSum | None:
@@ -409,7 +410,7 @@ class Tracker:
 
         try:
             learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, log=log, acc=self.acc,
-                        splits=splits, on_piece=on_piece)
+                        splits=splits, on_piece=on_piece, sample_weight=sample_weight)
         except StopTraining:
             self.halted = True
             k = done[0]

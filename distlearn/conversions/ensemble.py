@@ -280,9 +280,9 @@ class EnsembleTracker(Tracker):
             self._open, self._open_w, self._open_start = hypothesis(state), 0, self._key(state)
 
     def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
-                  fit_intercept: bool) -> RoundLog:
+                  fit_intercept: bool, sample_weight: np.ndarray | None = None) -> RoundLog:
         if not self.collecting:
-            log = learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept)
+            log = learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, sample_weight=sample_weight)
             self._losses.losses.append(_round_loss(log, self.loss))
             return log
         first = int(state.n_rounds[0])
@@ -291,7 +291,7 @@ class EnsembleTracker(Tracker):
         n = X.shape[0] if order is None else len(order)
         if order is None:
             order = np.arange(n, dtype=np.int64)
-        cuts = update_cuts(rule, state, X, y, order, fit_intercept)
+        cuts = update_cuts(rule, state, X, y, order, fit_intercept, sample_weight)
         lo_cut = self.start_ - first
         cuts = cuts[cuts > lo_cut].tolist()
         if 0 < lo_cut < n:
@@ -311,7 +311,7 @@ class EnsembleTracker(Tracker):
             return None
 
         learn_chunk(rule, state, X, y, order=order, fit_intercept=fit_intercept, log=log,
-                    splits=cuts, on_piece=on_piece)
+                    splits=cuts, on_piece=on_piece, sample_weight=sample_weight)
         return log
 
     def summary(self, state: LinearState, final: bool = True) -> EnsembleSummary:

@@ -63,6 +63,9 @@ class OnlineBayesPoint(OnlineLinearClassifier):
     member margins ``(n, T, K)`` and updates ``(n, T)`` of the rows in the order run, and ``_finish``.
     """
 
+    _no_weights_why = ("its members learn from Bernoulli-drawn subsets of the stream in one fused kernel, which "
+                       "has no per-row step scale")
+
     _FITTED = OnlineLinearClassifier._FITTED + ("_base_est", "member_rounds_", "weights_", "online_mistakes_",
                                                 "_epoch_errors", "tau_", "taus_", "tau_online_errors_",
                                                 "_tau_epoch", "_tau_online", "_tau_updates", "_tau_mistakes")

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._urls import absolute
 from .. import rng
-from .._validation import Integral, Options, Scheduler
+from .._validation import Integral, NJobs, Options, Scheduler, effective_n_jobs
 from ..distributed.runs import fit_members
 from ..stream import is_store
 from ._base_learners import resolve_base
@@ -45,7 +45,7 @@ class PermutationBayesPoint(LinearClassifier):
     """
 
     _params = {"n_estimators": Integral(1, None), "epochs": Integral(1, None), "conversion": ConversionParam(),
-               "permutation": Options("auto", "exact", "blocks"), "n_jobs": Integral(1, None),
+               "permutation": Options("auto", "exact", "blocks"), "n_jobs": NJobs(),
                "scheduler": Scheduler()}
     _FITTED = LinearClassifier._FITTED + ("estimators_", "permutation_", "weights_")
 
@@ -102,7 +102,7 @@ class PermutationBayesPoint(LinearClassifier):
         # One run-parallel task per member; a store is opened by path where the task runs
         # and, for exact permutations, loaded whole once per process.
         self.estimators_ = fit_members(members, train, load=mode == "exact", scheduler=self.scheduler,
-                                       n_jobs=self.n_jobs)
+                                       n_jobs=effective_n_jobs(self.n_jobs))
         self.summary_ = self.estimators_
         self._combine(X, yi)
         return self

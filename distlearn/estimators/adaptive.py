@@ -30,6 +30,8 @@ class AdaptiveLinearClassifier(OnlineLinearClassifier):
     ``_rule(n_classes)`` names a rule of :data:`distlearn.learners.adaptive.ADAPTIVE_RULES`.
     """
 
+    _no_weights_why = "its per-feature statistics (AROW's Sigma, NAG's scales) have no weighted form here"
+
     def _new_state(self, n_features: int, n_out: int) -> Any:
         return init_adaptive_state(self._rule_obj.name, n_features, n_out, dtype=self._np_dtype)
 

@@ -28,16 +28,17 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .. import rng
-from .._validation import Boolean, Integral, Options, RandomState, check_params, plain_scheduler
+from .._validation import Boolean, Integral, Options, RandomState, check_params, in_memory, plain_scheduler
 from ..conversions import make_conversion
 from ..data.store import check_matrix, open_dataset
-from ..learners import NonFiniteError, copy_state, init_state, make_rule, max_row_norm
+from ..learners import RULES, NonFiniteError, copy_state, init_state, make_rule, max_row_norm
+from ..learners.linear import UNWEIGHTED_WHY
 from ..stream import array_order, classes_of, encode_labels, epoch_chunks, is_store
 
-__all__ = ["ConversionParam", "LinearClassifier", "OnlineLinearClassifier", "data_radius"]
+__all__ = ["ConversionParam", "LinearClassifier", "OnlineLinearClassifier", "WeightedOnlineClassifier", "data_radius"]
 
 
 class ConversionParam:
@@ -91,7 +92,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
         # No finiteness pass over X here: the kernels notice a NaN or infinity
         # when its row's margin comes out non-finite (before any update from
         # that row), and fit/partial_fit then roll back.
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+        X, y = validate_data(self, in_memory(X), in_memory(y), accept_sparse="csr", dtype=[np.float64, np.float32],
                              reset=reset, ensure_min_samples=1, ensure_all_finite=False)
         check_matrix(X)  # pointers and indices the kernels can use (a store's blocks are checked as read)
         y = np.asarray(y)
@@ -131,25 +132,49 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
         for name in self._FITTED:
             self.__dict__.pop(name, None)
 
+    # -- sample weights ---------------------------------------------------------------
+    #: Why this estimator takes no ``sample_weight`` (the one-line refusal says it).
+    _no_weights_why = "its learners have no per-row step that a weight could scale"
+
+    def _refuse_fit_params(self, fit_params: dict[str, Any], method: str = "fit") -> None:
+        """``fit``/``partial_fit`` keyword arguments of an estimator without sample weights: refused in
+        one line (``sample_weight``: why, and which estimators take it; anything else: unknown)."""
+        for name in fit_params:
+            if name != "sample_weight":
+                raise TypeError(f"{type(self).__name__}.{method}() got an unexpected keyword argument {name!r}")
+            if fit_params[name] is not None:
+                takers = ", ".join(r.estimator for r in RULES.values() if r.weighted)
+                raise ValueError(f"sample_weight: {type(self).__name__} takes no sample weights "
+                                 f"({self._no_weights_why}); the estimators that do: {takers}")
+
     # -- fitting ------------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None) -> LinearClassifier:
+    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> LinearClassifier:
         """Train from scratch.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
-            Training data, or a distlearn store (path or ``Dataset``), which is
+        X : {array-like, sparse matrix, DataFrame} of shape (n_samples, n_features), or a store
+            Training data (numpy, scipy.sparse, dask arrays, pandas or dask
+            DataFrames), or a distlearn store (path or ``Dataset``), which is
             streamed block by block with its own labels.
         y : array-like of shape (n_samples,), default=None
-            Labels; must be None for a store.
+            Labels (a pandas or dask Series too); must be None for a store.
+        **fit_params
+            ``sample_weight`` is refused in one line (this estimator has no weighted
+            form; :class:`~distlearn.Perceptron` and the rules like it take it).
 
         Returns
         -------
         self
         """
         self._check_params()
+        self._refuse_fit_params(fit_params)
+        return self._fit_safely(X, y)
+
+    def _fit_safely(self, X: Any, y: Any, **kw: Any) -> LinearClassifier:
+        """``_fit``, leaving no fitted attribute behind when it fails."""
         try:
-            return self._fit(X, y)
+            return self._fit(X, y, **kw)
         except BaseException:
             self._forget()
             raise
@@ -180,7 +205,7 @@ class LinearClassifier(ClassifierMixin, BaseEstimator):
             k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate([self.decision_function(b.X) for b in ds.iter_blocks()]) if ds.n_samples else \
                 np.zeros((0,) if k == 1 else (0, k))
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         check_matrix(X)
         if "hypothesis_" in self.__dict__:
             return self.hypothesis_.decision_function(X)
@@ -256,6 +281,19 @@ class OnlineLinearClassifier(LinearClassifier):
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
         """Hook run at the end of ``fit`` with the training data (``yi`` None for a store)."""
 
+    @property
+    def _no_weights_why(self) -> str:  # type: ignore[override]
+        return UNWEIGHTED_WHY.get(self._rule(2)[0], "its step has no weighted form")
+
+    def _sample_weight(self, sample_weight: Any, X: Any) -> np.ndarray | None:
+        """``sample_weight`` for the rows of ``X`` (validated ``X``): None, or float64 of shape
+        (n_samples,), finite and >= 0 (a scalar is every row's weight)."""
+        if sample_weight is None:
+            return None
+        # scikit-learn's check: the shape, finite values, none negative (its messages name sample_weight;
+        # weights all zero are refused too)
+        return _check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True)
+
     # -- state ------------------------------------------------------------------
     def _snapshot(self) -> tuple[Any, ...]:
         return (copy_state(self._state), self.n_updates_, self.online_errors_, self.n_iter_, self.t_,
@@ -315,10 +353,11 @@ class OnlineLinearClassifier(LinearClassifier):
         self._tracker.begin(self._state)
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
-               count: bool) -> None:
+               count: bool, sample_weight: np.ndarray | None = None) -> None:
         """One chunk: rows ``order`` of X (``tids``: their example indices; ``count``: add to the
-        online counters)."""
-        log = self._tracker.run_chunk(self._rule_obj, self._state, X, yi, order, self.fit_intercept)
+        online counters; ``sample_weight``: the rows' step scales, :class:`WeightedOnlineClassifier`)."""
+        log = self._tracker.run_chunk(self._rule_obj, self._state, X, yi, order, self.fit_intercept,
+                                      sample_weight=sample_weight)
         if count:
             self.online_errors_ += int(log.mistake.sum())
             self.n_updates_ += int(log.updated.sum())
@@ -330,13 +369,16 @@ class OnlineLinearClassifier(LinearClassifier):
         self._set_hypothesis(H)
 
     # -- fit --------------------------------------------------------------------------
-    def _fit(self, X: Any, y: Any) -> OnlineLinearClassifier:
+    def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> OnlineLinearClassifier:
         if is_store(X):
+            _refuse_store_weights(X, sample_weight)
             self._fit_store(X, y)
             self._after_fit(X, None)
             return self
         X, y = self._validate_xy(X, y, reset=True)
         n = X.shape[0]
+        sw = self._sample_weight(sample_weight, X)
+        weights = {} if sw is None else {"sample_weight": sw}
         self._begin(self._classes(y), X.shape[1], X, n * self.epochs)
         yi = self._encode(y)
         tids = np.arange(n, dtype=np.int64)
@@ -344,7 +386,8 @@ class OnlineLinearClassifier(LinearClassifier):
             if p:
                 self._next_pass()
             for epoch in range(self.epochs):
-                self._learn(X, yi, array_order(self._seed, epoch, n, self.shuffle), tids, epoch, count=p == 0)
+                self._learn(X, yi, array_order(self._seed, epoch, n, self.shuffle), tids, epoch, count=p == 0,
+                            **weights)
                 if p == 0:
                     self.n_iter_ += 1
                 if self._halted:  # the conversion stopped training early
@@ -353,28 +396,34 @@ class OnlineLinearClassifier(LinearClassifier):
         self._after_fit(X, yi)
         return self
 
-    def partial_fit(self, X: Any, y: Any = None, classes: Any = None) -> OnlineLinearClassifier:
+    def partial_fit(self, X: Any, y: Any = None, classes: Any = None, **fit_params: Any) -> OnlineLinearClassifier:
         """One pass over ``X`` in the given order, continuing from the current weights.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), or a store
+        X : {array-like, sparse matrix, DataFrame} of shape (n_samples, n_features), or a store
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             All the classes that will ever be seen.  Needed on the first call
             unless this batch already contains every class.
+        **fit_params
+            ``sample_weight`` is refused in one line, as in ``fit``.
 
         Returns
         -------
         self
         """
+        self._refuse_fit_params(fit_params, "partial_fit")
+        return self._partial_fit_safely(X, y, classes)
+
+    def _partial_fit_safely(self, X: Any, y: Any, classes: Any, **kw: Any) -> OnlineLinearClassifier:
         first = not hasattr(self, "classes_")
         if first:
             self._check_params()
         self._check_partial()
         snap = None if first else self._snapshot()
         try:
-            return self._partial_fit(X, y, classes, first)
+            return self._partial_fit(X, y, classes, first, **kw)
         except BaseException:
             # Nothing of a failed call is kept: the model is as before it.
             if snap is None:
@@ -384,18 +433,22 @@ class OnlineLinearClassifier(LinearClassifier):
                 self._finish()
             raise
 
-    def _partial_fit(self, X: Any, y: Any, classes: Any, first: bool) -> OnlineLinearClassifier:
+    def _partial_fit(self, X: Any, y: Any, classes: Any, first: bool,
+                     sample_weight: Any = None) -> OnlineLinearClassifier:
         if is_store(X):
+            _refuse_store_weights(X, sample_weight)
             self._fit_store(X, y, partial=True, classes=classes)
             return self
         X, y = self._validate_xy(X, y, reset=first)
+        sw = self._sample_weight(sample_weight, X)
         if first:
             self._begin(self._classes(y) if classes is None else np.asarray(classes), X.shape[1], X, X.shape[0])
         elif classes is not None and not np.array_equal(np.sort(np.asarray(classes)), self.classes_):
             raise ValueError(f"classes={np.asarray(classes).tolist()} differs from the first call's "
                              f"{self.classes_.tolist()}")
         t0 = self.t_
-        self._learn(X, self._encode(y), None, np.arange(t0, t0 + X.shape[0], dtype=np.int64), 0, True)
+        self._learn(X, self._encode(y), None, np.arange(t0, t0 + X.shape[0], dtype=np.int64), 0, True,
+                    **({} if sw is None else {"sample_weight": sw}))
         self.n_iter_ += 1
         self._finish()
         return self
@@ -436,3 +489,65 @@ class OnlineLinearClassifier(LinearClassifier):
                 self.n_iter_ += 1
             if self._halted:
                 break
+
+
+def _refuse_store_weights(X: Any, sample_weight: Any) -> None:
+    if sample_weight is not None:
+        raise ValueError(f"sample_weight with a store ({X}): a store holds no weights; fit arrays with "
+                         "sample_weight, or leave it out")
+
+
+class WeightedOnlineClassifier(OnlineLinearClassifier):
+    """An online rule whose step a weight scales: ``fit``/``partial_fit`` take ``sample_weight``.
+
+    scikit-learn's ``SGDClassifier``/``Perceptron`` semantics: row ``i``'s update is multiplied
+    by ``sample_weight[i]`` (``w += sample_weight[i] * eta * y x`` for the perceptron).  A row of
+    weight 0 makes no update but is still a round: the hypothesis of the moment is scored on it
+    (``online_errors_`` and the conversions' losses count it, ``t_`` counts it, an average
+    includes that round), as scikit-learn's averaged SGD counts it.  Weight 1 is the unweighted
+    round, bit for bit.  A weight is not a repetition: the rule does not re-check the margin
+    within a row, so weight 2 differs from showing the row twice.
+    """
+
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> WeightedOnlineClassifier:
+        """Train from scratch.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, DataFrame} of shape (n_samples, n_features), or a store
+            Training data (numpy, scipy.sparse, dask arrays, pandas or dask
+            DataFrames), or a distlearn store (path or ``Dataset``), which is
+            streamed block by block with its own labels.
+        y : array-like of shape (n_samples,), default=None
+            Labels (a pandas or dask Series too); must be None for a store.
+        sample_weight : array-like of shape (n_samples,) or float, default=None
+            Scales each row's update (0: no update; the row is still scored).
+            Not for stores.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self._fit_safely(X, y, **({} if sample_weight is None else {"sample_weight": sample_weight}))
+
+    def partial_fit(self, X: Any, y: Any = None, classes: Any = None,  # type: ignore[override]
+                    sample_weight: Any = None) -> WeightedOnlineClassifier:
+        """One pass over ``X`` in the given order, continuing from the current weights.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, DataFrame} of shape (n_samples, n_features), or a store
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (n_classes,), default=None
+            All the classes that will ever be seen.  Needed on the first call
+            unless this batch already contains every class.
+        sample_weight : array-like of shape (n_samples,) or float, default=None
+            As in ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        return self._partial_fit_safely(X, y, classes,
+                                        **({} if sample_weight is None else {"sample_weight": sample_weight}))

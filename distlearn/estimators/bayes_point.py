@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .._urls import absolute
-from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
+from .._validation import Boolean, Integral, NJobs, OptionalPath, Options, Real, Scheduler, effective_n_jobs
 from ..data.store import open_dataset
 from ..distributed import learner_parallel
 from ..distributed.executor import executor_for
@@ -204,8 +204,9 @@ class OBPM(OnlineBayesPoint):
         Split the learners into this many contiguous groups, each run as its
         own compiled pass over every chunk; defaults to ``n_jobs``.  The weights
         do not depend on it.
-    n_jobs : int, default=1
-        Threads running the learner groups (the kernel releases the GIL).
+    n_jobs : int or None, default=1
+        Threads running the learner groups (the kernel releases the GIL);
+        scikit-learn's convention: -1 every core, -2 all but one, None 1.
     record_online : bool, default=False
         Keep ``online_mistakes_``, the per-round progressive mistakes of
         ``w~_{t-1}`` (one byte per round).
@@ -309,7 +310,7 @@ class OBPM(OnlineBayesPoint):
         "conversion": ConversionChoice(),
         "conversion_scope": Options("ensemble", "members"),
         "weights": Options("uniform", "margin_bound"),
-        "n_jobs": Integral(1, None),
+        "n_jobs": NJobs(),
         "record_online": Boolean(),
         "scheduler": Scheduler(),
         "checkpoint": OptionalPath(),
@@ -377,7 +378,7 @@ class OBPM(OnlineBayesPoint):
 
     @property
     def _groups(self) -> int:
-        return self.learner_groups if self.learner_groups is not None else self.n_jobs
+        return self.learner_groups if self.learner_groups is not None else effective_n_jobs(self.n_jobs)
 
     @property
     def _taus(self) -> tuple[float, ...]:
@@ -398,7 +399,7 @@ class OBPM(OnlineBayesPoint):
         return learn_ensemble_chunk(
             self._rule_obj, self._state, X, yi, tids, seed=self._seed, tau=self._taus, epoch=epoch,
             order=order, fit_intercept=self.fit_intercept, acc_mode=self._acc_mode, groups=self._groups,
-            n_jobs=self.n_jobs, tau_block=self.n_estimators)
+            n_jobs=effective_n_jobs(self.n_jobs), tau_block=self.n_estimators)
 
     def _finish(self) -> None:
         st = self._state
@@ -432,9 +433,9 @@ class OBPM(OnlineBayesPoint):
             raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
         self._begin(ds.classes, ds.n_features, ds, ds.n_samples * self.epochs)
         self.n_features_in_ = ds.n_features
-        with executor_for(self.scheduler, n_jobs=self.n_jobs) as ex:
+        with executor_for(self.scheduler, n_jobs=effective_n_jobs(self.n_jobs)) as ex:
             G = self.learner_groups if self.learner_groups is not None else (
-                self.n_jobs if ex.kind == "in-process" else ex.n_workers)
+                effective_n_jobs(self.n_jobs) if ex.kind == "in-process" else ex.n_workers)
             job = learner_parallel.ObpmJob(
                 path=absolute(ds.path, resolve=True), token=store_token(ds), n_samples=ds.n_samples,
                 n_features=ds.n_features, n_blocks=ds.n_blocks,
@@ -508,8 +509,9 @@ class PermutationBPM(PermutationBayesPoint):
     normalize : bool, default=False
         Rescale the averaged hypothesis to norm at most 1, all columns by the same factor (as
         :class:`OBPM`), so no prediction changes.
-    n_jobs : int, default=1
-        Threads training members at once (the kernels release the GIL).
+    n_jobs : int or None, default=1
+        Threads training members at once (the kernels release the GIL); -1
+        every core, -2 all but one, None 1 (scikit-learn's convention).
     random_state, fit_intercept, dtype
         Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
     scheduler : None, str or distributed.Client, default=None

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import rng
-from .._validation import Boolean, Budget, Integral, Options, RandomState, Real
+from .._validation import Boolean, Budget, Integral, Options, RandomState, Real, in_memory
 from ..data.store import open_dataset
 from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
@@ -177,6 +177,8 @@ def _data_var_of(X: Any) -> tuple[float, int]:
 class KernelClassifier(OnlineLinearClassifier):
     """Base of the kernel learners: the budget engine behind the online estimator contract."""
 
+    _no_weights_why = "a kernel learner's support vectors and budget removals have no weighted form here"
+
     _common = KERNEL_PARAMS
     _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
                                                 "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs", "_support_lab",
@@ -289,7 +291,7 @@ class KernelClassifier(OnlineLinearClassifier):
             parts = [self.decision_function(b.X) for b in ds.iter_blocks()]
             k = 1 if len(self.classes_) == 2 else len(self.classes_)
             return np.concatenate(parts) if parts else np.zeros((0,) if k == 1 else (0, k))
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         if "hypothesis_" in self.__dict__:
             return self.hypothesis_.decision_function(X)
         scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import Boolean, Integral, RandomState, Real
+from .._validation import Boolean, Integral, RandomState, Real, in_memory
 from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
 from ..stream import is_store
@@ -55,7 +55,7 @@ class KernelExpansion:
         check_is_fitted(self, "summary_")
         if is_store(X):
             return super().decision_function(X)  # type: ignore[misc]  # block by block, each through this method
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, in_memory(X), accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
         scores = kernel_decision(self._kernel_obj, self.support_vectors_, self.dual_coef_.T, X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -259,8 +259,8 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         As in :class:`PermutationBPM`: exact for arrays and for stores under
         2 GiB, a permutation of a store's blocks and of the rows inside each
         block otherwise.  ``permutation_`` says which was used.
-    n_jobs : int, default=1
-        Threads training members at once.
+    n_jobs : int or None, default=1
+        Threads training members at once; -1 every core, -2 all but one, None 1.
     random_state : int, RandomState, Generator or None, default=None
         Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
     scheduler : None, str or distributed.Client, default=None

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._validation import Boolean, Options, Real
 from ..learners import RULES, make_rule
-from .base import OnlineLinearClassifier, data_radius
+from .base import OnlineLinearClassifier, WeightedOnlineClassifier, data_radius
 
 __all__ = [
     "Perceptron",
@@ -36,6 +36,10 @@ _COMMON_DOC = """
     shuffle : bool, default=True
         Visit the examples in a new seeded permutation in each epoch (for a
         store: a permutation of its blocks and of the rows inside each block).
+        An array is permuted as a store of one block, so the same data as an
+        array and as a one-block store gives the same model for the same
+        ``random_state``; a store of several blocks gives another (its rows
+        never leave their block's turn).
     random_state : int, RandomState, Generator or None, default=None
         Seed of the shuffles; an int makes ``fit`` reproducible.
     fit_intercept : bool, default=True
@@ -63,7 +67,7 @@ def _doc(cls: type) -> type:
 
 
 @_doc
-class Perceptron(OnlineLinearClassifier):
+class Perceptron(WeightedOnlineClassifier):
     """The classic perceptron (Rosenblatt): update ``w += eta * y * x`` when ``y * w.x <= 0``.
 
     Parameters
@@ -93,7 +97,11 @@ class Perceptron(OnlineLinearClassifier):
     Multiclass problems are learnt one-vs-rest, all classes in one pass over
     each chunk.  With ``fit_intercept=False, shuffle=False, epochs=1`` the
     weights equal scikit-learn's ``Perceptron(fit_intercept=False,
-    shuffle=False, max_iter=1, tol=None, eta0=1.0)`` bit for bit.
+    shuffle=False, max_iter=1, tol=None, eta0=1.0)`` bit for bit; with
+    ``shuffle=False`` and ``epochs=max_iter`` the weights of ``fit(X, y,
+    sample_weight=w)`` equal its ``fit(X, y, sample_weight=w)`` (an update is
+    scaled by the row's weight; a weight of 0 makes no update, though the row
+    is still scored and counted in ``t_`` and ``online_errors_``).
 
     References
     ----------
@@ -128,7 +136,7 @@ class Perceptron(OnlineLinearClassifier):
 
 
 @_doc
-class GeneralizedPerceptron(OnlineLinearClassifier):
+class GeneralizedPerceptron(WeightedOnlineClassifier):
     """The generalised perceptron of Harrington et al. (2003), Algorithm 1.
 
     Update ``w += eta_k * y * x`` when ``y * (w.x) / ||w|| <= rho_k``, where k
@@ -190,7 +198,7 @@ class GeneralizedPerceptron(OnlineLinearClassifier):
 
 
 @_doc
-class MarginPerceptron(OnlineLinearClassifier):
+class MarginPerceptron(WeightedOnlineClassifier):
     """The finite-horizon margin-based perceptron of Dekel (2008), Fig. 1.
 
     When the hinge loss ``1 - y w.x`` is positive: ``w' = w + y x / (sqrt(m) R)``,
@@ -507,7 +515,7 @@ class MIRA(OnlineLinearClassifier):
 
 
 @_doc
-class LMS(OnlineLinearClassifier):
+class LMS(WeightedOnlineClassifier):
     """LMS (Widrow-Hoff) regression used as a classifier: ``w += eta (y - w.x) x``,
     predicting the sign of ``w.x``.
 

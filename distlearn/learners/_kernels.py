@@ -114,7 +114,7 @@ class LinearArrays(NamedTuple):
     which compiles to the code the positional arguments did).  The first five are
     :class:`~distlearn.learners.linear.LinearState`'s; the last three its running sum's
     (:class:`~distlearn.learners.linear.RunningSum`, flattened; empty ``accP``/``accq``:
-    no running sum).  The per-round outputs are a second record,
+    no running sum); ``step`` the rounds' sample weights.  The per-round outputs are a second record,
     :class:`~distlearn.learners.linear.RoundLog` (``mistake``, ``hinge``, ``updated``)."""
 
     W: np.ndarray          #: (n_features + 1, K) feature-major weights, in units of ``scale``
@@ -125,6 +125,8 @@ class LinearArrays(NamedTuple):
     accP: np.ndarray       #: running sum's P, flat ((n_features + 1) K), or empty
     accq: np.ndarray       #: running sum's [q (K), scale at the last rebase (K)], or empty
     acc_cfg: np.ndarray    #: int64 [start, cut, base, hypotheses added]
+    step: np.ndarray       #: float64 per-round step scales (sample weights), aligned with the log
+                           #: (round ``ii`` reads ``step[out_offset + ii]``), or empty: every scale 1
 
 
 # Rows ahead that a pass prefetches (see _learn_csr).
@@ -620,9 +622,10 @@ def _mistake_hinge(m, yi, K):
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, scale, sqnorm, n_updates,
-               need_norm, acc, m, tau, work, accP, accq):
+               need_norm, acc, m, tau, work, accP, accq, wt):
     """One round with K output columns: one-vs-rest for the binary rules, or a native
-    multiclass rule (multiclass PA, MIRA).  Returns (mistake, hinge, updated)."""
+    multiclass rule (multiclass PA, MIRA); ``wt`` scales a binary rule's step ``u`` (the sample
+    weight; 0: no update).  Returns (mistake, hinge, updated)."""
     _margins_multi(w, ix, vx, lo, hi, K, acc)
     if not _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
         # A NaN or infinity in x (0 * inf is NaN too) or overflowed weights:
@@ -653,8 +656,10 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
                 if xsq != xsq:
                     return False, np.nan, False
             fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
-            if not fire:
+            if not fire or wt == 0.0:
                 continue
+            if wt != 1.0:
+                u = u * wt
             any_update = True
             xsq = _guard(xsq, mk, c, u, need_norm, vx, lo, hi, fit_intercept, bias)
             if xsq != xsq or not _apply(w, ix, vx, lo, hi, k, K, d, W, scale, sqnorm, c, u, mk, xsq, project,
@@ -692,9 +697,13 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
     inline, measurably slows the hot loop.
 
     ``st`` is a :class:`LinearArrays`, ``log`` a record of the per-round outputs
-    (``mistake``, ``hinge``, ``updated``), written from position ``out_offset``.
+    (``mistake``, ``hinge``, ``updated``), written from position ``out_offset``.  A round's
+    step scale ``st.step[out_offset + ii]`` (its sample weight) multiplies the step ``u`` of a
+    binary rule; a scale of 0 is a round without update; a scale of 1 is not applied (bit for
+    bit the unweighted round).
     """
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
+    weighted = step.shape[0] > 0
     out_mistake, out_hinge, out_updated = log
     d = W.shape[0] - 1
     K = W.shape[1]
@@ -756,6 +765,11 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 if xsq != xsq:
                     return ii  # features too large or small for the dtype; nothing updated
             upd, c, u, project = _binary_step(rule, p, z, yk, m0, sqnorm[0], n_updates[0] + 1.0, xsq)
+            if upd and weighted:
+                wt = step[out_offset + ii]
+                upd = wt != 0.0
+                if wt != 1.0:
+                    u = u * wt
             if upd:
                 xsq = _guard(xsq, m0, c, u, need_norm, data, lo, hi, fit_intercept, bias)
                 if xsq != xsq:
@@ -804,7 +818,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
         else:
             mis, h, upd = _row_multi(w, indices, data, lo, hi, yi, rule, p, fit_intercept, bias, d, K,
                                      W, scale, sqnorm, n_updates, need_norm, acc, m, tau, work,
-                                     accP, accq)
+                                     accP, accq, step[out_offset + ii] if weighted else 1.0)
             if h != h:
                 return ii
         out_mistake[out_offset + ii] = mis
@@ -940,9 +954,9 @@ def _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project, n
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqnorm, n_updates,
-               need_norm, acc, m, tau, work, accP, accq, have_acc):
+               need_norm, acc, m, tau, work, accP, accq, have_acc, wt):
     """:func:`_row_multi` on a dense row ``xf[lo:lo + d]`` (its sums already in ``acc`` when
-    ``have_acc``).  Returns (mistake, hinge, updated)."""
+    ``have_acc``; ``wt`` the round's step scale).  Returns (mistake, hinge, updated)."""
     if not have_acc:
         _margins_dense(w, K, xf, lo, d, acc)
     if not _true_margins(acc, scale, w, d, K, fit_intercept, bias, m):
@@ -978,8 +992,10 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
                 if xsq != xsq:
                     return False, np.nan, False
             fire, c, u, project = _binary_step(rule, p, z, yk, mk, sqnorm[k], n_updates[k] + 1.0, xsq)
-            if not fire:
+            if not fire or wt == 0.0:
                 continue
+            if wt != 1.0:
+                u = u * wt
             any_update = True
             xsq = _guard(xsq, mk, c, u, need_norm, xf, lo, hi, fit_intercept, bias)
             if xsq != xsq or not _apply_dense(w, xf, lo, d, k, K, W, scale, sqnorm, c, u, mk, xsq, project,
@@ -991,7 +1007,7 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg):
+                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step):
     """The skeleton of :func:`_learn_csr` for dense rows and K >= 2 output columns, without
     compacting the rows: the K margins of a row come from one pass over it, all K sums side by
     side in vector registers (W is feature-major, so feature j's K weights are one contiguous
@@ -1009,6 +1025,7 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     acc_on = accq.shape[0] > 0
+    weighted = step.shape[0] > 0
     acc_start = acc_cfg[0]
     acc_cut = acc_cfg[1]
     base = acc_cfg[2]
@@ -1049,7 +1066,8 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
         else:
             _margins_dense(w, K, xf, lo, d, acc)
         mis, h, upd = _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqnorm,
-                                 n_updates, need_norm, acc, m, tau, work, accP, accq, True)
+                                 n_updates, need_norm, acc, m, tau, work, accP, accq, True,
+                                 step[out_offset + ii] if weighted else 1.0)
         if h != h:
             return ii
         ready = paired and not upd
@@ -1063,10 +1081,10 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
 @njit(**NUMBA_FLAGS)
 def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """:func:`_dense_multi_pass` for any rule (the records as :func:`_learn_csr` takes them)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
 
 
 @njit(**NUMBA_FLAGS)
@@ -1074,10 +1092,10 @@ def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st,
     """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
     rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
     10-class epoch measured about 5 % faster)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
 
 
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):

@@ -47,6 +47,7 @@ __all__ = [
     "make_rule",
     "init_state",
     "learn_chunk",
+    "check_sample_weight",
     "state_coef",
     "copy_state",
     "row_sqnorms",
@@ -210,6 +211,7 @@ class RuleSpec(NamedTuple):
     estimator: str                                  #: its scikit-learn class, ``distlearn.<estimator>``
     summary: str                                    #: one line for help texts
     native: bool = False                            #: has a native (single-prototype) multiclass form
+    weighted: bool = False                          #: takes sample weights (its step ``u`` is scaled)
 
 
 #: THE rule registry: every linear rule, once.  The kernels dispatch on the
@@ -219,18 +221,53 @@ class RuleSpec(NamedTuple):
 #: :mod:`distlearn.learners._kernels`, an entry here, its estimator class (a
 #: parameter list and a docstring) and its oracle in the tests.
 RULES: dict[str, RuleSpec] = {r.name: r for r in (
-    RuleSpec("perceptron", _perceptron, "Perceptron", "Rosenblatt's perceptron: w += eta y x when y w.x <= 0"),
+    RuleSpec("perceptron", _perceptron, "Perceptron", "Rosenblatt's perceptron: w += eta y x when y w.x <= 0",
+             weighted=True),
     RuleSpec("generalized", _generalized, "GeneralizedPerceptron",
-             "generalised perceptron (OBPM paper, Alg. 1): margin rho_k, step eta_k"),
+             "generalised perceptron (OBPM paper, Alg. 1): margin rho_k, step eta_k", weighted=True),
     RuleSpec("margin", _margin, "MarginPerceptron",
-             "finite-horizon margin perceptron (Dekel & Singer 2005), projected on the unit ball"),
+             "finite-horizon margin perceptron (Dekel & Singer 2005), projected on the unit ball", weighted=True),
     RuleSpec("alma", _alma, "ALMA", "Gentile's approximate large margin algorithm ALMA_2"),
     RuleSpec("romma", _romma, "ROMMA", "relaxed online maximum margin algorithm (Li & Long 2002)"),
     RuleSpec("pa", _pa, "PassiveAggressive", "passive-aggressive PA / PA-I / PA-II (Crammer et al. 2006)",
              native=True),
     RuleSpec("mira", _mira, "MIRA", "MIRA, ultraconservative multiclass (Crammer & Singer 2003)", native=True),
-    RuleSpec("lms", _lms, "LMS", "least mean squares (Widrow-Hoff) as a classifier"),
+    RuleSpec("lms", _lms, "LMS", "least mean squares (Widrow-Hoff) as a classifier", weighted=True),
 )}
+
+
+#: Why a rule takes no sample weights: its step is the solution of a normalised problem (a margin
+#: reached exactly, a projection), which a scaled step would no longer solve.
+UNWEIGHTED_WHY = {
+    "alma": "its step C / sqrt(k) counts updates and is projected onto the unit ball by design",
+    "romma": "its update is the exact projection onto two half-spaces (w <- c w + d x)",
+    "pa": "its step is the exact solution of a margin constraint (a scaled step no longer solves it)",
+    "mira": "its step is the exact solution of a margin constraint (a scaled step no longer solves it)",
+}
+
+
+def check_sample_weight(rule_name: str, sample_weight: Any, n_rows: int, owner: str = "") -> np.ndarray | None:
+    """``sample_weight`` checked for a rule: None (all 1), or float64 of shape ``(n_rows,)``, finite and
+    >= 0.  A rule that does not scale its step (:attr:`RuleSpec.weighted`) is refused in one line
+    naming the rule and the rules that take weights; ``owner`` names the estimator in it."""
+    if sample_weight is None:
+        return None
+    spec = RULES.get(rule_name)
+    if spec is None or not spec.weighted:
+        who = owner or (spec.estimator if spec else repr(rule_name))
+        why = UNWEIGHTED_WHY.get(rule_name, "it has no weighted form")
+        takers = ", ".join(r.estimator for r in RULES.values() if r.weighted)
+        raise ValueError(f"sample_weight: {who} takes no sample weights ({why}); the rules that scale their "
+                         f"step by a weight: {takers}")
+    sw = np.asarray(sample_weight, dtype=np.float64)
+    if sw.ndim == 0:
+        sw = np.full(n_rows, float(sw))
+    if sw.shape != (n_rows,):
+        raise ValueError(f"sample_weight has shape {sw.shape}; expected ({n_rows},), one weight per row of X")
+    if not np.isfinite(sw).all() or (sw < 0).any():
+        bad = int(np.flatnonzero(~np.isfinite(sw) | (sw < 0))[0])
+        raise ValueError(f"sample_weight must be finite and >= 0; row {bad} has {sw[bad]!r}")
+    return sw
 
 
 def make_rule(name: str, **params: Any) -> Rule:
@@ -290,6 +327,7 @@ def learn_chunk(
     acc: RunningSum | None = None,
     splits: Any = (),
     on_piece: Any = None,
+    sample_weight: np.ndarray | None = None,
 ) -> RoundLog:
     """Run the rule over every row of one chunk, updating ``state`` in place.
 
@@ -321,6 +359,11 @@ def learn_chunk(
         ``on_piece(lo, hi, age0)`` after each (``age0``: the hypothesis' age before
         the piece); it returns the running sum for the next piece.  The input is
         checked and converted once for all pieces.
+    sample_weight : array of float of shape (n_rows,), optional
+        Row ``r``'s step is scaled by ``sample_weight[r]`` (scikit-learn's ``SGDClassifier``
+        semantics: ``w += weight * eta * y * x``); a weight of 0 is a round without update (it is
+        still scored: mistake and hinge are logged), a weight of 1 the unweighted round, bit for
+        bit.  Only for the rules with :attr:`RuleSpec.weighted` (:func:`check_sample_weight`).
 
     Returns
     -------
@@ -352,6 +395,11 @@ def learn_chunk(
     if offset < 0 or any(len(a) < offset + n for a in log):
         raise ValueError(f"log arrays of length {len(log.mistake)} cannot hold {n} rounds from offset {offset}")
     dt = state.W.dtype
+    step = _NO_STEP
+    sw = check_sample_weight(rule.name, sample_weight, n_rows)
+    if sw is not None:  # the per-round scales, aligned with the log
+        step = np.ones(len(log.mistake), np.float64)
+        step[offset:offset + n] = sw[order]
     # The adaptive rules (learners/_adaptive.py) also read and write their per-feature statistics.
     adaptive = rule.code >= A.FIRST_ADAPTIVE
     if adaptive != isinstance(state, A.AdaptiveState):
@@ -397,7 +445,7 @@ def learn_chunk(
             cfg[2] = state.n_rounds[0]
         age0 = int(state.age[0])
         arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
-        st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays)
+        st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays, step)
         bad = kernel(order[lo:hi] if (lo, hi) != (0, n) else order, rule.code, rule.params, bool(fit_intercept),
                      float(bias), st, log, int(offset) + lo)
         if bad >= 0:
@@ -411,6 +459,7 @@ def learn_chunk(
 
 _NO_P = np.zeros(0, np.float64)
 _NO_Q = np.zeros(0, np.float64)
+_NO_STEP = np.zeros(0, np.float64)
 
 
 class NonFiniteError(ValueError):
