@@ -17,6 +17,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:  # the names below are imported on first use (import distlearn stays fast)
     from .data import Dataset, create_dataset, open_dataset
+    from .export import export_onnx
     from .estimators import (
         ALMA,
         AROW,
@@ -60,14 +61,15 @@ __all__ = [
     "PermutationBPM",
     "__version__",
     "create_dataset",
+    "export_onnx",
     "open_dataset",
 ]
 
-_FROM = {"Dataset": ".data", "create_dataset": ".data", "open_dataset": ".data"}
+_FROM = {"Dataset": ".data", "create_dataset": ".data", "open_dataset": ".data", "export_onnx": ".export"}
 
 
 def __getattr__(name: str) -> Any:
-    """The estimators and data entry points, imported on first use (PEP 562): ``import distlearn``
+    """The estimators, the data entry points and ``export_onnx``, imported on first use (PEP 562): ``import distlearn``
     and the ``distlearn`` command's start do not pay for scikit-learn and numba until needed."""
     if name not in __all__ or name == "__version__":
         raise AttributeError(f"module 'distlearn' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """One policy for every output path: checked before the work starts, replaced atomically, and
 nothing deleted that distlearn did not write.
 
-Every writer (``convert``, ``generate``, ``predict --out``, ``train --save/--checkpoint``,
+Every writer (``convert``, ``generate``, ``predict --out``, ``train --save/--checkpoint``, ``export``,
 ``experiment --out``, ``demo``) calls :func:`check_output` *before* any work and moves its result
 into place with :func:`replace`:
 
@@ -17,6 +17,17 @@ into place with :func:`replace`:
 A refusal is one line naming the path: ``FileExistsError`` or ``ValueError``, or the ``OSError``
 (``PermissionError``, ``IsADirectoryError``, ``NotADirectoryError``) that the write would have hit,
 with the output as its ``filename``.
+
+**Object storage** (an fsspec URL, :mod:`distlearn._urls`): stores and checkpoints only (any other
+output at a URL is refused in one line).  A URL is a prefix of objects; a distlearn output there is
+recognised (:func:`url_keys`) by its root ``zarr.json`` carrying the kind's attribute *and* every
+object under the prefix being one distlearn writes (zarr metadata and chunk keys; a checkpoint's
+JSON records and cut directories).  A prefix holding anything else is refused, ``overwrite`` or
+not, and never deleted.  A whole bucket is never an output, nor an input URL or a prefix holding
+one.  Writable means a probe object can be put beside the output (and is removed).  There is no
+rename: :func:`replace` removes the old output's objects (the listed ones, still recognised; its
+root ``zarr.json`` last) only once the new one is whole under its temporary prefix, then copies the
+new one in (its root ``zarr.json``, which marks a store complete, last) and removes the temporary.
 """
 
 from __future__ import annotations
@@ -32,6 +43,9 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+from ._urls import UrlError, filesystem, is_root, is_url
 
 #: The attribute of a predictions zarr array written by ``training.write_values``.
 PREDICTIONS_ATTR = "distlearn_predictions"
@@ -86,6 +100,19 @@ def _is_model(p: Path) -> bool:
     return isinstance(meta, dict) and "format" in meta and "kind" in meta and "distlearn_version" in meta
 
 
+def _is_onnx(p: Path) -> bool:
+    """An ONNX file distlearn wrote (``export.export_onnx``): its ``ModelProto`` starts with
+    ``ir_version`` (field 1, a varint) and ``producer_name`` (field 2) ``"distlearn"``."""
+    head = _head(p, 64) if p.is_file() else None
+    if not head or head[0] != 0x08:
+        return False
+    i = 1
+    while i < len(head) and head[i] & 0x80:  # the varint's continuation bytes
+        i += 1
+    name = b"distlearn"
+    return head[i + 1:i + 3 + len(name)] == bytes([0x12, len(name)]) + name
+
+
 def _head(p: Path, n: int = 4096) -> bytes | None:
     try:
         with open(p, "rb") as f:
@@ -132,7 +159,7 @@ def _marked(p: Path, kind: str) -> bool:
 
 def _is_experiment(p: Path) -> bool:
     return p.is_dir() and (_marked(p, "experiment") or (p / "meta.json").is_file()
-                           or any((p / "cells").glob("*/meta.json")))
+                           or any(p.glob("*/meta.json")) or any((p / "cells").glob("*/meta.json")))
 
 
 def _is_corpus(p: Path) -> bool:
@@ -152,6 +179,7 @@ KINDS: dict[str, tuple[str, bool | None, Callable[[Path], bool], str]] = {
     "checkpoint": ("distlearn checkpoint", True, _is_checkpoint, "replace"),
     "model": ("distlearn model file (.npz with distlearn's meta)", False, _is_model, "replace"),
     "predictions": ("predictions file written by distlearn predict", None, _is_predictions, "replace"),
+    "onnx": ("distlearn ONNX file (written by distlearn export)", False, _is_onnx, "replace"),
     "svmlight": ("svmlight file", False, _is_svmlight, "replace"),
     "corpus": (f"directory of generated files (with {MARKER})", True, _is_corpus, "fill"),
     "experiment": ("distlearn experiment directory (with meta.json)", True, _is_experiment, "resume"),
@@ -167,6 +195,9 @@ def _is_dir_kind(path: Path, kind: str) -> bool:
 def is_kind(path: str | os.PathLike[str], kind: str, *, name: str | None = None) -> bool:
     """Whether ``path`` holds a previous distlearn output of ``kind`` (one of :data:`KINDS`),
     recognised by its own metadata (``name``: the name it had, for a file renamed aside)."""
+    if is_url(os.fspath(path)):
+        fs, p = filesystem(os.fspath(path))
+        return url_keys(fs, p, kind) is not None
     if kind == "predictions":
         return _is_predictions(Path(path), None if name is None else Path(name).suffix)
     return KINDS[kind][2](Path(path))
@@ -256,6 +287,8 @@ def check_output(path: str | os.PathLike[str], kind: str, *, overwrite: bool,
     ``kind`` is one of :data:`KINDS`; ``inputs`` are the command's input paths.  Returns the path.
     """
     what, _, recognise, mode = KINDS[kind]
+    if is_url(os.fspath(path)):
+        return _check_url_output(os.fspath(path), kind, overwrite=overwrite, inputs=inputs)  # type: ignore[return-value]
     p = Path(os.path.expanduser(os.fspath(path)))
     if os.fspath(path) == "":
         raise ValueError("an empty output path")
@@ -302,6 +335,9 @@ def _discard(old: Path, kind: str, name: str) -> None:
 
 def remove(path: str | os.PathLike[str], kind: str) -> None:
     """Delete a previous output of ``kind`` at ``path`` (checked again now); refuse anything else."""
+    if is_url(os.fspath(path)):
+        _remove_url(os.fspath(path), kind)
+        return
     p = Path(path)
     if not os.path.lexists(p):
         return
@@ -319,8 +355,11 @@ def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: s
     A file replaces a previous file of ``kind`` in one ``os.replace``.  A directory: the old one
     is renamed aside, the new one renamed in, and the old one removed (only if it is still of
     ``kind``).  Anything else at ``target`` is refused (``FileExistsError``); ``tmp`` is left
-    for the caller to clean up.
+    for the caller to clean up.  At a URL (both ``tmp`` and ``target``): see the module notes.
     """
+    if is_url(os.fspath(target)):
+        _replace_url(os.fspath(tmp), os.fspath(target), kind)
+        return
     tmp, target = Path(tmp), Path(target)
     if os.path.lexists(target) and not is_kind(target, kind):
         raise FileExistsError(f"{target} appeared or changed while writing and is not a {KINDS[kind][0]}; "
@@ -341,3 +380,134 @@ def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: s
         os.rename(old, target)
         raise
     _discard(old, kind, target.name)
+
+
+# --------------------------------------------------------------------------- object storage
+
+#: The kinds of output that may live at a URL.
+URL_KINDS = ("store", "checkpoint")
+#: The keys (relative to the output's prefix) distlearn writes: zarr metadata and chunk keys (any
+#: group or array depth), and for a checkpoint its JSON records and everything of its cut prefixes
+#: (``e0001-s00003/...``: parts, manifests, records, their temporaries).
+_ZARR_KEY = re.compile(r"(?:[^/]+/)*(?:zarr\.json|c(?:/\d+)+)")
+_CHECKPOINT_KEY = re.compile(r"(?:[^/]+/)*(?:zarr\.json|c(?:/\d+)+)|\.?latest\.json(?:\.tmp-[0-9a-f]+)?"
+                             r"|e\d{4,}-s\d{5,}/.+")
+_URL_ATTR = {"store": "distlearn", "checkpoint": CHECKPOINT_ATTR}
+
+
+def url_keys(fs: Any, path: str, kind: str) -> list[str] | None:
+    """Every object under the prefix ``path`` of ``fs`` when they are a distlearn output of ``kind``
+    (root ``zarr.json`` with the kind's attribute, nothing but keys distlearn writes); else ``None``."""
+    if kind not in URL_KINDS:
+        return None
+    try:
+        meta = json.loads(fs.cat_file(f"{path}/zarr.json"))
+        keys = sorted(fs.find(path))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    if not isinstance(attrs, dict) or not isinstance(attrs.get(_URL_ATTR[kind]), dict):
+        return None
+    pattern = _ZARR_KEY if kind == "store" else _CHECKPOINT_KEY
+    prefix = path + "/"
+    if not all(k.startswith(prefix) and pattern.fullmatch(k[len(prefix):]) for k in keys):
+        return None
+    return keys
+
+
+def _url_exists(fs: Any, path: str) -> bool:
+    fs.invalidate_cache(path)
+    return bool(fs.exists(path))
+
+
+def _url_error(url: str, e: BaseException, doing: str) -> OSError:
+    """One line for a failed request to object storage (the ``OSError`` the CLI prints)."""
+    msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, PermissionError):
+        return PermissionError(errno.EACCES, f"access denied ({msg}); check the credentials", url)
+    if isinstance(e, FileNotFoundError):
+        return FileNotFoundError(f"cannot {doing} {url}: no such bucket or location ({msg})")
+    return OSError(f"cannot {doing} {url}: {type(e).__name__}: {msg}")
+
+
+def _check_url_output(url: str, kind: str, *, overwrite: bool,
+                      inputs: Iterable[str | os.PathLike[str] | None]) -> str:
+    what = KINDS[kind][0]
+    if kind not in URL_KINDS:
+        raise UrlError(f"{url}: a {what} is written to a local path; only stores and checkpoints go to "
+                       "object storage")
+    fs, p = filesystem(url)
+    url = url.rstrip("/")
+    if is_root(url):
+        raise ValueError(f"{url}: refusing to write over a whole bucket; name a prefix inside it "
+                         f"(e.g. {url}/data.zarr)")
+    for i in inputs:
+        q = None if i is None else os.fspath(i)
+        if not q or not is_url(q):
+            continue
+        q = q.split("#", 1)[0].rstrip("/")
+        if q == url or q.startswith(url + "/"):
+            raise ValueError(f"{url}: refusing to write over the input {i}" + ("" if q == url else ", which it holds"))
+        if url.startswith(q + "/"):
+            raise ValueError(f"{url}: refusing to write inside the input {i}")
+    try:
+        exists = _url_exists(fs, p)
+    except Exception as e:  # noqa: BLE001 -- credentials, endpoint, network: one line naming the URL
+        raise _url_error(url, e, "reach") from None
+    if exists:
+        if not overwrite:
+            raise FileExistsError(f"{url} already exists; pass --overwrite to replace it")
+        if url_keys(fs, p, kind) is None:
+            raise FileExistsError(f"{url} exists and is not a {what}, or holds objects distlearn did not "
+                                  "write; refusing to replace it")
+    probe = f"{p.rpartition('/')[0]}/.distlearn-probe-{uuid.uuid4().hex[:12]}"
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except Exception as e:  # noqa: BLE001
+        raise _url_error(url, e, "write") from None
+    return url
+
+
+def _rm_keys(fs: Any, keys: list[str], path: str) -> None:
+    """Delete exactly ``keys`` (objects of the output at ``path``), its root ``zarr.json`` last: a
+    half-removed output is still recognised (and refused by readers for its missing chunks)."""
+    root = f"{path}/zarr.json"
+    rest = [k for k in keys if k != root]
+    if rest:
+        fs.rm(rest)
+    if root in keys:
+        fs.rm_file(root)
+    fs.invalidate_cache(path)
+
+
+def _remove_url(url: str, kind: str) -> None:
+    fs, p = filesystem(url)
+    if not _url_exists(fs, p):
+        return
+    keys = url_keys(fs, p, kind)
+    if keys is None:
+        raise FileExistsError(f"{url} exists and is not a {KINDS[kind][0]}; refusing to delete it")
+    _rm_keys(fs, keys, p)
+
+
+def _replace_url(tmp: str, target: str, kind: str) -> None:
+    fs, t = filesystem(target)
+    _, s = filesystem(tmp)
+    fs.invalidate_cache()
+    new = sorted(fs.find(s))
+    if f"{s}/zarr.json" not in new:
+        raise FileNotFoundError(f"{tmp}: the new {KINDS[kind][0]} is not there; nothing replaced")
+    if _url_exists(fs, t):
+        old = url_keys(fs, t, kind)
+        if old is None:
+            raise FileExistsError(f"{target} appeared or changed while writing and is not a {KINDS[kind][0]}; "
+                                  "not replaced")
+        _rm_keys(fs, old, t)
+    root = f"{s}/zarr.json"
+    rest = [k for k in new if k != root]
+    if rest:
+        fs.copy(rest, [t + k[len(s):] for k in rest])
+    fs.copy(root, f"{t}/zarr.json")
+    fs.invalidate_cache(t)
+    _rm_keys(fs, new, s)

@@ -8,6 +8,7 @@ it got and the range it accepts.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
 import os
@@ -15,8 +16,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "SchedulerAddress", "plain_scheduler",
+__all__ = ["did_you_mean", "choose", "Real", "Integral", "Options", "Boolean", "RandomState", "Scheduler", "SchedulerAddress", "plain_scheduler",
            "OptionalPath", "check_params"]
+
+
+def did_you_mean(value: Any, names: Any) -> str:
+    """``"; did you mean 'x'?"`` for the names closest to ``value`` (case ignored), or ``""``."""
+    names = [str(n) for n in names]
+    lower = {n.lower(): n for n in names}
+    v = str(value).lower()
+    starts = [n for n in lower if v and n.startswith(v)]  # "svm" -> "svmlight"
+    close = (starts + [c for c in difflib.get_close_matches(v, list(lower), n=3, cutoff=0.6) if c not in starts])[:3]
+    return f"; did you mean {' or '.join(repr(lower[c]) for c in close)}?" if close else ""
+
+
+def choose(value: str, names: Any, what: str) -> str:
+    """The one of ``names`` that ``value`` names, case ignored (``"OBPM"`` is ``"obpm"``); anything
+    else is a ``ValueError`` with the closest names and every choice."""
+    names = list(names)
+    if value in names:
+        return value
+    same = [n for n in names if isinstance(value, str) and n.lower() == value.lower()]
+    if len(same) == 1:
+        return same[0]
+    raise ValueError(f"unknown {what} {value!r}{did_you_mean(value, names)} (choose from {', '.join(names)})")
 
 
 class Real:
@@ -70,7 +93,8 @@ class Options:
     def check(self, name: str, value: Any) -> None:
         if not any(value == o and type(value) is type(o) for o in self.options):
             allowed = ", ".join(repr(o) for o in self.options)
-            raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+            hint = did_you_mean(value, [o for o in self.options if isinstance(o, str)]) if isinstance(value, str) else ""
+            raise ValueError(f"{name} must be one of {allowed}; got {value!r}{hint}")
 
 
 class Boolean:

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ._outputs import check_output, claim_dir
+from ._validation import choose, did_you_mean
 from ._version import __version__
-from .experiments.named import PAPERS, describe_papers
+from .experiments.named import OPTIONS, PAPERS, check_options, describe_experiments, experiment_dir
 from .training import MODELS
 
 _DESCRIPTION = """\
@@ -36,16 +37,60 @@ Start with `distlearn demo`, or convert your own data:
   distlearn generate rcv1 corpus.zarr --n-samples 800000
   distlearn train corpus.zarr --model obpm --param n_estimators=100 --param tau=0.3 --progress
   distlearn train corpus.zarr --model obpm --scheduler tcp://10.0.0.1:8786 --checkpoint ck.zarr --resume
+  distlearn export model.npz model.onnx         # score with onnxruntime, without distlearn
+
+A store or --checkpoint can be an fsspec URL (s3://bucket/data.zarr, gs://...; pip install 'distlearn[s3]'),
+with credentials from the environment (AWS_*, ~/.aws): every Dask worker opens the URL itself.
 """
+
+
+_EPILOG = """\
+A model, saved and used:
+  distlearn train data.zarr --model perceptron --save m.npz      # an existing m.npz needs --overwrite
+  distlearn predict m.npz new.svm --out labels.npy
+  distlearn evaluate m.npz test.zarr
+
+`distlearn COMMAND --help` shows a command's options, their defaults, and examples.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of the command and of each subcommand: a usage error is one line (the full usage
+    is in ``--help``), and a value of an option with choices is taken whatever its case, with the
+    closest choices offered for a typo (``--model OBPM`` is ``obpm``; ``percepton``: did you mean
+    'perceptron'?)."""
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        value = super()._get_value(action, arg_string)
+        names = [c for c in action.choices or () if isinstance(c, str)]
+        if isinstance(value, str) and names and value not in names:
+            try:
+                return choose(value, names, "")
+            except ValueError:
+                pass  # _check_value says so, with the closest names
+        return value
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            names = [str(c) for c in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{did_you_mean(value, names)} "
+                                                 f"(choose from {', '.join(names)})")
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Raw descriptions; a default is shown only where it says something (not None, not a flag's
     False/True, and not when the help text already names its default)."""
 
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """argparse's wrapping, without breaking names at their hyphens (obpm-table1, --n-docs)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help = action.help or ""
-        if ("default" in help or action.default in (None, False, argparse.SUPPRESS)
+        if ("default" in help or any(action.default is v for v in (None, False, argparse.SUPPRESS))
                 or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
             return help
         return super()._get_help_string(action)
@@ -128,11 +173,11 @@ def _cluster_options(p: argparse.ArgumentParser, *, scheduler: str, workers: str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="distlearn", description=_DESCRIPTION, formatter_class=_Formatter)
+    p = _Parser(prog="distlearn", description=_DESCRIPTION, formatter_class=_Formatter, epilog=_EPILOG)
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
-                _parser_evaluate, _parser_experiment, _parser_demo, _parser_warmup):
+                _parser_evaluate, _parser_export, _parser_experiment, _parser_data, _parser_demo, _parser_warmup):
         add(sub)
     return p
 
@@ -159,12 +204,15 @@ def _security(a: argparse.Namespace) -> Any:
 def _parser_convert(sub: Any) -> None:
     c = _command(
         sub, "convert", _cmd_convert,
-        help="convert svmlight / IDX / CSV / DNA / RCV1-v2 files into a zarr store",
+        help="convert svmlight / IDX / CSV / Parquet / DNA / RCV1-v2 files into a zarr store",
         description=(
             "Convert a data file into a distlearn zarr store, chunk by chunk in constant memory.\n"
             "The store appears only when complete; bad input stops with FILE:LINE and the token,\n"
-            "leaving nothing behind. Large uncompressed svmlight files and RCV1-v2 token files\n"
-            "parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "leaving nothing behind. Large uncompressed svmlight files, RCV1-v2 token files and\n"
+            "Parquet row groups parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
+            "CSV and Parquet: the column named label, target, class or y is the label unless\n"
+            "--label-column says otherwise; labels that are not classes (non-integer, or more than\n"
+            "half the rows distinct) are refused.\n\n"
             "RCV1-v2 (the LYRL2004 files): give the token (or vector) files, then the store, and\n"
             "--qrels. The store keeps every topic and a top-level label (CCAT/ECAT/GCAT/MCAT/OTHER,\n"
             "MULTI for multi-category documents); train on a binary problem as a view of it:\n"
@@ -176,14 +224,15 @@ def _parser_convert(sub: Any) -> None:
             "  distlearn convert rcv1.svm rcv1.zarr --jobs 2 --block-rows 20000\n"
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
             "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
+            "  distlearn convert events/ events.zarr --jobs 2   # Parquet parts (Dask's to_parquet), row groups as tasks\n"
             "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
             "  distlearn convert clicks.svm clicks.zarr --hash-bits 22   # open-ended indices into 2^22 columns\n"
             "  distlearn info rcv1.zarr#CCAT-vs-GCAT"
         ),
     )
     c.add_argument("input", nargs="+", help="input file(s) (gzip/bz2/xz detected from content); several only for rcv1")
-    c.add_argument("output", help="store to create, e.g. data.zarr")
-    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1"],
+    c.add_argument("output", help="store to create, e.g. data.zarr or s3://bucket/data.zarr")
+    c.add_argument("--format", choices=["svmlight", "idx", "csv", "dna", "rcv1", "parquet"],
                    help="input format (default: detected; dna: FASTA or label<TAB>sequence lines; "
                    "rcv1: LYRL2004 token or vector files)")
     c.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block (default: ~16 MiB dense, 16384 CSR)")
@@ -201,7 +250,9 @@ def _parser_convert(sub: Any) -> None:
     c.add_argument("--k", type=_positive_int, metavar="K", help="DNA spectrum: k-mer length (default 3)")
     c.add_argument("--iupac", choices=["spread", "error"],
                    help="DNA: ambiguity codes (N, R, Y, ...) spread over their bases (default) or refused")
-    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX", help="CSV: label column (default: 0)")
+    c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="CSV, Parquet: the label column (default: the column named label, target, class or y, "
+                        "any case, else 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
     c.add_argument("--qrels", metavar="FILE", help="RCV1-v2: the topic file rcv1-v2.topics.qrels[.gz] (implies --format rcv1)")
@@ -222,7 +273,7 @@ def _parser_convert(sub: Any) -> None:
 
 
 def _cmd_convert(a: argparse.Namespace) -> int:
-    from .data.readers import convert
+    from .data.readers import convert, input_bytes
     from .distributed import executor_for
 
     opts: dict[str, Any] = {}
@@ -253,7 +304,7 @@ def _cmd_convert(a: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     info = ds.info()
     info["convert_seconds"] = round(seconds, 3)
-    info["input_bytes"] = sum(os.path.getsize(p) for p in a.input)
+    info["input_bytes"] = input_bytes(a.input)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -303,8 +354,10 @@ def _parser_info(sub: Any) -> None:
         sub, "info", _cmd_info,
         help="describe a store: shape, nnz, density, classes, blocks",
         description="Print what a store holds. Exit status 2 if it is not a complete, valid store.",
+        epilog="examples:\n  distlearn info data.zarr\n  distlearn info data.zarr --json --validate\n"
+               "  distlearn info 'rcv1.zarr#CCAT-vs-GCAT'",
     )
-    i.add_argument("store", help="a distlearn zarr store")
+    i.add_argument("store", help="a distlearn zarr store (a path or a URL such as s3://bucket/data.zarr)")
     _json_flag(i, "machine-readable output")
     i.add_argument("--target", metavar="A-vs-B|TOPIC", help="describe a binary view of the store (same as STORE#TARGET)")
     i.add_argument("--validate", action="store_true", help="read every block and check indices, pointers and values")
@@ -343,6 +396,10 @@ def _parser_generate(sub: Any) -> None:
             "        planted signal) into directory OUTPUT: train.tsv (--n-samples, default 100,000)\n"
             "        and test.tsv (a tenth)"
         ),
+        epilog=("examples:\n  distlearn generate rcv1 rcv1.zarr --n-samples 5000\n"
+                "  distlearn generate obpm art.zarr --label-noise 0.1   # art.zarr and art-test.zarr\n"
+                "  distlearn generate rcv1 rcv1.svm --n-samples 5000    # svmlight text, for convert\n"
+                "  distlearn generate rcv1-files corpus --n-samples 2000"),
     )
     g.add_argument("kind", choices=["rcv1", "obpm", "rcv1-files", "splice-files"], help="which generator")
     g.add_argument("output", help="store (*.zarr), svmlight file (*.svm), or a directory (*-files)")
@@ -399,7 +456,7 @@ def _parser_predict(sub: Any) -> None:
         sub, "predict", _cmd_predict,
         help="labels or scores of a saved model (train --save) for a store or a data file",
         description="Predict with a model file, block by block, for a store (or a view STORE#A-vs-B) or any\n"
-                    "file distlearn convert reads (svmlight, IDX, CSV, DNA). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
+                    "file distlearn convert reads (svmlight, IDX, CSV, Parquet). Writes .npy, .csv, .txt or a zarr array (.zarr), block by block.",
         epilog="examples:\n  distlearn predict m.npz test.zarr --out labels.npy\n"
                "  distlearn predict m.npz big.zarr --workers 2 --out labels.zarr\n"
             "  distlearn predict m.npz new.svm --decision --out scores.csv",
@@ -411,7 +468,9 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
-    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "dna"], help="input format when not a store")
+    pr.add_argument("--format", choices=["svmlight", "idx", "csv", "parquet"],
+                    help="input format when not a store (DNA sequences: convert them first with the training "
+                         "store's --features, so the feature map is the model's)")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
@@ -478,13 +537,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     return 0
 
 
-EXPERIMENTS = {
-    **describe_papers(),
-    "rcv1-cutoff": "Dekel (2008) sec. 4, Figs. 2-3: cutoff averaging vs last/average on the ten RCV1 "
-                   "problems (perceptron 0-1 error, margin perceptron hinge loss), 80/20 splits, 12 sizes",
-    "celegans-obpm": "Harrington et al. (2003) Table 2: OBPM vs ALMA, the perceptron and LinearSVC on "
-                     "splice sites (WD features), after 1/2/3/20 epochs, 3 permutations",
-}
+EXPERIMENTS = describe_experiments()
 
 
 def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, quick: bool) -> None:
@@ -501,27 +554,65 @@ def _named_outputs(name: str, out: Path, res: dict[str, Any], table: str, *, qui
                    n_run=res["cells_run"], n_resumed=res["cells_resumed"], seconds=res["seconds"])
 
 
+def _parser_export(sub: Any) -> None:
+    ex = _command(
+        sub, "export", _cmd_export,
+        help="write a saved model as ONNX, to score without distlearn (onnxruntime or any ONNX-ML runtime)",
+        description="Write a model file (train --save) as ONNX: linear models as the ONNX-ML LinearClassifier,\n"
+                    "kernel models (linear, poly, rbf kernels) as SVMClassifier. Input X: float32 [N, n_features],\n"
+                    "dense rows as given to predict; outputs label [N] and scores [N, n_classes] (binary: [-s, s]).\n"
+                    "Vote conversions are standard operators in float64; the sample conversion (a seeded\n"
+                    "per-instance draw) is refused.\n"
+                    "Needs the onnx package: pip install distlearn[onnx].",
+        epilog="examples:\n  distlearn export m.npz m.onnx\n  distlearn export m.npz m.onnx --overwrite --json\n"
+               "  python -c \"import onnxruntime as rt; print(rt.InferenceSession('m.onnx').get_inputs()[0].shape)\"",
+    )
+    ex.add_argument("model", help="a model file written by distlearn train --save")
+    ex.add_argument("out", help="the ONNX file to write (.onnx)")
+    _overwrite_flag(ex, "replace OUT if it is an ONNX file written by distlearn export (nothing else is replaced)")
+    _json_flag(ex)
+
+
+def _cmd_export(a: argparse.Namespace) -> int:
+    from .export import export_onnx
+
+    res = export_onnx(a.model, a.out, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        c = res["classes"]
+        print(f"wrote {res['path']}: {res['estimator']} as {res['operator']}, input X float32 "
+              f"[N, {res['n_features']}], {len(c)} classes ({res['labels']} labels "
+              f"{', '.join(map(str, c[:10]))}{', ...' if len(c) > 10 else ''}), {res['bytes']:,} bytes")
+    return 0
+
+
 def _parser_experiment(sub: Any) -> None:
     x = _command(
         sub, "experiment", _cmd_experiment,
-        help="reproduce a paper's large-corpus protocol as Dask tasks (rcv1-cutoff, celegans-obpm)",
+        help="reproduce a paper's table or figure as seeded Dask tasks: " + ", ".join(EXPERIMENTS),
         description=(
             "Run a paper's protocol end to end, from the files to the figure, every cell a seeded task.\n"
-            "Cells are written to OUT/cells as they finish; rerunning the same command resumes (finished\n"
-            "cells are read, not rerun). Each run writes OUT/NAME.md (the table, the paper's numbers beside\n"
-            "ours), OUT/NAME.json (every raw number) and OUT/NAME.png (the figure). --quick is a small\n"
-            "version (under a minute on one core): a smoke test, not the result.\n\n"
+            "Everything experiment NAME writes is in OUT/NAME/, so experiments share an --out: its cells\n"
+            "(written as they finish; rerunning the same command resumes, other options are refused before\n"
+            "any work), NAME.md (the table, the paper's numbers beside ours), NAME.json (every raw number)\n"
+            "and NAME.png (the figure). --quick is a small version (about a minute on one core): a smoke\n"
+            "test, not the result. An option an experiment does not use is refused.\n\n"
             + "\n".join(f"  {n:<19}{textwrap.fill(d, 78, subsequent_indent=' ' * 21)}"
-                        for n, d in EXPERIMENTS.items())
-            + "\n\nData: obpm-table1/-figure1 generate theirs; obpm-drift, cutoff-curves and obpm-batch read\n"
-            "Fashion-MNIST (--fashion-dir, the four IDX .gz files of github.com/zalandoresearch/fashion-mnist);\n"
-            "letter-conversions and obpm-batch read LETTER (--letter, the 20,000 UCI examples as one svmlight\n"
-            "file); rcv1-cutoff and celegans-obpm read the corpora's files or generate stand-ins."
+                         + (f"\n{'':21}options: " + ", ".join("--" + o.replace("_", "-") for o in OPTIONS[n])
+                            if OPTIONS[n] else "")
+                         for n, d in EXPERIMENTS.items())
+            + "\n\nEvery experiment takes --quick, --repeats, --seed and where it runs (--workers/--scheduler).\n"
+            "Data: obpm-table1/-figure1 and budget-fig4 (digits) need none; obpm-drift, cutoff-curves and\n"
+            "obpm-batch read Fashion-MNIST, letter-conversions and obpm-batch read LETTER: fetch them once with\n"
+            "`distlearn data fetch fashion-mnist letter` (or give --fashion-dir / --letter); rcv1-cutoff and\n"
+            "celegans-obpm read the corpora's files or generate stand-ins."
         ),
         epilog=(
             "examples:\n"
             "  distlearn experiment --list\n"
             "  distlearn experiment obpm-table1 --out results --quick\n"
+            "  distlearn experiment obpm-table1 --out results --seed 7 --tau 0.1 0.3 --n-estimators 100\n"
             "  distlearn experiment obpm-figure1 --out results --workers 2\n"
             "  distlearn experiment cutoff-curves --out results --fashion-dir ~/data/fashion-mnist\n"
             "  distlearn experiment letter-conversions --out results --letter letter.svm --scheduler tcp://10.0.0.1:8786\n"
@@ -535,41 +626,63 @@ def _parser_experiment(sub: Any) -> None:
     )
     x.add_argument("name", nargs="?", choices=list(EXPERIMENTS), help="which experiment (--list describes them)")
     x.add_argument("--list", action="store_true", help="describe the experiments and exit")
-    x.add_argument("--out", metavar="DIR", help="results directory (cells, results.json, figures)")
-    src = x.add_mutually_exclusive_group()
+    x.add_argument("--out", metavar="DIR", help="results directory; experiment NAME writes into DIR/NAME/")
+    x.add_argument("--quick", action="store_true", help="a small version of the protocol (about a minute)")
+    x.add_argument("--repeats", type=_positive_int, metavar="R",
+                   help="Monte Carlo runs / trials / splits / folds / permutations (default: the paper's)")
+    x.add_argument("--seed", type=int, help="seed of every random choice: data, splits, orders, draws (default 0)")
+    opt = x.add_argument_group("options of some experiments (each refused by the others; --list says which)")
+    opt.add_argument("--tau", type=float, nargs="+", metavar="TAU",
+                     help="OBPM's tau: the values chosen from (obpm-table1 'selected', obpm-batch), plotted "
+                          "(obpm-figure1) or run (obpm-drift: one; celegans-obpm, default 0.05 0.2)")
+    opt.add_argument("--n-estimators", type=_positive_int, nargs="+", metavar="N",
+                     help="OBPM's N, in the same roles as --tau (obpm-batch, obpm-drift: one value; "
+                          "celegans-obpm default 100 200)")
+    opt.add_argument("--epochs", type=_positive_int, nargs="+", metavar="E",
+                     help="epoch counts scored (obpm-batch default 1 2 3; celegans-obpm default 1 2 3 20)")
+    opt.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER, "
+                     "else the copy of `distlearn data fetch letter`)")
+    opt.add_argument("--fashion-dir", metavar="DIR", help="the Fashion-MNIST IDX files (default: "
+                     "$DISTLEARN_FASHION_MNIST, else the copy of `distlearn data fetch fashion-mnist`)")
+    rcv = x.add_argument_group("rcv1-cutoff")
+    src = rcv.add_mutually_exclusive_group()
     src.add_argument("--store", metavar="STORE", help="an RCV1 store made by distlearn convert --qrels")
     src.add_argument("--tokens", nargs="+", metavar="FILE", help="LYRL2004 token (or vector) files")
-    src.add_argument("--n-docs", type=_positive_int, metavar="N", default=804_414,
-                     help="documents of the generated corpus when no data is given (default 804,414)")
-    x.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
-    x.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
-    x.add_argument("--problems", nargs="+", metavar="A-vs-B", help="a subset of the ten problems (default: all)")
-    x.add_argument("--splits", type=_positive_int, default=10, help="random 80/20 splits per problem")
-    x.add_argument("--sizes", type=_positive_int, default=12, help="log-spaced training-set sizes")
-    x.add_argument("--seed", type=int, default=0, help="seed of the corpus, the splits and the orders")
-    x.add_argument("--quick", action="store_true", help="a small version of the protocol (under a minute)")
-    x.add_argument("--repeats", type=_positive_int, metavar="R",
-                   help="Monte Carlo runs / trials / splits / folds (default: the paper's)")
-    x.add_argument("--letter", metavar="FILE", help="LETTER as one svmlight file (default: $DISTLEARN_LETTER)")
-    x.add_argument("--fashion-dir", metavar="DIR",
-                   help="the Fashion-MNIST IDX files (default: $DISTLEARN_FASHION_MNIST)")
+    src.add_argument("--n-docs", type=_positive_int, metavar="N",
+                     help="documents of the generated corpus when no data is given (default 804,414; --quick 4,000)")
+    rcv.add_argument("--qrels", metavar="FILE", help="with --tokens: rcv1-v2.topics.qrels[.gz]")
+    rcv.add_argument("--hierarchy", metavar="FILE", help="with --tokens: rcv1.topics.hier.orig")
+    rcv.add_argument("--problems", nargs="+", metavar="A-vs-B",
+                     help="a subset of the ten problems (default: all; --quick CCAT-vs-GCAT)")
+    rcv.add_argument("--splits", type=_positive_int, help="random 80/20 splits per problem (default 10; --quick 2)")
+    rcv.add_argument("--sizes", type=_positive_int, help="log-spaced training-set sizes (default 12; --quick 5)")
     cel = x.add_argument_group("celegans-obpm")
     cel.add_argument("--train", metavar="FILE", help="training sequences (FASTA or label<TAB>sequence)")
     cel.add_argument("--test", metavar="FILE", help="test sequences")
     cel.add_argument("--train-store", metavar="STORE", help="training store (instead of --train)")
     cel.add_argument("--test-store", metavar="STORE", help="test store of the same feature map")
-    cel.add_argument("--n-train", type=_positive_int, default=100_000, metavar="N",
-                     help="generated training sequences when no data is given (test: N/10)")
-    cel.add_argument("--degree", type=_positive_int, default=3, help="weighted-degree order of the features")
-    cel.add_argument("--permutations", type=_positive_int, default=3, help="seeds per run")
-    cel.add_argument("--epochs", type=_positive_int, nargs="+", default=[1, 2, 3, 20], help="epoch counts to score")
-    cel.add_argument("--tau", type=float, nargs="+", default=[0.05, 0.2], help="OBPM tau values")
-    cel.add_argument("--n-estimators", type=_positive_int, nargs="+", default=[100, 200], help="OBPM N values")
+    cel.add_argument("--n-train", type=_positive_int, metavar="N",
+                     help="generated training sequences when no data is given (test: N/10; default 100,000; "
+                          "--quick 2,000)")
+    cel.add_argument("--degree", type=_positive_int, help="weighted-degree order of the features (default 3; --quick 2)")
+    cel.add_argument("--permutations", type=_positive_int, help="seeds per run (default 3; --quick 1)")
     _cluster_options(x, workers="run on a LocalCluster of N workers",
                      scheduler="run on this Dask scheduler (address or scheduler file), or slurm:/pbs:JOBQUEUE.yaml[:N]")
     _overwrite_flag(x, "discard OUT's finished cells and start again")
     x.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures (NAME.png; fig2.png / fig3.png of rcv1-cutoff)")
     _json_flag(x, "print the results as JSON")
+
+
+def _experiment_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The experiment-specific options given (argument name -> value), checked against what the
+    experiment uses (:func:`distlearn.experiments.named.check_options`)."""
+    own = {o for opts in OPTIONS.values() for o in opts}
+    given = {o: getattr(a, o) for o in sorted(own) if getattr(a, o, None) is not None}
+    check_options(a.name, given)
+    for same, name in (("splits", "rcv1-cutoff"), ("permutations", "celegans-obpm")):
+        if a.name == name and given.get(same) is not None and a.repeats is not None and given[same] != a.repeats:
+            raise ValueError(f"--repeats is --{same} for {name}: give one of them")
+    return given
 
 
 def _cmd_experiment(a: argparse.Namespace) -> int:
@@ -579,11 +692,14 @@ def _cmd_experiment(a: argparse.Namespace) -> int:
         return 0
     if a.name is None or a.out is None:
         raise ValueError("give an experiment name and --out DIR (distlearn experiment --list names them)")
+    a.given = _experiment_options(a)
     inputs = [a.store, *(a.tokens or ()), a.qrels, a.hierarchy, a.letter, a.fashion_dir, a.train, a.test,
               a.train_store, a.test_store]
     check_output(a.out, "experiment", overwrite=a.overwrite, inputs=inputs)
     if a.name not in PAPERS:  # the corpus pipelines write their data there first
+        check_output(experiment_dir(a.out, a.name), "experiment", overwrite=a.overwrite, inputs=inputs)
         claim_dir(a.out, "experiment")
+        claim_dir(experiment_dir(a.out, a.name), "experiment")
 
     def log(msg: str) -> None:
         if not a.json:
@@ -600,8 +716,13 @@ def _experiment_paper(a: argparse.Namespace, scheduler: str | None, log: Any) ->
     def cell_done(done: int, total: int, cell: str) -> None:
         log(f"  [{done}/{total}] {cell}")
 
-    doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, scheduler=scheduler,
-                         n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
+    params = {k: v for k, v in a.given.items() if k not in ("letter", "fashion_dir")}
+    if a.name in ("obpm-drift", "obpm-batch") and "n_estimators" in params:
+        params["n_estimators"] = params["n_estimators"][0]
+    if a.name == "obpm-drift" and "tau" in params:
+        params["tau"] = params["tau"][0]
+    doc = run_experiment(a.name, a.out, quick=a.quick, repeats=a.repeats, seed=a.seed or 0, params=params,
+                         scheduler=scheduler, n_workers=a.workers, data={"letter": a.letter, "fashion": a.fashion_dir},
                          overwrite=a.overwrite, figures=a.figures, log=log, progress=cell_done)
     if a.json:
         print(json.dumps({k: v for k, v in doc.items() if k != "text"}, indent=1))
@@ -624,26 +745,80 @@ def _experiment_corpus(a: argparse.Namespace, scheduler: str | None, log: Any) -
         log(f"  [{done}/{total}] {cell['problem']} split {cell['split']}: {cell['n_train']:,} train, "
             f"{cell['n_test']:,} test, {cell['seconds']:.1f} s")
 
-    common = dict(seed=a.seed, scheduler=scheduler, n_workers=a.workers, log=log, overwrite=a.overwrite,
+    out = experiment_dir(a.out, a.name)
+    common = dict(seed=a.seed or 0, scheduler=scheduler, n_workers=a.workers, log=log, overwrite=a.overwrite,
                   figures=a.figures, quick=a.quick, repeats=a.repeats)
-    if a.name == "celegans-obpm":
-        res = celegans_obpm.pipeline(a.out, train=a.train, test=a.test, train_store=a.train_store,
+    given = a.given
+    if a.name == "celegans-obpm":  # only the options given: the rest are the protocol's (or --quick's)
+        own = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()
+               if k in ("epochs", "permutations")}
+        own.update({new: tuple(given[old]) for old, new in (("tau", "taus"), ("n_estimators", "sizes"))
+                    if old in given})
+        res = celegans_obpm.pipeline(out, train=a.train, test=a.test, train_store=a.train_store,
                                      test_store=a.test_store, n_train=a.n_train, degree=a.degree,
-                                     epochs=tuple(a.epochs), permutations=a.permutations, taus=tuple(a.tau),
-                                     sizes=tuple(a.n_estimators), progress=told, **common)
+                                     progress=told, **own, **common)
         table = celegans_obpm.format_table(res)
     else:
-        res = rcv1_cutoff.pipeline(a.out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
-                                   n_docs=a.n_docs, problems=a.problems, splits=a.splits, n_sizes=a.sizes,
-                                   progress=progress, **common)
+        own = {new: given[old] for old, new in (("problems", "problems"), ("splits", "splits"), ("sizes", "n_sizes"))
+               if old in given}
+        res = rcv1_cutoff.pipeline(out, store=a.store, tokens=a.tokens, qrels=a.qrels, hierarchy=a.hierarchy,
+                                   n_docs=a.n_docs, progress=progress, **own, **common)
         table = rcv1_cutoff.format_table(res)
-    _named_outputs(a.name, Path(a.out), res, table, quick=a.quick)
+    _named_outputs(a.name, out, res, table, quick=a.quick)
     if a.json:
         print(json.dumps(res, indent=1))
     else:
         print(table)
         print(f"{res['cells_run']} cells run, {res['cells_resumed']} resumed, {res['seconds']:.1f} s; "
-              f"results in {Path(a.out) / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
+              f"results in {out / 'results.json'}" + "".join(f"; {f}" for f in res.get("figures", [])))
+    return 0
+
+
+def _parser_data(sub: Any) -> None:
+    from .data.fetch import DATA_ENV, DATASETS, DEADLINE, TIMEOUT, URL_ENV, cache_dir
+
+    d = _command(
+        sub, "data", _cmd_data,
+        help="download the public data sets the experiments read (LETTER, Fashion-MNIST)",
+        description=(
+            "distlearn data fetch NAME... downloads a public data set from its publisher, checks every file's\n"
+            "SHA-256 against the one pinned in distlearn, and keeps it in a cache where the experiments find\n"
+            f"it without options ({cache_dir()};\n${DATA_ENV} moves it). A file is renamed into place only "
+            "when complete and verified;\na rerun fetches only what is missing.\n\n"
+            + "".join(f"  {n:<15}{ds.what}\n{'':17}{ds.files[0].url.rsplit('/', 1)[0]}/\n{'':17}"
+                      + ", ".join(f.name for f in ds.files) + "\n" for n, ds in DATASETS.items())
+        ),
+        epilog=(
+            "examples:\n"
+            "  distlearn data fetch letter fashion-mnist\n"
+            "  distlearn data fetch fashion-mnist --dir /data/public     # then DISTLEARN_DATA=/data/public\n"
+            "  distlearn data fetch letter --url http://mirror.example/datasets   # BASE/letter-recognition.data"
+        ),
+    )
+    d.add_argument("action", choices=["fetch"], help="what to do (fetch: download and verify)")
+    d.add_argument("names", nargs="+", choices=list(DATASETS), metavar="NAME",
+                   help=f"data set(s): {', '.join(DATASETS)}")
+    d.add_argument("--dir", metavar="DIR", help=f"cache directory (default: ${DATA_ENV}, else {cache_dir()})")
+    d.add_argument("--url", metavar="BASE", help=f"fetch BASE/FILE instead of the publishers' addresses "
+                   f"(default: ${URL_ENV} when set)")
+    d.add_argument("--timeout", type=float, default=TIMEOUT, metavar="S",
+                   help="seconds any one network wait may take")
+    d.add_argument("--deadline", type=float, default=DEADLINE, metavar="S", help="seconds one file may take")
+    _json_flag(d, "print what was fetched as JSON")
+
+
+def _cmd_data(a: argparse.Namespace) -> int:
+    from .data.fetch import fetch
+
+    log = (lambda msg: None) if a.json else (lambda msg: print(msg, file=sys.stderr))
+    done = [fetch(n, a.dir, base_url=a.url, timeout=a.timeout, deadline=a.deadline, log=log) for n in a.names]
+    if a.json:
+        print(json.dumps(done, indent=1))
+    else:
+        for r in done:
+            counts = [st for st in ("downloaded", "derived", "present")
+                      if any(f["status"] == st for f in r["files"].values())]
+            print(f"{r['dataset']}: {r['path']} ({', '.join(counts)})")
     return 0
 
 
@@ -671,8 +846,12 @@ def _parser_train(sub: Any) -> None:
             "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
         ),
     )
-    t.add_argument("store", help="training store (distlearn convert/generate makes one)")
-    t.add_argument("--test", metavar="STORE", help="report the error on this store")
+    t.add_argument("store", help="training store (distlearn convert/generate makes one), or a data file read whole "
+                   "into memory (svmlight, CSV, IDX, Parquet)")
+    t.add_argument("--test", metavar="STORE", help="report the error on this store (or data file)")
+    t.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                   help="a CSV or Parquet file as the training data: its label column (default: the column named "
+                        "label, target, class or y, else 0)")
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
     t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
@@ -692,7 +871,8 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
-    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle)")
+    t.add_argument("--save", metavar="MODEL.npz", help="write the model (arrays + JSON, no pickle); an existing "
+                   "file is refused unless --overwrite")
     _overwrite_flag(t, "--save: replace MODEL.npz if it is a distlearn model file (nothing else is replaced)")
     t.add_argument("--save-members", action="store_true",
                    help="with --save and --model obpm: also store every member's weights (model.members_)")
@@ -707,6 +887,7 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     trains in process, and it takes ``checkpoint=`` (OBPM) or it cannot resume."""
     from ._validation import SchedulerAddress
     from .data import open_dataset
+    from .data.readers import is_data_file, read_arrays
     from .training import make_estimator
 
     if a.save_members and not (a.save and a.model == "obpm"):
@@ -716,6 +897,9 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
     if a.target:
+        if is_data_file(a.store):
+            raise ValueError(f"--target views a store; {a.store} is a data file: convert it first "
+                             f"(distlearn convert {a.store} STORE.zarr)")
         a.store = f"{a.store}#{a.target}"
         a.test = a.test and f"{a.test}#{a.target}"
     takes = est.get_params(deep=False)
@@ -735,7 +919,14 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     if "checkpoint" in takes:
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
-    ds = open_dataset(a.store)
+    if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
+        X, y = read_arrays(a.store, label_column=a.label_column)
+        a.fit_args = (X, y)
+        ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
+    elif a.label_column is not None:
+        raise ValueError("--label-column picks the label of a CSV or Parquet file; a store holds its labels")
+    else:
+        ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
     if "scheduler" not in takes and (where or sec):
         raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards (so do --tls-*); {a.model} "
@@ -755,7 +946,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     est, ds = _train_setup(a, params)
     t0 = time.perf_counter()
     with watch() as compiled:  # numba's first-run compilation, reported apart from the fit
-        est.fit(a.store)
+        est.fit(*a.fit_args)
     seconds = time.perf_counter() - t0 - compiled.seconds
     summary = fit_summary(est)
     result: dict[str, Any] = {
@@ -820,6 +1011,8 @@ def _parser_demo(sub: Any) -> None:
             "write them as svmlight text, convert them to zarr stores in parallel on a LocalCluster\n"
             "(127.0.0.1), check them against scikit-learn's loader, and print a table."
         ),
+        epilog="examples:\n  distlearn demo\n  distlearn demo --out demo2 --workers 2 --n-samples 5000\n"
+               "  distlearn demo --scheduler tcp://10.0.0.1:8786 --json",
     )
     d.add_argument("--out", default="demo-output", help="working directory for the demo's files")
     _workers_flag(d, "LocalCluster worker processes (default: cores)", metavar=None)
@@ -894,6 +1087,59 @@ def _cmd_warmup(a: argparse.Namespace) -> int:
     return 0
 
 
+#: What each command takes, in order, for the one-line "looks swapped" message.
+_USAGE = {"predict": "distlearn predict MODEL.npz INPUT [--out FILE]",
+          "evaluate": "distlearn evaluate MODEL.npz STORE",
+          "train": "distlearn train STORE [--test STORE] [--save MODEL.npz]",
+          "convert": "distlearn convert INPUT... OUTPUT.zarr"}
+
+
+def _kind(path: Any) -> str:
+    """What is at a command's path argument: "model" (a distlearn model file), "store" (a distlearn
+    store, or a view STORE#TARGET of one), "missing", "data" (any other file or directory) or ""
+    (not a local path: a URL, or nothing given)."""
+    from ._outputs import is_kind
+
+    if not isinstance(path, str) or not path or "://" in path:
+        return ""
+    base = path.split("#", 1)[0] if "#" in path and not os.path.lexists(path) else path
+    if not os.path.lexists(base):
+        return "missing"
+    return "model" if is_kind(base, "model") else "store" if is_kind(base, "store") else "data"
+
+
+def _check_roles(a: argparse.Namespace) -> None:
+    """Arguments given in the wrong order, or a model that is not there yet, as one line naming the
+    files (before any work: the readers would report a confusing symptom of it)."""
+    cmd = a.command
+    if cmd in ("predict", "evaluate"):
+        data = a.input if cmd == "predict" else a.store
+        model, other = _kind(a.model), _kind(data)
+        if model == "missing":
+            raise FileNotFoundError(f"{a.model}: no such model file; train one first with "
+                                    f"`distlearn train STORE --save {a.model}`")
+        if model in ("store", "data") and other == "model":
+            raise ValueError(f"{a.model} is not a model file but {data} is: looks swapped; usage: {_USAGE[cmd]}")
+        if model == "store":
+            raise ValueError(f"{a.model} is a store, not a model file (`distlearn train {a.model} --save MODEL.npz` "
+                             f"writes one); usage: {_USAGE[cmd]}")
+    elif cmd == "train":
+        for flag, path in (("", a.store), ("--test ", a.test)):
+            if _kind(path) == "model":
+                raise ValueError(f"{flag}{path} is a model file, not data: looks swapped; usage: {_USAGE[cmd]}")
+    elif cmd == "info" and _kind(a.store) == "model":
+        raise ValueError(f"{a.store} is a model file, not a store (`distlearn evaluate {a.store} STORE` scores it)")
+    elif cmd == "convert":
+        kinds = [_kind(p) for p in a.input]
+        out = _kind(a.output)
+        if "store" in kinds and out == "data":
+            raise ValueError(f"{a.input[kinds.index('store')]} is a store and {a.output} a data file: looks swapped; "
+                             f"usage: {_USAGE[cmd]}")
+        if "model" in kinds:
+            raise ValueError(f"{a.input[kinds.index('model')]} is a model file (distlearn predict MODEL INPUT "
+                             f"uses it), not data to convert; usage: {_USAGE[cmd]}")
+
+
 def _os_error(e: OSError, args: argparse.Namespace) -> str:
     """One line for an ``OSError``: ``cannot write PATH: REASON`` when PATH is (in) one of the
     command's outputs, ``cannot access PATH: REASON`` otherwise."""
@@ -925,23 +1171,25 @@ def main(argv: Sequence[str] | None = None) -> int:
               "ahead) ...", file=sys.stderr, flush=True)
 
     try:
+        _check_roles(args)
         with watch(announce=announce if args.command != "warmup" and sys.stderr.isatty() else None):
             return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (| head): not an error of ours (before ConnectionError, its base)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (InputFormatError, StoreError, FileExistsError, FileNotFoundError, ValueError, ConnectionError) as e:
         print(f"distlearn {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         how = ""
         if args.command == "experiment":
-            how = f"; the finished cells are kept in {args.out}/cells: rerun the same command to resume"
+            how = (f"; the finished cells are kept in {Path(args.out) / args.name / 'cells'}: rerun the same "
+                   "command to resume")
         elif args.command == "train" and getattr(args, "checkpoint", None):
             how = f"; add --resume to the same command to continue from the last checkpoint in {args.checkpoint}"
         print(f"distlearn {args.command}: interrupted; nothing was left half-written{how}", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (| head): not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except OSError as e:  # permission denied, a directory where a file goes, a full disk ...
         print(f"distlearn {args.command}: error: {_os_error(e, args)}", file=sys.stderr)
         return 2

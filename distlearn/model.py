@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._outputs import check_output, replace
+from ._urls import UrlError, is_url
 from ._validation import physical_memory
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
@@ -366,6 +367,9 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
     total must fit in memory.  A truncated or damaged file, or one that disagrees with itself, is
     one ``ValueError`` line naming the file and the member.
     """
+    if is_url(os.fspath(path)):
+        raise UrlError(f"{os.fspath(path)}: model files are read from a local path (stores can be URLs); "
+                       "copy it here first")
     p = Path(path)
     meta, arrays = _load_arrays(p)
     kind = meta.get("kind", "linear")

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import rng
+from ._urls import absolute
 from .data.store import Dataset, StoreError, open_dataset
 
 __all__ = [
@@ -172,7 +173,7 @@ def open_store(path: str | os.PathLike[str], token: str | None = None) -> Datase
 
     With ``token`` the store must still have that :func:`store_token`.
     """
-    key = (os.path.abspath(os.fspath(path)), token or "")
+    key = (absolute(path), token or "")  # a URL as it is: each process opens it itself
     with _STORES_LOCK:
         ds = _STORES.get(key)
         if ds is not None:

@@ -29,6 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._outputs import PREDICTIONS_ATTR, check_output, replace
+from ._urls import absolute
+from ._validation import choose, did_you_mean
 from .data.store import open_dataset
 from .learners import RULES
 from .learners.adaptive import ADAPTIVE_RULES
@@ -47,7 +49,7 @@ MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--p
                           "arow": ADAPTIVE_RULES["arow"].summary + " (--param r=1)",
                           "nag": ADAPTIVE_RULES["nag"].summary + " (--param loss=logistic|hinge eta=1)",
                           "kernel-perceptron": "kernel (aggressive) perceptron on a budget: --param kernel=rbf "
-                                               "gamma=scale beta=0.1 budget=variable|N removal=margin|oldest|random",
+                                               "gamma=scale beta=0.1 budget=variable|N removal=auto|merge|margin|oldest|random",
                           "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
                                          "kernel-perceptron; beta=0.01)",
                           "kernel-pa": "kernel passive-aggressive PA/PA-I/PA-II, single-prototype multiclass "
@@ -60,8 +62,8 @@ def _check_names(est: Any, params: dict[str, Any]) -> None:
     valid = est.get_params()
     unknown = sorted(set(params) - set(valid))
     if unknown:
-        raise ValueError(f"parameter {unknown[0]!r} is not a parameter of {type(est).__name__}; "
-                         f"it has: {', '.join(sorted(valid))}")
+        raise ValueError(f"parameter {unknown[0]!r} is not a parameter of {type(est).__name__}"
+                         f"{did_you_mean(unknown[0], valid)}; it has: {', '.join(sorted(valid))}")
 
 
 def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: int | None = None,
@@ -73,10 +75,9 @@ def make_estimator(model: str, params: dict[str, Any] | None = None, *, shards: 
     kernel learners and the adaptive ``"arow"``/``"nag"``);
     ``params`` then holds the rule's parameters and the shared ``epochs``,
     ``fit_intercept``, ``dtype``, ``conversion``.  ``seed`` and ``epochs`` set
-    ``random_state`` and ``epochs``.
+    ``random_state`` and ``epochs``.  ``model`` is a name of :data:`MODELS`, case ignored.
     """
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
+    model = choose(model, sorted(MODELS), "model")  # case ignored: "OBPM" is "obpm"
     params = dict(params or {})
     from .estimators import (
         ADAPTIVE_ESTIMATORS,
@@ -137,7 +138,9 @@ def _fit_width(X: Any, d: int | None, where: str) -> Any:
 
 def _pieces(X: Any, y: Any = None, *, format: str | None = None) -> Any:
     """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know."""
-    if is_store(X) and not (isinstance(X, (str, os.PathLike)) and os.path.isfile(X)):
+    from .data.readers import is_data_file
+
+    if is_store(X) and not is_data_file(X):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
         ds = open_dataset(X)
@@ -231,7 +234,7 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
     """
     from .model import load_model
 
-    model_path = os.path.abspath(os.fspath(est)) if isinstance(est, (str, os.PathLike)) else None
+    model_path = absolute(est) if isinstance(est, (str, os.PathLike)) else None
     if model_path is not None:
         est = load_model(model_path)
     if scheduler is not None:
@@ -259,7 +262,9 @@ def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, d
     from .distributed import executor_for
     from .model import predict_block
 
-    if not isinstance(X, (str, os.PathLike)) or not is_store(X) or os.path.isfile(X):
+    from .data.readers import is_data_file
+
+    if not isinstance(X, (str, os.PathLike)) or not is_store(X) or is_data_file(X):
         raise ValueError(f"predicting on a cluster (scheduler=, --workers/--scheduler) reads the blocks of a store; "
                          f"{X if isinstance(X, (str, os.PathLike)) else 'an array'} is not one "
                          "(distlearn convert makes one)")
@@ -272,7 +277,7 @@ def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, d
         raise ValueError(f"{X}: {ds.n_features} features, the model knows {want}")
     # workers open the files by path, from their own working directory
     path, _, view = os.fspath(X).partition("#")
-    store = os.path.abspath(path) + (f"#{view}" if view else "")
+    store = absolute(path) + (f"#{view}" if view else "")  # a URL as it is
     jobs = [(model_path, store, b, decision) for b in range(ds.n_blocks)]
     with executor_for(scheduler, n_workers=n_workers, security=security) as ex:
         res: dict[str, Any] = {"blocks": ds.n_blocks, "ran_on": ex.describe()}

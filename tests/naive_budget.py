@@ -19,7 +19,13 @@ Conventions (as documented in :mod:`distlearn.learners.kernel`):
   a relative 1e-9, go to the earliest inserted) until none is left; a fixed size ``n``: before inserting
   into a full cache remove the largest ``mu`` ("margin"), the oldest, or the
   one at ``floor(u n)`` in insertion order with ``u = uniform(seed,
-  stream_id("budget-removal"), t)`` ("random").
+  stream_id("budget-removal"), t)`` ("random");
+* "merge" (BSGD, Wang, Crammer & Vucetic 2012; RBF only): *after* the insertion, if the cache
+  holds more than ``n``, the pattern ``m`` of smallest ``||a||^2`` (the earliest on ties) and its
+  partner ``n`` of the same class (any class if ``m`` is its class's only one) of least
+  degradation (the earliest on ties) are replaced by ``z = x_n + h (x_m - x_n)`` with
+  ``a_z = a_m k(x_m, z) + a_n k(x_n, z)``, ``h`` by golden section (:func:`naive_merge_step`);
+  ``z``'s id is ``("z", t)``.
 """
 
 from __future__ import annotations
@@ -31,7 +37,53 @@ from tests.naive import mira_qp
 
 from distlearn.rng import stream_id, uniform
 
-__all__ = ["naive_budget_run"]
+__all__ = ["naive_budget_run", "naive_merge_step"]
+
+GS_ITERS = 30
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def naive_merge_step(am: list[float], an: list[float], xm: list[float], xn: list[float],
+                     gamma: float) -> tuple[float, list[float], list[float], float]:
+    """BSGD's merge of ``(x_m, a_m)`` and ``(x_n, a_n)`` under ``exp(-gamma ||.||^2)``: ``(h, z, a_z,
+    degradation)``.  ``h`` maximises ``||a_z||^2`` by ``GS_ITERS`` golden-section steps on [0, 1]
+    (the final bracket's midpoint); the degradation is ``||a_m phi_m + a_n phi_n - a_z phi_z||^2``
+    summed over the columns."""
+    d2 = 0.0
+    for u, v in zip(xm, xn):
+        d2 += (u - v) * (u - v)
+    gd2 = gamma * d2
+
+    def coef(h: float) -> list[float]:
+        km, kn = math.exp(-gd2 * (1.0 - h) * (1.0 - h)), math.exp(-gd2 * h * h)
+        return [a * km + b * kn for a, b in zip(am, an)]
+
+    def gain(h: float) -> float:
+        s = 0.0
+        for v in coef(h):
+            s += v * v
+        return s
+
+    lo, hi = 0.0, 1.0
+    c, d = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
+    fc, fd = gain(c), gain(d)
+    for _ in range(GS_ITERS):
+        if fc >= fd:
+            hi, d, fd = d, c, fc
+            c = hi - GOLDEN * (hi - lo)
+            fc = gain(c)
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + GOLDEN * (hi - lo)
+            fd = gain(d)
+    h = 0.5 * (lo + hi)
+    az = coef(h)
+    kmn = math.exp(-gd2)
+    full = 0.0
+    for a, b in zip(am, an):
+        full += a * a + b * b + 2.0 * a * b * kmn
+    z = [v + h * (u - v) for u, v in zip(xm, xn)]
+    return h, z, az, full - gain(h)
 
 #: Removal margins this close (relative) to the largest are tied; the earliest inserted wins.
 TIE_RTOL = 1e-9
@@ -159,8 +211,9 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                 projected = True
                 for p, dj in zip(cache, d):
                     p["a"] = [a + uj * float(dj) for a, uj in zip(p["a"], u)]
+        fixed = isinstance(budget, int) and not isinstance(budget, bool)
         if fired and not projected:
-            if isinstance(budget, int) and not isinstance(budget, bool) and len(cache) >= budget:
+            if fixed and removal != "merge" and len(cache) >= budget:
                 if removal == "margin":
                     mus = [mu(p) for p in cache]
                     best = max(mus)
@@ -175,6 +228,21 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                 cache.remove(victim)
                 removed.append(victim["id"])
             cache.append({"id": t, "x": x, "c": c, "a": u})
+            if fixed and removal == "merge" and len(cache) > budget:
+                if kernel != "rbf":
+                    raise ValueError("merge needs the rbf kernel")
+                pm = min(cache, key=lambda p: sum(a * a for a in p["a"]))  # min: the earliest of the smallest
+                others = [p for p in cache if p is not pm and p["c"] == pm["c"]] or [p for p in cache if p is not pm]
+                best = None
+                for p in others:
+                    res = naive_merge_step(pm["a"], p["a"], pm["x"], p["x"], float(gamma))
+                    if best is None or res[3] < best[1][3]:
+                        best = (p, res)
+                pn, (_, z, az, _) = best
+                cache.remove(pm)
+                cache.remove(pn)
+                removed += [pm["id"], pn["id"]]
+                cache.append({"id": ("z", t), "x": z, "c": pm["c"], "a": az})
             if budget == "variable":
                 while True:
                     cand = [(mu(p), i) for i, p in enumerate(cache)]
@@ -188,5 +256,6 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     del cache[i]
         out.append({"score": f, "mistake": bool(mistake), "fired": fired, "removed": removed, "projected": projected,
                     "cache": [p["id"] for p in cache], "coef": [list(p["a"]) for p in cache],
+                    "patterns": [list(p["x"]) for p in cache],
                     "mu": [mu(p) for p in cache]})
     return out

@@ -115,11 +115,7 @@ def test_convert_on_a_scheduler(tmp_path, dask_scheduler, capsys):
     assert json.loads(capsys.readouterr().out)["n_samples"] == 2999
 
 
-@pytest.mark.cluster
-def test_demo_runs_on_a_scheduler(tmp_path, dask_scheduler, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--n-samples", "2000", "--scheduler", dask_scheduler["address"]]) == 0
-    out = capsys.readouterr().out
-    assert "All stores equal scikit-learn's parse." in out and "rcv1-like" in out
+# The demo on a scheduler: tests/test_readme.py::test_demo_prints_what_the_readme_shows.
 
 
 @pytest.mark.slow

@@ -1,4 +1,7 @@
-"""The examples run as tests (the ones needing ../shared data are slow)."""
+"""The examples run as tests.
+
+The default suite runs store_basics; the others are end-to-end scripts over what tests/ checks
+piece by piece (run grids, budget caches, rcv1-cutoff, celegans-obpm), so they run with -m slow."""
 
 from __future__ import annotations
 
@@ -33,11 +36,13 @@ def test_fashion_mnist_stores(tmp_path):
     assert (tmp_path / "drift.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_grid_obpm(tmp_path):
     out = _run("grid_obpm.py", "--quick", "--json", str(tmp_path / "grid.json"))
     assert "lowest test error" in out and (tmp_path / "grid.json").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_budget_cache_sizes_quick(tmp_path):
     """The budget paper's Fig. 4 on the bundled digits (3 permutations, 5 fixed sizes): the
     variable cache lands within 1 point of the tuned SVC with no more support patterns."""
@@ -56,6 +61,7 @@ def test_budget_cache_sizes_quick(tmp_path):
     assert (tmp_path / "b.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_budget_cache_sizes_fashion_path(tmp_path):
     """The Fashion-MNIST path of Fig. 4 on generated files in Zalando's format (28x28 gzip IDX)."""
     from tests.data.test_idx import make_pair
@@ -69,12 +75,14 @@ def test_budget_cache_sizes_fashion_path(tmp_path):
     assert {r["cache"] for r in res["rows"]} >= {"none", "variable"}
 
 
+@pytest.mark.slow
 def test_rcv1_cutoff_example(tmp_path):
     out = _run("rcv1_cutoff.py", "--out", str(tmp_path), "--n-docs", "4000", "--splits", "2", "--sizes", "5")
     assert "a view: rcv1.zarr#CCAT-vs-GCAT" in out and "CCAT-vs-GCAT" in out.split("k(cut)")[1]
     assert "cutoff better:" in out and (tmp_path / "results.json").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_celegans_obpm_example(tmp_path):
     out = _run("celegans_obpm.py", "--out", str(tmp_path), "--n-train", "2000", "--degree", "2")
     assert "obpm-tau0.05-N20" in out and "LinearSVC (C=" in out

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import did_you_mean
 from .core import (
     AverageSummary,
     AverageTracker,
@@ -312,11 +313,12 @@ NAMES = {"last": Last, "average": Average, "vote": Vote, "sample": Sample, "surv
 
 def make_conversion(spec: Any) -> Any:
     """A conversion object from a name or an object (returned as is)."""
-    if isinstance(spec, str):
-        if spec not in NAMES:
+    if isinstance(spec, str):  # case ignored: "Average" is "average"
+        name = {n.lower(): n for n in NAMES}.get(spec.lower())
+        if name is None:
             raise ValueError(f"conversion must be one of {', '.join(map(repr, NAMES))} or a conversion "
-                             f"object; got {spec!r}")
-        return NAMES[spec]()
+                             f"object; got {spec!r}{did_you_mean(spec, NAMES)}")
+        return NAMES[name]()
     if isinstance(spec, tuple(NAMES.values())):
         return spec
     raise ValueError(f"conversion must be one of {', '.join(map(repr, NAMES))} or a conversion object "

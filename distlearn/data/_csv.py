@@ -28,6 +28,7 @@ from .._config import TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
 from ._io import STREAM_ERRORS as _STREAM_ERRORS
 from ._io import iter_line_chunks, open_binary
+from ._labels import describe_column, label_index
 
 __all__ = ["CsvReader", "parse_csv_bytes"]
 
@@ -177,9 +178,11 @@ class CsvReader:
     ----------
     path : str or Path
         The file (raw, or gzip/bz2/xz compressed).
-    label_column : int or str, default=0
+    label_column : int or str, default=None
         The label's column: an index (negative counts from the end, ``-1`` is
-        the last column) or a name from the header.
+        the last column) or a name from the header.  ``None``: the header's
+        column named ``label``, ``target``, ``class`` or ``y`` (any case), else
+        column 0 (:func:`distlearn.data._labels.label_index`).
     delimiter : str or None, default=","
         One-character field separator; ``None`` splits on runs of whitespace.
     header : {"auto", True, False}, default="auto"
@@ -228,7 +231,7 @@ class CsvReader:
         self,
         path: str | os.PathLike[str],
         *,
-        label_column: int | str = 0,
+        label_column: int | str | None = None,
         delimiter: str | None = ",",
         header: bool | str = "auto",
         dtype: Any = "float32",
@@ -241,8 +244,9 @@ class CsvReader:
             raise ValueError(f"header must be 'auto', True or False; got {header!r}")
         if isinstance(label_column, str) and header is False:
             raise ValueError(f"label_column={label_column!r} is a column name, which needs a header (header=False)")
-        if not isinstance(label_column, (str, int, np.integer)) or isinstance(label_column, bool):
-            raise ValueError(f"label_column must be an int or a column name; got {label_column!r}")
+        if label_column is not None and (not isinstance(label_column, (str, int, np.integer))
+                                         or isinstance(label_column, bool)):
+            raise ValueError(f"label_column must be an int, a column name or None; got {label_column!r}")
         self.dtype = np.dtype(dtype)
         if self.dtype.name not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64'; got {self.dtype.name!r}")
@@ -277,33 +281,16 @@ class CsvReader:
             self._skip_lines = line1 - 1
         self._n_fields = len(self.columns) if self.columns is not None else len(fields1)
 
-        if isinstance(label_column, str):
-            if self.columns is None:
-                raise InputFormatError(
-                    self.path,
-                    f"label column {label_column!r} is given by name, but the first line is not a header "
-                    "(all its fields are numbers); pass header=True or a column index",
-                    line=line1,
-                    token=label_column,
-                )
-            if label_column not in self.columns:
-                shown = ", ".join(repr(c) for c in self.columns[:20]) + (", ..." if len(self.columns) > 20 else "")
-                raise InputFormatError(
-                    self.path,
-                    f"label column {label_column!r} is not in the header (columns: {shown})",
-                    line=line1,
-                    token=label_column,
-                )
-            self.label_index = self.columns.index(label_column)
-        else:
-            lc = int(label_column)
-            if not -self._n_fields <= lc < self._n_fields:
-                raise InputFormatError(
-                    self.path,
-                    f"label column index {lc} is out of range for {self._n_fields} columns",
-                    token=str(lc),
-                )
-            self.label_index = lc % self._n_fields
+        if isinstance(label_column, str) and self.columns is None:
+            raise InputFormatError(
+                self.path,
+                f"label column {label_column!r} is given by name, but the first line is not a header "
+                "(all its fields are numbers); pass header=True or a column index",
+                line=line1,
+                token=label_column,
+            )
+        self.label_index = label_index(self.path, self.columns, self._n_fields, label_column,
+                                       line=line1 if self.has_header else None)
         if self._n_fields < 2:
             raise InputFormatError(
                 self.path, f"{self._n_fields} column(s): need a label column and at least one feature", line=line1
@@ -327,6 +314,8 @@ class CsvReader:
             "delimiter": delimiter,
             "header": self.has_header,
         }
+        #: How the messages name the label column (``label column 0 ('f1')``).
+        self.label_what = describe_column(self.label_index, self.columns)
 
     def __repr__(self) -> str:
         return f"CsvReader({self.path!r}: {self.n_features} features, label column {self.label_index})"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._outputs import check_output, claim_dir
+from .._urls import is_url, split
 from . import synthetic
 from ._svmlight import write_svmlight
 
@@ -17,7 +18,11 @@ def _is_text(path: str | os.PathLike[str]) -> bool:
     return str(path).lower().endswith(_TEXT)
 
 
-def _test_path(path: str | os.PathLike[str]) -> Path:
+def _test_path(path: str | os.PathLike[str]) -> Path | str:
+    if is_url(os.fspath(path)):  # s3://b/x.zarr -> s3://b/x-test.zarr (a Path would fold the "//")
+        head, name = split(os.fspath(path))
+        stem, dot, suffix = name.rpartition(".")
+        return f"{head}/{stem}-test.{suffix}" if dot and stem else f"{head}/{name}-test"
     p = Path(path)
     return p.with_name(f"{p.stem}-test{p.suffix}")
 

@@ -2,7 +2,9 @@
 
 distlearn ships no third-party data.  The examples that reproduce the papers on
 real data look for it here, in this order: the path given on the command line,
-an environment variable, then a system location a package manager installs to.
+an environment variable, the cache that ``distlearn data fetch`` downloads into
+(:func:`distlearn.data.fetch.cache_dir`), then a system location a package
+manager installs to.
 
 Fashion-MNIST
     The four gzipped IDX files of Zalando's release,
@@ -14,13 +16,16 @@ LETTER
     The 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file
     (https://archive.ics.uci.edu/dataset/59/letter+recognition, or LIBSVM's
     ``letter.scale`` and ``letter.scale.t`` concatenated).  Environment:
-    ``$DISTLEARN_LETTER``.
+    ``$DISTLEARN_LETTER``.  ``distlearn data fetch letter`` writes UCI's file in
+    this form (``letter.svm``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from .fetch import DATASETS, cache_dir
 
 __all__ = [
     "FASHION_ENV",
@@ -32,6 +37,7 @@ __all__ = [
     "letter_file",
     "load_fashion_mnist",
     "no_fashion_message",
+    "no_letter_message",
 ]
 
 FASHION_ENV = "DISTLEARN_FASHION_MNIST"
@@ -45,34 +51,59 @@ FASHION_FILES = (
 FASHION_HELP = (
     f"directory with the four gzipped Fashion-MNIST IDX files ({', '.join(FASHION_FILES)}) of Zalando's "
     "release, https://github.com/zalandoresearch/fashion-mnist, or of Debian's package dataset-fashion-mnist "
-    f"(default: ${FASHION_ENV}, else {FASHION_DEBIAN} if it exists)"
+    f"(default: ${FASHION_ENV}, else the cache of `distlearn data fetch fashion-mnist`, else {FASHION_DEBIAN} "
+    "if it exists)"
 )
 LETTER_ENV = "DISTLEARN_LETTER"
 
 
+def fetched_fashion_dir() -> Path | None:
+    """The directory ``distlearn data fetch fashion-mnist`` fills, if it holds the four files."""
+    d = cache_dir() / DATASETS["fashion-mnist"].subdir
+    return d if all((d / f).is_file() for f in FASHION_FILES) else None
+
+
+def fetched_letter_file() -> Path | None:
+    """The ``letter.svm`` ``distlearn data fetch letter`` writes, if it is there."""
+    ds = DATASETS["letter"]
+    f = cache_dir() / ds.subdir / ds.derived[0]  # type: ignore[index]
+    return f if f.is_file() else None
+
+
 def fashion_mnist_dir(path: str | os.PathLike | None = None) -> Path | None:
-    """``path``, else ``$DISTLEARN_FASHION_MNIST``, else Debian's directory if installed, else None."""
+    """``path``, else ``$DISTLEARN_FASHION_MNIST``, else the fetched copy, else Debian's directory if
+    installed, else None."""
     if path is not None:
         return Path(path)
     if os.environ.get(FASHION_ENV):
         return Path(os.environ[FASHION_ENV])
-    return FASHION_DEBIAN if FASHION_DEBIAN.is_dir() else None
+    return fetched_fashion_dir() or (FASHION_DEBIAN if FASHION_DEBIAN.is_dir() else None)
 
 
 def no_fashion_message(option: str) -> str:
     """The one line a command prints when it finds no Fashion-MNIST files."""
     return (
-        f"no Fashion-MNIST data: pass {option} DIR, set {FASHION_ENV}=DIR, or install Debian's package "
-        f"dataset-fashion-mnist (files in {FASHION_DEBIAN}); the files are at "
-        "https://github.com/zalandoresearch/fashion-mnist"
+        f"no Fashion-MNIST data: run `distlearn data fetch fashion-mnist` (into {cache_dir()}), or pass "
+        f"{option} DIR, set {FASHION_ENV}=DIR, or install Debian's package dataset-fashion-mnist; the files are "
+        "at https://github.com/zalandoresearch/fashion-mnist"
     )
 
 
 def letter_file(path: str | os.PathLike | None = None) -> Path | None:
-    """``path``, else ``$DISTLEARN_LETTER``, else None."""
+    """``path``, else ``$DISTLEARN_LETTER``, else the fetched copy, else None."""
     if path is not None:
         return Path(path)
-    return Path(os.environ[LETTER_ENV]) if os.environ.get(LETTER_ENV) else None
+    if os.environ.get(LETTER_ENV):
+        return Path(os.environ[LETTER_ENV])
+    return fetched_letter_file()
+
+
+def no_letter_message(option: str) -> str:
+    """The one line a command prints when it finds no LETTER file."""
+    return (
+        f"no LETTER data: run `distlearn data fetch letter` (into {cache_dir()}), or pass {option} FILE or set "
+        f"{LETTER_ENV}=FILE (the 20,000 UCI examples as one svmlight file: https://archive.ics.uci.edu/dataset/59)"
+    )
 
 
 def load_fashion_mnist(path: str | os.PathLike | None = None, *, dtype: str = "float64"):

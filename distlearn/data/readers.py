@@ -9,7 +9,9 @@ token.
 
 :func:`convert` drives any reader into a :class:`~distlearn.data.store.DatasetWriter`;
 for large uncompressed svmlight files it parses line-aligned byte ranges as
-executor tasks (``executor=``, e.g. on Dask) and writes them in order.
+executor tasks (``executor=``, e.g. on Dask) and writes them in order, and Parquet
+row groups likewise.  :func:`read_arrays` reads a whole file into memory (``train`` on a
+data file) with the same label checks.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from .._outputs import check_output
 from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
 from .._tasks import OrderedMap, run_ordered
+from .._urls import UrlError, is_url
 from ._io import STREAM_ERRORS, open_binary
+from ._labels import PICK_LABEL, ClassLabels
+from ._parquet import MAGIC as PARQUET_MAGIC
 from ._svmlight import (
     SvmlightReader,
     count_lines_before,
@@ -33,9 +38,10 @@ from ._svmlight import (
 )
 from .store import Dataset, DatasetWriter
 
-__all__ = ["FORMATS", "InputFormatError", "SvmlightReader", "convert", "detect_format", "open_reader"]
+__all__ = ["FORMATS", "InputFormatError", "SvmlightReader", "convert", "detect_format", "is_data_file", "open_reader",
+           "read_arrays"]
 
-FORMATS = ("svmlight", "idx", "csv", "dna", "rcv1")
+FORMATS = ("svmlight", "idx", "csv", "dna", "rcv1", "parquet")
 
 _SUFFIXES = {
     ".svm": "svmlight",
@@ -47,6 +53,8 @@ _SUFFIXES = {
     ".fa": "dna",
     ".fasta": "dna",
     ".fna": "dna",
+    ".parquet": "parquet",
+    ".pq": "parquet",
 }
 
 
@@ -61,7 +69,12 @@ def _dna_lines(head: bytes) -> bool:
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """Guess a file's format from its name, then from its first bytes."""
+    """Guess a file's format from its name, then from its first bytes (a directory: of Parquet parts)."""
+    if os.path.isdir(path):
+        from ._parquet import parquet_parts
+
+        parquet_parts(path)  # refuses a directory that is not one table's Parquet parts
+        return "parquet"
     name = Path(path).name.lower()
     for z in (".gz", ".bz2", ".xz"):
         if name.endswith(z):
@@ -74,6 +87,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             head = f.read(4096)
     except STREAM_ERRORS:  # a corrupt compressed stream: its reader says so, naming the line
         head = b""
+    if head[:4] == PARQUET_MAGIC:  # by content, whatever the name
+        return "parquet"
     if suffix in _SUFFIXES and not (suffix in (".tsv", ".txt") and _dna_lines(head)):
         return _SUFFIXES[suffix]
     if head[:2] == b"\x00\x00" and len(head) >= 4 and head[2] in (8, 9, 11, 12, 13, 14):
@@ -88,7 +103,14 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "svmlight"
     if b"," in first:
         return "csv"
-    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna|rcv1")
+    raise InputFormatError(path, "cannot tell the file's format; pass --format svmlight|idx|csv|dna|rcv1|parquet")
+
+
+def _refuse_url(path: str | os.PathLike[str]) -> None:
+    """A data file named by a URL is told apart from a local file (never looked up as one)."""
+    if is_url(os.fspath(path)):
+        raise UrlError(f"{os.fspath(path)}: data files are read from local paths (stores can be URLs); "
+                       "copy it here first")
 
 
 def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Any:
@@ -97,8 +119,9 @@ def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **op
     svmlight: ``zero_based``, ``n_features``, ``dtype``, ``chunk_bytes``;
     idx: ``labels`` (images' companion file; inferred from the name when left out),
     ``dtype``, ``chunk_rows``; csv: ``label_column``, ``delimiter``, ``header``,
-    ``dtype``, ``chunk_bytes``.
+    ``dtype``, ``chunk_bytes``; parquet (a file or a directory of parts): ``label_column``, ``dtype``.
     """
+    _refuse_url(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     fmt = format or detect_format(path)
@@ -112,7 +135,79 @@ def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **op
         from ._csv import CsvReader
 
         return CsvReader(path, **options)
+    if fmt == "parquet":
+        from ._parquet import ParquetReader
+
+        return ParquetReader(path, **options)
     raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
+
+
+def is_data_file(path: Any) -> bool:
+    """Whether ``path`` names a data file the readers take (a file, or a directory that is not a
+    zarr store: Parquet parts) rather than a store or a view ``STORE#TARGET``."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        return True
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "zarr.json")):
+        return False
+    from ._parquet import is_parquet_dir
+
+    return is_parquet_dir(path)  # else a store's directory, damaged or not: the store's errors say what is wrong
+
+
+def input_bytes(paths: list[str]) -> int:
+    """The bytes of the input files (a directory of Parquet parts: the parts')."""
+    from ._parquet import parquet_parts
+
+    return sum(os.path.getsize(f) for p in paths for f in (parquet_parts(p) if os.path.isdir(p) else [p]))
+
+
+def read_arrays(path: str | os.PathLike[str], *, format: str | None = None, dtype: str = "float32",
+                budget: int | None = None, **options: Any) -> tuple[Any, Any]:
+    """A whole data file in memory as ``(X, y)`` (CSR for sparse formats, else dense), its labels
+    checked to be classes as :func:`convert` checks them.
+
+    A file whose arrays would take more than ``budget`` bytes (default: a quarter of this
+    machine's memory) is refused before it is read, in one line that says to convert it to a
+    store (which streams it block by block).  Compressed text is counted at five times its size.
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .store import _memory_budget
+
+    path = os.fspath(path)
+    fmt = format or detect_format(path)
+    reader = open_reader(path, format=fmt, **_reader_options(fmt, {**options, "dtype": dtype}))
+    if reader.default_layout == "dense" and reader.n_samples and reader.n_features:
+        need = reader.n_samples * reader.n_features * np.dtype(dtype).itemsize
+    else:  # text: the arrays take about what the text does; the pieces and their concatenation twice that
+        need = 2 * reader.size_bytes * (5 if getattr(reader, "compression", None) else 1)
+    budget = _memory_budget() if budget is None else budget
+    if need > budget:
+        raise InputFormatError(path, f"about {need / 2**20:,.0f} MiB in memory, more than {budget / 2**20:,.0f} MiB "
+                                     f"(a quarter of this machine's memory); convert it to a store first, which "
+                                     f"streams it: distlearn convert {path} {Path(path).stem}.zarr")
+    labels = class_labels(reader)
+    Xs, ys = [], []
+    for X, y in reader:
+        if labels is not None:
+            labels.add(y)
+        Xs.append(X)
+        ys.append(y)
+    if labels is not None:
+        labels.finish()
+    if not ys:
+        raise InputFormatError(path, "no examples")
+    if sp.issparse(Xs[0]):
+        width = max(X.shape[1] for X in Xs)
+        X = sp.vstack([sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width)) for X in Xs],
+                      format="csr")
+    else:
+        X = np.concatenate(Xs)
+    return X, np.concatenate(ys)
 
 
 def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +217,7 @@ def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
         "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
         "dna": {"labels", "features", "degree", "k", "iupac"},
         "rcv1": {"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary", "hash_bits"},
+        "parquet": {"label_column", "dtype"},
     }[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
@@ -149,7 +245,8 @@ def convert(
     Parameters
     ----------
     input : str or Path, or a list of them (RCV1-v2 only)
-        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, DNA sequences
+        svmlight/LIBSVM, MNIST IDX (images; labels inferred or ``labels=``), CSV, Parquet (a file or a
+        directory of parts: :class:`~distlearn.data._parquet.ParquetReader`), DNA sequences
         (FASTA or ``label<TAB>sequence``; ``features="wd"|"onehot"|"spectrum"``, ``degree``, ``k``,
         ``iupac``: see :mod:`distlearn.data._dna`), or RCV1-v2 token or vector files with
         ``qrels=`` (``hierarchy``, ``weighting``, ``normalize``, ``min_df``, ``vocabulary``: see
@@ -157,7 +254,7 @@ def convert(
     output : str or Path
         The store to create.  An existing path is refused unless ``overwrite=True``;
         it is replaced only once the new store is complete.
-    format : {"svmlight", "idx", "csv", "dna", "rcv1"}, default=None
+    format : {"svmlight", "idx", "csv", "dna", "rcv1", "parquet"}, default=None
         Detected from the name and content when left out.
     layout : {"csr", "dense"}, default=None
         ``"csr"`` for svmlight, ``"dense"`` for IDX and CSV by default.  A dense store
@@ -170,8 +267,9 @@ def convert(
     executor : executor, default=None
         Where to parse: an executor of :func:`distlearn.distributed.executor_for` (anything with
         ``map_ordered``: :class:`distlearn._tasks.OrderedMap`).  With one, an uncompressed svmlight
-        file is parsed as tasks over line-aligned byte ranges of ``part_bytes`` and RCV1-v2 files as
-        tasks per range or file; results are written in file order, so the store is the same.
+        file is parsed as tasks over line-aligned byte ranges of ``part_bytes``, RCV1-v2 files as
+        tasks per range or file and Parquet as a task per row group; results are written in file
+        order, so the store is the same.
         ``None``: this process.
     progress : bool or callable
         ``True`` shows a progress bar (bytes of input); a callable gets ``(done, total)``.
@@ -186,11 +284,20 @@ def convert(
     -------
     Dataset
         The new store, opened.
+
+    Raises
+    ------
+    InputFormatError
+        Bad input, naming the file (line, token); for CSV, Parquet and svmlight also labels that
+        are not classes (non-integer, or more than ``max(10, rows / 2)`` distinct values:
+        :class:`~distlearn.data._labels.ClassLabels`), in one line showing ``--label-column``.
     """
     if "client" in reader_options:
         raise TypeError("convert(client=) is now executor=: with distlearn.distributed.executor_for(scheduler) as "
                         "ex: convert(..., executor=ex)")
     inputs = [str(p) for p in input] if isinstance(input, (list, tuple)) else [str(input)]
+    for p in inputs:
+        _refuse_url(p)
     if executor is not None:  # workers open the files by path, from their own working directory
         inputs = [os.path.abspath(p) for p in inputs]
     if not inputs:
@@ -247,6 +354,7 @@ def convert(
     if n_features is not None and reader.n_features is not None and reader.n_features > n_features:
         raise InputFormatError(input, f"rows have {reader.n_features} features, more than n_features={n_features}")
     parallel = executor is not None and fmt == "svmlight" and getattr(reader, "compression", None) is None
+    labels = class_labels(reader)
     if layout == "dense" and width is None:
         width = _svmlight_width(reader, executor if parallel else None, part_bytes)
     params = {"format": fmt, **reader.params}
@@ -266,11 +374,16 @@ def convert(
     ) as writer:
         try:
             if parallel:
-                _parallel_svmlight(reader, writer, executor, part_bytes, bar, hash_bits)
+                _parallel_svmlight(reader, writer, executor, part_bytes, bar, hash_bits, labels)
             else:
-                for X, y in reader:
+                pieces = reader.iter_pieces(executor) if fmt == "parquet" else reader
+                for X, y in pieces:
+                    if labels is not None:
+                        labels.add(y)
                     writer.append(X if hash_bits is None else hash_columns(X, hash_bits, 1 - reader.zero_based), y)
                     bar.update_to(reader.bytes_read)
+            if labels is not None:
+                labels.finish()
             bar.update_to(reader.size_bytes)
             return writer.close()
         except InputFormatError:
@@ -279,6 +392,17 @@ def convert(
             raise InputFormatError(input, str(exc)) from None
         finally:
             bar.close()
+
+
+def class_labels(reader: Any) -> ClassLabels | None:
+    """The check that ``reader``'s labels are classes (:class:`ClassLabels`): for tables (CSV,
+    Parquet: another column may be the label) and svmlight files; None for the other formats."""
+    if reader.format in ("csv", "parquet"):
+        return ClassLabels(reader.path, reader.label_what, PICK_LABEL)
+    if reader.format == "svmlight":
+        return ClassLabels(reader.path, "the labels (each line's first field)",
+                           "distlearn trains classifiers, whose labels are class numbers")
+    return None
 
 
 def _svmlight_width(reader: SvmlightReader, executor: OrderedMap | None, part_bytes: int) -> int:
@@ -306,13 +430,15 @@ def _iter_parts(reader: SvmlightReader, executor: OrderedMap | None, part_bytes:
 
 
 def _parallel_svmlight(reader: SvmlightReader, writer: DatasetWriter, executor: OrderedMap | None, part_bytes: int,
-                       bar: Any, hash_bits: int | None = None) -> None:
+                       bar: Any, hash_bits: int | None = None, labels: ClassLabels | None = None) -> None:
     import scipy.sparse as sp
 
     n = 0
     done = 0
     for part in _iter_parts(reader, executor, part_bytes):
         rows = len(part["y"])
+        if labels is not None:
+            labels.add(part["y"])
         if rows:
             width = writer.n_features or part["n_cols"]
             if hash_bits is None:

@@ -33,6 +33,12 @@ once.  Writing is atomic: the store is built under a hidden temporary name in
 the same directory, marked complete, and renamed into place only when whole;
 a writer that fails (or is killed) never leaves anything that
 :func:`open_dataset` accepts.
+
+A store can also live at an fsspec URL (``s3://bucket/x.zarr``, :mod:`distlearn._urls`), read and
+written through zarr's ``FsspecStore``: the same layout, the same checks (a missing chunk is an
+object that is not there; the write stamp is the root ``zarr.json``'s ETag and time), written
+under a temporary prefix beside the target and copied into place with the root ``zarr.json``
+last (:func:`distlearn._outputs.replace`).  ``Dataset.path`` is then the URL string.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.storage import LocalStore
 
 from .._outputs import check_output, replace
+from .._urls import filesystem, is_url, split, zarr_store
 from .._version import __version__
 from .._config import MAX_CLASSES, NNZ_CHUNK, NUMBA_FLAGS, STORE_FORMAT_VERSION, default_block_rows
 
@@ -133,14 +140,47 @@ _PARTIAL = ".partial-"
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 
+def _loc(path: str | os.PathLike[str]) -> Any:
+    """Where a store is: a ``Path``, or the URL string (checked: known scheme, backend installed)."""
+    p = os.fspath(path)
+    if is_url(p):
+        filesystem(p)
+        return p.rstrip("/")
+    return Path(p)
+
+
+def _open_group(p: Any, mode: str) -> Any:
+    """The zarr group at a local path or URL."""
+    return zarr.open_group(store=zarr_store(p, read_only=mode == "r") if isinstance(p, str) else str(p), mode=mode)
+
+
+def _exists(p: Any) -> bool:
+    if isinstance(p, str):
+        fs, q = filesystem(p)
+        fs.invalidate_cache(q)
+        return bool(fs.exists(q))
+    return p.exists()
+
+
+def _name(p: Any) -> str:
+    return split(p)[1] if isinstance(p, str) else p.name
+
+
 def remove_stale_partials(path: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary directories ``.NAME.partial-HOST-PID-*`` that a killed write to ``path``
     left behind: those written on this machine by a process that no longer runs.  A write still
     running, or one from another machine (which this one cannot check), is left alone."""
-    p = Path(path)
+    if is_url(os.fspath(path)):
+        fs, q = filesystem(os.fspath(path))
+        parent, name = q.rpartition("/")[::2]
+        fs.invalidate_cache(parent)
+        cands = [Path(d) for d in fs.glob(f"{parent}/.{name}{_PARTIAL}*")]
+    else:
+        p = Path(path)
+        name, cands = p.name, list(p.parent.glob(f".{p.name}{_PARTIAL}*"))
     gone = []
-    for d in p.parent.glob(f".{p.name}{_PARTIAL}*"):
-        parts = d.name[len(f".{p.name}{_PARTIAL}"):].split("-")
+    for d in cands:
+        parts = d.name[len(f".{name}{_PARTIAL}"):].split("-")
         if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
             continue
         pid = int(parts[1])
@@ -151,7 +191,10 @@ def remove_stale_partials(path: str | os.PathLike[str]) -> list[Path]:
             pass
         except PermissionError:
             continue  # a live process of another user
-        shutil.rmtree(d, ignore_errors=True)
+        if is_url(os.fspath(path)):
+            fs.rm(str(d), recursive=True)  # our own temporary prefix (its name says so)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
         gone.append(d)
     return gone
 
@@ -244,7 +287,7 @@ class DatasetWriter:
     Parameters
     ----------
     path : str or Path
-        Where the store goes (conventionally ``*.zarr``).
+        Where the store goes (conventionally ``*.zarr``): a local path or an fsspec URL.
     layout : {"csr", "dense"}, default="csr"
         Storage of ``X``.
     n_features : int, default=None
@@ -294,7 +337,7 @@ class DatasetWriter:
             block_rows = default_block_rows(n_features, layout)
         if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
             raise ValueError(f"block_rows must be a positive int; got {block_rows!r}")
-        self.path = Path(path)
+        self.path = _loc(path)
         check_output(self.path, "store", overwrite=overwrite)
         self.layout = layout
         self.n_features = None if n_features is None else int(n_features)
@@ -307,10 +350,14 @@ class DatasetWriter:
         self.codec = DEFAULT_CODEC if codec is None else str(codec)
         comp = codec_compressors(self.codec)
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(self.path)
-        self._tmp = self.path.parent / f".{self.path.name}{_PARTIAL}{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._group = zarr.open_group(store=str(self._tmp), mode="w-")
+        tmp_name = f".{_name(self.path)}{_PARTIAL}{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if isinstance(self.path, str):
+            self._tmp: Any = f"{split(self.path)[0]}/{tmp_name}"
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = self.path.parent / tmp_name
+        self._group = _open_group(self._tmp, "w-")
         self._closed = False
 
         self._n_rows = 0  # rows flushed into blocks
@@ -577,7 +624,7 @@ class DatasetWriter:
     def abort(self) -> None:
         """Delete everything written; the target path is left as it was."""
         self._closed = True
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        _rmtree(self._tmp)
 
     def close(self) -> Dataset:
         """Flush the last block, write the metadata, and move the store into place."""
@@ -649,12 +696,26 @@ class DatasetWriter:
 
     def _move_into_place(self) -> None:
         try:
-            if os.path.lexists(self.path) and not self.overwrite:
+            there = _exists(self.path) if isinstance(self.path, str) else os.path.lexists(self.path)
+            if there and not self.overwrite:
                 raise FileExistsError(f"{self.path} appeared while writing; not replaced")
             replace(self._tmp, self.path, "store")  # the old one removed only if still a distlearn store
         except BaseException:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            _rmtree(self._tmp)
             raise
+
+
+def _rmtree(p: Any) -> None:
+    """Remove a temporary directory (or prefix) this process wrote."""
+    if isinstance(p, str):
+        fs, q = filesystem(p)
+        try:
+            fs.rm(q, recursive=True)
+        except FileNotFoundError:
+            pass
+        fs.invalidate_cache(q)
+    else:
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def write_dataset(
@@ -897,11 +958,11 @@ class Dataset:
 
     def __init__(self, path: str | os.PathLike[str], *, _meta: dict[str, Any] | None = None,
                  _stamp_: tuple[int, int, int] | None = None) -> None:
-        self.path = Path(path)
+        self.path = _loc(path)
         # The write stamp is taken before anything is read: a store replaced after this point
         # (even while the metadata is read) is refused at the next block read, never mixed.
         self.stamp = _stamp(self.path) if _stamp_ is None else _stamp_
-        self._group = zarr.open_group(store=str(self.path), mode="r")
+        self._group = _open_group(self.path, "r")
         self.meta = _meta if _meta is not None else dict(self._group.attrs["distlearn"])
         self.layout: str = self.meta["layout"]
         self._y = self._group["y"]
@@ -1243,7 +1304,7 @@ class DatasetView(Dataset):
     def __init__(self, base: Dataset, target: str) -> None:
         self._base = base
         self.target = target
-        self.path = Path(f"{base.path}#{target}")
+        self.path = _loc(f"{base.path}#{target}")
         self.layout = base.layout
         self._group = base._group
         self.stamp = base.stamp
@@ -1357,11 +1418,22 @@ def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, d
     return sel, lab, view
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
-    """Which write of the store at ``path`` this is: (device, inode, mtime in ns) of its ``zarr.json``.
+def _stamp(path: Any) -> tuple[Any, ...]:
+    """Which write of the store at ``path`` this is: (device, inode, mtime in ns) of its ``zarr.json``;
+    at a URL its (ETag, modification time, size), ``("", "", -1)`` when it is gone.
 
     A store rewritten in place (even with the same metadata) has a new ``zarr.json``, so caches of
     decoded blocks (:mod:`distlearn.stream`) never serve an older write's blocks."""
+    if isinstance(path, str):
+        fs, q = filesystem(path)
+        try:
+            fs.invalidate_cache(q)
+            info = fs.info(f"{q}/zarr.json")
+        except (OSError, ValueError):
+            return ("", "", -1)
+        tag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("crc32c") or ""
+        when = info.get("LastModified") or info.get("mtime") or info.get("updated") or info.get("created") or ""
+        return (str(tag), str(when), int(info.get("size") or 0))
     try:
         st = os.stat(path / "zarr.json")
     except OSError:
@@ -1369,7 +1441,10 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     return (int(st.st_dev), int(st.st_ino), int(st.st_mtime_ns))
 
 
-def _du(path: Path) -> int:
+def _du(path: Any) -> int:
+    if isinstance(path, str):
+        fs, q = filesystem(path)
+        return int(fs.du(q))
     total = 0
     for root, _dirs, files in os.walk(path):
         for f in files:
@@ -1451,19 +1526,25 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         if isinstance(path, DatasetView):
             raise StoreError(f"{path.path}: already a view; open the store itself with target={target!r}")
         return DatasetView(path, target)
-    p = Path(path)
-    if target is None and not p.exists() and "#" in p.name:
+    p = _loc(path)
+    if target is None and "#" in _name(p) and not _exists(p):
         base, _, target = os.fspath(p).rpartition("#")
-        p = Path(base)
+        p = _loc(base)
     if target is not None and not target:
         raise StoreError(f"{p}: empty target after '#'")
-    if not p.exists():
+    try:
+        there = _exists(p)
+    except OSError as e:  # object storage: credentials, endpoint, network -- one line naming the store
+        if not isinstance(p, str):
+            raise
+        raise StoreError(f"{p}: cannot be reached ({type(e).__name__}: {' '.join(str(e).split())})") from e
+    if not there:
         raise FileNotFoundError(f"{p}: no such store")
-    if _PARTIAL in p.name:
+    if _PARTIAL in _name(p):
         raise StoreError(f"{p}: this is the temporary directory of an unfinished write")
     stamp = _stamp(p)  # before the metadata is read: see Dataset.__init__
     try:
-        group = zarr.open_group(store=str(p), mode="r")
+        group = _open_group(p, "r")
     except Exception as e:
         raise StoreError(f"{p}: not a zarr group ({type(e).__name__}: {e})") from e
     meta = group.attrs.get("distlearn")

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .._outputs import check_output, remove
+from .._urls import UrlPath, at, move, rmtree, zarr_store
 from ..ensembles import EnsembleState
 
 FORMAT = 2  #: 2: parts carry a manifest, cuts a record (cut.json); format 1 cannot be verified
@@ -53,6 +53,14 @@ class CheckpointError(ValueError):
 
 
 _CUT_NAME = re.compile(r"e\d{4,}-s\d{5,}")
+
+
+def _group(p: Any, mode: str) -> Any:
+    """The zarr group at a local directory or a URL (:class:`~distlearn._urls.UrlPath`)."""
+    import zarr
+
+    store = zarr_store(str(p), read_only=mode == "r") if isinstance(p, UrlPath) else str(p)
+    return zarr.open_group(store=store, mode=mode)
 
 
 def _is_cut(d: Path) -> bool:
@@ -81,14 +89,12 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
     of a different job is refused with the fields that differ; a directory
     that is not a distlearn checkpoint is never deleted.
     """
-    import zarr
-
-    p = Path(path)
+    p = at(path)
     if p.exists():
         if not _is_checkpoint(p):
             raise CheckpointError(f"{p} exists and is not a distlearn checkpoint; refusing to overwrite it")
         if resume:
-            meta = dict(zarr.open_group(str(p), mode="r").attrs[_ATTR])
+            meta = dict(_group(p, "r").attrs[_ATTR])
             if meta.get("format") != FORMAT:
                 raise CheckpointError(f"checkpoint {p} has format {meta.get('format')}, this distlearn writes {FORMAT} "
                                       "(and verifies before resuming); start over without --resume (resume=False)")
@@ -105,7 +111,7 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
             return resume_point(p, len(fingerprint.get("groups") or []) or None)
         remove(p, "checkpoint")  # checked again: only a distlearn checkpoint is ever deleted
     check_output(p, "checkpoint", overwrite=False)  # not the working, home or root directory; writable
-    root = zarr.open_group(str(p), mode="w")
+    root = _group(p, "w")
     root.attrs[_ATTR] = {"format": FORMAT, "fingerprint": _jsonable(fingerprint)}
     return None
 
@@ -116,7 +122,7 @@ def _jsonable(v: Any) -> Any:
 
 def latest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The last complete cut as recorded (not verified: :func:`resume_point` verifies), or ``None``."""
-    f = Path(path) / "latest.json"
+    f = at(path) / "latest.json"
     if not f.exists():
         return None
     try:
@@ -130,6 +136,9 @@ _RECORD = "cut.json"
 
 
 def _write_json(f: Path, obj: Any) -> None:
+    if isinstance(f, UrlPath):  # one PUT: the object is whole or absent
+        f.write_text(json.dumps(obj))
+        return
     tmp = f.with_name(f".{f.name}.tmp-{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(obj))
     os.replace(tmp, f)
@@ -137,7 +146,7 @@ def _write_json(f: Path, obj: Any) -> None:
 
 def _sha256(f: Path) -> str:
     h = hashlib.sha256()
-    with open(f, "rb") as r:
+    with f.open("rb") as r:
         for piece in iter(lambda: r.read(1 << 20), b""):
             h.update(piece)
     return h.hexdigest()
@@ -181,7 +190,7 @@ def _record(cut: Path) -> dict[str, Any] | None:
 
 def check_cut(path: str | os.PathLike[str], name: str, n_groups: int | None = None) -> str | None:
     """Verify cut ``name`` against its record: ``None`` if intact, else what is damaged (one phrase)."""
-    cut = Path(path) / name
+    cut = at(path) / name
     rec = _record(cut)
     if rec is None:
         return f"{_RECORD} is missing, not valid JSON or changed (its sha256 differs)"
@@ -213,7 +222,7 @@ def _drop_cuts_after(p: Path, name: str) -> None:
     part left there would be kept as a retried task's first copy."""
     for d in p.iterdir():
         if _is_cut(d) and d.name > name:
-            shutil.rmtree(d)
+            rmtree(d)
 
 
 def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> dict[str, Any] | None:
@@ -224,7 +233,7 @@ def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> d
     one chosen (damaged, or incomplete) are removed: the resumed run writes them again.  ``None``
     when nothing was ever completed; :class:`CheckpointError` when no complete cut is intact.
     """
-    p = Path(path)
+    p = at(path)
     damaged: list[tuple[str, str]] = []
     try:
         pointer = latest(p)
@@ -262,13 +271,11 @@ def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> d
 
 def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, state: Any) -> None:
     """Write learner group ``g``'s state after (epoch, segment): whole or not at all."""
-    import zarr
-
-    cut = Path(path) / _cut(epoch, segment)
+    cut = at(path) / _cut(epoch, segment)
     cut.mkdir(parents=True, exist_ok=True)
     final = cut / f"g{int(g):04d}"
     tmp = cut / f".g{int(g):04d}.tmp-{uuid.uuid4().hex[:8]}"
-    grp = zarr.open_group(str(tmp), mode="w")
+    grp = _group(tmp, "w")
     for name in _FIELDS:
         a = np.asarray(getattr(state, name))
         row_bytes = max(1, a.itemsize * (int(np.prod(a.shape[1:])) if a.ndim > 1 else 1))
@@ -283,12 +290,12 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
     _write_json(tmp / _MANIFEST, manifest)
     try:
         if final.exists():  # a retried task: the same bits, keep the first copy
-            shutil.rmtree(tmp)
+            rmtree(tmp)
             return
-        os.replace(tmp, final)
+        move(tmp, final, last=_MANIFEST)  # at a URL: copied, its manifest last
     except OSError:
         if final.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            rmtree(tmp, ignore_errors=True)
             return
         raise
 
@@ -296,9 +303,7 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
 def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) -> EnsembleState:
     """Learner group ``g``'s state saved after (epoch, segment), checked against the cut's record
     where it is read: every file of its size and sha256, every array of its shape and dtype."""
-    import zarr
-
-    cut = Path(path) / _cut(epoch, segment)
+    cut = at(path) / _cut(epoch, segment)
     part = cut / f"g{int(g):04d}"
     rec = _record(cut)
     manifest = (rec.get("parts") or {}).get(part.name) if rec is not None else None
@@ -309,7 +314,7 @@ def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) ->
     if why is not None:
         raise CheckpointError(f"{cut}: {why}; the checkpoint is damaged: start over without --resume (resume=False)")
     try:
-        grp = zarr.open_group(str(part), mode="r")
+        grp = _group(part, "r")
         arrays = [np.asarray(grp[name][...]) for name in _FIELDS]
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{part}: cannot be read ({exc}); the checkpoint is damaged") from None
@@ -324,7 +329,7 @@ def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) ->
 def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counters: dict[str, Any]) -> None:
     """Record (epoch, segment) as the last complete cut (its record with every part's manifest,
     then ``latest.json``), then delete the cuts older than the previous complete one."""
-    p = Path(path)
+    p = at(path)
     name = _cut(epoch, segment)
     cut = p / name
     parts: dict[str, Any] = {}
@@ -347,7 +352,7 @@ def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counte
     if len(complete) >= 2:
         for d in p.iterdir():
             if _is_cut(d) and d.name < complete[1]:
-                shutil.rmtree(d, ignore_errors=True)
+                rmtree(d, ignore_errors=True)
 
 
 def _fingerprint(p: Path) -> dict[str, Any]:

@@ -32,7 +32,6 @@ assume the rows are in random order (as generated or shuffled data is).
 
 from __future__ import annotations
 
-import difflib
 import functools
 import itertools
 import math
@@ -45,7 +44,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._urls import absolute
 from .. import rng
+from .._validation import did_you_mean
 from ..data.store import open_dataset
 from ..stream import is_store, open_store, store_token
 from .executor import Executor, executor_for
@@ -113,9 +114,7 @@ def _expand_grid(estimator: Any, param_grid: Any) -> tuple[list[dict[str, Any]],
             raise TypeError(f"param_grid must be a dict of lists or a list of such dicts; got an item {g!r}")
         for p, values in g.items():
             if p not in valid:
-                close = difflib.get_close_matches(str(p), list(valid), n=3)
-                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-                raise ValueError(f"param_grid: {name} has no parameter {p!r}{hint} "
+                raise ValueError(f"param_grid: {name} has no parameter {p!r}{did_you_mean(p, valid)} "
                                  f"(its parameters: {', '.join(sorted(valid))})")
             if p == "random_state":
                 raise ValueError("param_grid: random_state is set per run by run_grid (pass random_state= "
@@ -333,7 +332,7 @@ def _prepare_source(source: Any, what: str) -> tuple[Any, Any]:
         ds = open_dataset(source)
         if ds.classes is None:
             raise ValueError(f"{what} store {ds.path}: labels are not classes (continuous targets?)")
-        return str(ds.path.resolve()), ds
+        return absolute(ds.path, resolve=True), ds
     if callable(source):
         return source, None
     return _check_xy(source, what), None

@@ -29,6 +29,7 @@ from ..learners.kernel import (
     kernel_decision,
     keeps_scores,
     raise_kernel_non_finite,
+    resolve_removal,
     step_rule,
 )
 from ..learners.linear import Rule
@@ -255,8 +256,10 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     bcode, n_budget = budget_code(budget)
     if bcode == B.BUDGET_PROJECTRON:
         raise ValueError(f"budget='projectron' {NO_PROJECTRON}")
-    if removal not in REMOVALS:
-        raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    removal = resolve_removal(removal, kernel, bcode, pool=True)
+    if bcode == B.BUDGET_FIXED and removal == "merge":
+        raise ValueError("removal='merge' is not available to the kernel OBPM: its members share a pool of "
+                         "training rows, and a merged pattern is not one; use 'margin', 'oldest' or 'random'")
     keep = keeps_scores(bcode, removal)
     if keep and not state.scores_kept:
         state.refresh_scores(kernel)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._urls import absolute
 from .. import rng
 from .._validation import Integral, Options, Scheduler
 from ..distributed.runs import fit_members
@@ -85,7 +86,7 @@ class PermutationBayesPoint(LinearClassifier):
             mode = "exact" if mode == "exact" or (mode == "auto" and size <= EXACT_PERMUTATION_BYTES) else "blocks"
             self.classes_ = ds.classes
             self.n_features_in_ = ds.n_features
-            train: Any = str(ds.path.resolve())
+            train: Any = absolute(ds.path, resolve=True)
         else:
             mode = "exact"
             X, y = self._validate_xy(X, y, reset=True)

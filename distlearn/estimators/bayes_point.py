@@ -21,11 +21,11 @@ kernel one (:class:`~distlearn.KernelPermutationBPM`) is their base,
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._urls import absolute
 from .._validation import Boolean, Integral, OptionalPath, Options, Real, Scheduler
 from ..data.store import open_dataset
 from ..distributed import learner_parallel
@@ -436,7 +436,7 @@ class OBPM(OnlineBayesPoint):
             G = self.learner_groups if self.learner_groups is not None else (
                 self.n_jobs if ex.kind == "in-process" else ex.n_workers)
             job = learner_parallel.ObpmJob(
-                path=str(ds.path.resolve()), token=store_token(ds), n_samples=ds.n_samples,
+                path=absolute(ds.path, resolve=True), token=store_token(ds), n_samples=ds.n_samples,
                 n_features=ds.n_features, n_blocks=ds.n_blocks,
                 block_bounds=tuple(int(v) for v in ds.block_bounds), classes=np.asarray(self.classes_),
                 n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed),
@@ -448,7 +448,7 @@ class OBPM(OnlineBayesPoint):
                                             if len(self._taus) > 1 else None)),
                 epochs=self.epochs,
                 shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
-                checkpoint=None if self.checkpoint is None else str(Path(self.checkpoint).resolve()))
+                checkpoint=None if self.checkpoint is None else absolute(self.checkpoint, resolve=True))
             where = ex.describe()
             if self.progress:
                 print(f"distlearn: OBPM on {where}", file=sys.stderr)

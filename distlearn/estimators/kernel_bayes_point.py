@@ -92,7 +92,8 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         ``"kernel-pa"``, or an unfitted ``KernelPerceptron``, ``KernelMIRA``,
         ``KernelPA`` whose kernel, rule, ``beta``, ``budget`` (not
         ``"projectron"``: each member would need its own inverse Gram matrix)
-        and ``removal`` are used (its ``epochs``, ``shuffle``, ``conversion``
+        and ``removal`` are used (``"auto"`` is ``"margin"`` here, ``"merge"`` is refused: a merged
+        pattern is not a row of the shared pool; its ``epochs``, ``shuffle``, ``conversion``
         ... are ignored).  A linear rule is :class:`OBPM`'s base.
     base_params : dict, default=None
         Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).

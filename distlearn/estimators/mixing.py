@@ -8,12 +8,12 @@ checks the parameters, cuts the data into shards and reads the results.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from .._urls import absolute
 from .. import rng
 from .._config import SPLIT_EVERY
 from .._validation import Integral, Options, Scheduler
@@ -228,7 +228,7 @@ class ParameterMixing(LinearClassifier):
             self.n_features_in_ = ds.n_features
             base._prepare(ds, ds.n_samples * self.epochs)
             edges = shard_edges(nb, S)
-            path, token = str(Path(ds.path).resolve()), store_token(ds)
+            path, token = absolute(ds.path, resolve=True), store_token(ds)
             sources: list[Any] = [StoreShard(path, token, int(edges[s]), int(edges[s + 1]), nb) for s in range(S)]
             nnz = ds.nnz / max(1, ds.n_samples) if ds.is_sparse else ds.n_features
             data: Any = ds

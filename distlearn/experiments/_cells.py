@@ -1,6 +1,7 @@
 """What every experiment shares: a results directory of cells written as they finish, and resume.
 
-``OUT/meta.json`` holds the run's key (store tokens, seed, protocol parameters); a rerun with
+``OUT`` here is one experiment's own directory (``distlearn experiment NAME --out DIR`` uses
+``DIR/NAME``).  ``OUT/meta.json`` holds the run's key (store tokens, seed, protocol parameters); a rerun with
 another key is refused unless ``overwrite``.  ``OUT/cells/NAME.json`` is one finished task,
 written atomically; a rerun reads the cells that exist and runs only the others.
 """
@@ -27,9 +28,32 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no figures (pip install 'distlearn[plot]')", file=sys.stderr)
+        print("matplotlib is not installed: no figures (pip install matplotlib)", file=sys.stderr)
         return None
     return plt
+
+
+#: Every figure is at least this size (inches) and saved at :data:`DPI` (768 x 480 pixels or more),
+#: laid out by matplotlib's constrained layout, so titles, labels and legends stay inside it.
+MIN_FIGSIZE = (6.4, 4.0)
+DPI = 120
+
+
+def figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = MIN_FIGSIZE, **kw: Any) -> Any:
+    """``plt.subplots`` with the house layout: at least :data:`MIN_FIGSIZE`, constrained layout,
+    the axes always a 2-D array (``squeeze=False``).  Returns ``(fig, axes)``."""
+    plt = pyplot()
+    w, h = size
+    return plt.subplots(nrows, ncols, figsize=(max(w, MIN_FIGSIZE[0]), max(h, MIN_FIGSIZE[1])),
+                        layout="constrained", squeeze=False, **kw)
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``fig`` at :data:`DPI` and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
 
 
 def render_text(fn: Callable[..., None], *args: Any) -> str:
@@ -70,7 +94,7 @@ def write_markdown(out: Path, name: str, title: str, summary: str, text: str, *,
 
 
 def ours_vs_paper(ax: Any, labels: Sequence[str], ours: Sequence[float], ours_err: Sequence[float],
-                  paper: Sequence[float], paper_err: Sequence[float], *, title: str,
+                  paper: Sequence[float], paper_err: Sequence[float], *, title: str, xlabel: str,
                   ylabel: str = "test error (%)", rotation: float = 0) -> None:
     """Side-by-side bars with error bars: our numbers and the paper's, per label."""
     import numpy as np
@@ -80,6 +104,7 @@ def ours_vs_paper(ax: Any, labels: Sequence[str], ours: Sequence[float], ours_er
     ax.bar(xs + 0.2, paper, 0.4, yerr=paper_err, capsize=3, label="paper")
     ax.set_xticks(xs, labels, rotation=rotation)
     ax.set_title(title)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
 
@@ -89,6 +114,27 @@ def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=1))
     os.replace(tmp, path)
+
+
+def refuse_other_run(out: str | os.PathLike[str], key: dict[str, Any], *, overwrite: bool,
+                     extendable: Sequence[str] = ()) -> dict[str, Any] | None:
+    """Refuse (``ValueError``, one line) to resume ``out`` when its ``meta.json`` holds a run with
+    other values of ``key``'s entries (``extendable`` ones may differ); called before any work,
+    with the part of the key known then, and again by :class:`Cells`.  Returns the old meta."""
+    meta = Path(out) / "meta.json"
+    if overwrite or not meta.exists():
+        return None
+    try:
+        old = json.loads(meta.read_text())
+    except ValueError:
+        old = None
+    if not isinstance(old, dict):
+        raise ValueError(f"{meta} is not the meta.json of a distlearn experiment; pass another --out")
+    diff = sorted(k for k in key if old.get(k) != key[k] and k not in extendable)
+    if diff:
+        raise ValueError(f"{out} holds another run's cells (different {', '.join(diff)}); "
+                         "pass another --out, or --overwrite to start again")
+    return old
 
 
 class Cells:
@@ -103,14 +149,7 @@ class Cells:
         meta = self.out / "meta.json"
         self.meta: dict[str, Any] = {}
         if meta.exists() and not overwrite:
-            old = json.loads(meta.read_text())
-            if not isinstance(old, dict):
-                raise ValueError(f"{meta} is not the meta.json of a distlearn experiment; pass another --out")
-            diff = sorted(k for k in key if old.get(k) != key[k] and k not in extendable)
-            if diff:
-                raise ValueError(f"{self.out} holds another run's cells (different {', '.join(diff)}); "
-                                 "pass another --out, or --overwrite to start again")
-            self.meta = old
+            self.meta = refuse_other_run(self.out, key, overwrite=False, extendable=extendable) or {}
         elif overwrite and meta.exists():  # only cells of ours: a directory without meta.json has none
             for f in self.dir.glob("*.json"):
                 f.unlink()

@@ -50,10 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist
+from ..data.public import (FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, load_fashion_mnist,
+                           no_fashion_message, no_letter_message)
 from ..distributed import run_grid
 from ..estimators import KernelMIRA, KernelOBPM, KernelPermutationBPM
-from ._cells import render_text
+from ._cells import figure, render_text, save_figure
 
 METRICS = ["test_error", "online_error", "n_support", "n_updates", "fit_seconds"]
 #: LETTER's RBF widths, chosen on held-out data (for MIRA and, with C, for SVC).
@@ -72,7 +73,7 @@ def load(name: str, args: argparse.Namespace):
     if name == "letter":
         path = letter_file(args.letter)
         if path is None or not path.exists():
-            print(f"letter: no data; pass --letter FILE or set {LETTER_ENV} (skipped)", file=sys.stderr)
+            print(f"letter: no data (skipped): {no_letter_message('--letter')}", file=sys.stderr)
             return None
         from sklearn.datasets import load_svmlight_file
 
@@ -84,7 +85,7 @@ def load(name: str, args: argparse.Namespace):
     if name == "fashion":
         d = fashion_mnist_dir(args.fashion_dir)
         if d is None or not Path(d).exists():
-            print("fashion: no data; see --fashion-dir (skipped)", file=sys.stderr)
+            print(f"fashion: no data (skipped): {no_fashion_message('--fashion-dir')}", file=sys.stderr)
             return None
         Xtr, ytr, Xte, yte = load_fashion_mnist(d)
         Xtr, Xte = normalize(Xtr), normalize(Xte)  # unit-norm rows, as the budget paper scales its digits
@@ -93,8 +94,8 @@ def load(name: str, args: argparse.Namespace):
     raise ValueError(f"unknown data set {name!r}")
 
 
-def _holdout(n):
-    idx = np.random.default_rng(0).permutation(n)
+def _holdout(n, seed=0):
+    idx = np.random.default_rng(seed).permutation(n)
     return idx[n // 5:], idx[: n // 5]
 
 
@@ -107,21 +108,21 @@ def _grid(kp):
     return out
 
 
-def tuned_mira(Xtr, ytr, kp):
+def tuned_mira(Xtr, ytr, kp, seed=0):
     """The kernel for MIRA: lowest held-out error of the unbudgeted learner (one pass)."""
-    fit, val = _holdout(len(ytr))
+    fit, val = _holdout(len(ytr), seed)
     errs = []
     for cand in _grid(kp):
-        clf = KernelMIRA(beta=0.01, epochs=1, random_state=0, **cand).fit(Xtr[fit], ytr[fit])
+        clf = KernelMIRA(beta=0.01, epochs=1, random_state=seed, **cand).fit(Xtr[fit], ytr[fit])
         errs.append((float(np.mean(clf.predict(Xtr[val]) != ytr[val])), cand))
     return min(errs, key=lambda e: e[0])[1], [(e, c.get("gamma")) for e, c in errs]
 
 
-def tuned_svc(Xtr, ytr, Xte, yte, kp, Cs):
+def tuned_svc(Xtr, ytr, Xte, yte, kp, Cs, seed=0):
     """SVC with C (and a kernel grid) chosen on a held-out fifth, refit on all training rows."""
     from sklearn.svm import SVC
 
-    fit, val = _holdout(len(ytr))
+    fit, val = _holdout(len(ytr), seed)
     errs = []
     for cand in _grid(kp):
         for C in Cs:
@@ -143,17 +144,18 @@ def run(name, args):
     if args.quick:
         perms = 3
     perms = args.permutations or perms
-    svc = tuned_svc(Xtr, ytr, Xte, yte, kp, [float(c) for c in args.svc_C.split(",")])
-    kp, tuning = tuned_mira(Xtr, ytr, kp) if any(isinstance(v, list) for v in kp.values()) else (kp, None)
-    base = KernelMIRA(beta=0.01, epochs=1, **kp)
+    seed = getattr(args, "seed", 0)
+    svc = tuned_svc(Xtr, ytr, Xte, yte, kp, [float(c) for c in args.svc_C.split(",")], seed)
+    kp, tuning = tuned_mira(Xtr, ytr, kp, seed) if any(isinstance(v, list) for v in kp.values()) else (kp, None)
+    base = KernelMIRA(beta=0.01, epochs=1, removal="margin", **kp)  # the paper's Fig. 3 fixed cache
     # The unbudgeted cache size sets the range of the fixed sizes.
-    free = KernelMIRA(beta=0.01, epochs=1, random_state=0, **kp).fit(Xtr, ytr)
+    free = KernelMIRA(beta=0.01, epochs=1, random_state=seed, **kp).fit(Xtr, ytr)
     top = int(free.n_support_.sum())
     n_sizes = 5 if args.quick else args.sizes
     sizes = sorted({max(10, int(round(s))) for s in np.geomspace(top / 40, top * 0.9, n_sizes)})
     t = time.perf_counter()
     table = run_grid(base, {"budget": [None, "variable", *sizes]}, (Xtr, ytr), (Xte, yte), repeats=perms,
-                     scheduler=args.scheduler, metrics=METRICS, progress=args.progress)
+                     scheduler=args.scheduler, metrics=METRICS, progress=args.progress, random_state=seed)
     summaries = [("none" if s["budget"] is None else str(s["budget"]), s) for s in table.summary()]
     if args.bayes:
         # Bayes points of variable-cache MIRA: the kernel OBPM (shared pool) and 10 permutations
@@ -162,7 +164,7 @@ def run(name, args):
                                                                        epochs=1, conversion="last")),
                            ("pbpm-10", KernelPermutationBPM(n_estimators=10, base=var, epochs=1, conversion="last"))):
             t2 = run_grid(est, None, (Xtr, ytr), (Xte, yte), repeats=perms, scheduler=args.scheduler,
-                          metrics=METRICS, progress=args.progress)
+                          metrics=METRICS, progress=args.progress, random_state=seed)
             summaries += [(label, s) for s in t2.summary()]
     wall = time.perf_counter() - t
     rows = []
@@ -201,12 +203,7 @@ def report_dataset(res):
 
 
 def plot_results(results, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
+    fig, axes = figure(1, len(results), size=(6.4 * len(results), 4.4))
     for ax, res in zip(axes[0], results):
         fixed = sorted((r for r in res["rows"] if r["cache"].isdigit()), key=lambda r: r["n_support"])
         ax.plot([r["n_support"] for r in fixed], [100 * r["test_error"] for r in fixed], "o-", label="fixed cache")
@@ -219,11 +216,9 @@ def plot_results(results, path):
         ax.plot(res["svc"]["n_support"], 100 * res["svc"]["test_error"], "*", ms=13, label="SVC")
         ax.set_xlabel("support patterns")
         ax.set_ylabel("test error (%)")
-        ax.set_title(res["dataset"])
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.set_title(f"{res['dataset']}: MIRA on a budget, {res['permutations']} permutations")
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
 
 
 # -- the named experiment (distlearn.experiments.named) ------------------------------------
@@ -242,8 +237,14 @@ def dataset_cell(name: str, opts: dict) -> dict:
     return res
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
-    """digits always (scikit-learn ships them); LETTER and Fashion-MNIST when their files are given."""
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """digits always (scikit-learn ships them); LETTER and Fashion-MNIST when their files are given
+    (not with ``quick``: named explicitly there, they are refused); ``params``: ``seed`` of the
+    permutations, the held-out splits and the tuning fits."""
+    if quick and (data.get("letter") or data.get("fashion")):
+        raise ValueError("budget-fig4 --quick runs the bundled digits only: drop --quick to add LETTER or "
+                         "Fashion-MNIST (--letter, --fashion-dir)")
     names = ["digits"]
     letter = letter_file(data.get("letter"))
     if letter is not None and not quick:
@@ -258,7 +259,7 @@ def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[di
     opts = {"letter": str(letter.resolve()) if "letter" in names else None,
             "fashion_dir": str(fashion.resolve()) if "fashion" in names else None, "fashion_rows": 60000,
             "permutations": repeats, "sizes": 10, "svc_C": "1,10,100", "scheduler": None, "quick": quick,
-            "bayes": 0, "bayes_tau": 0.8, "progress": False}
+            "bayes": 0, "bayes_tau": 0.8, "progress": False, "seed": int((params or {}).get("seed") or 0)}
     return {**opts, "datasets": names}, [(n, dataset_cell, (n, opts)) for n in names]
 
 

@@ -39,7 +39,7 @@ from ..data import open_dataset
 from ..distributed import executor_for
 from ..estimators import ALMA, OBPM, Perceptron
 from ..stream import open_store, read_block, store_token
-from ._cells import Cells, pyplot, write_json
+from ._cells import Cells, figure, pyplot, refuse_other_run, save_figure, write_json
 
 __all__ = ["run", "pipeline", "format_table", "fit_cell", "svm_cell"]
 
@@ -113,8 +113,9 @@ def run(train: str | os.PathLike[str], test: str | os.PathLike[str], out: str | 
         epochs: tuple[int, ...] = EPOCHS, permutations: int = 3, taus: tuple[float, ...] = TAUS,
         sizes: tuple[int, ...] = SIZES, svm_C: tuple[float, ...] | None = SVM_C, seed: int = 0,
         scheduler: Any = None, n_jobs: int = 1, n_workers: int | None = None, overwrite: bool = False,
-        progress: Any = None, figures: bool = True) -> dict[str, Any]:
-    """Run the protocol on a training and a test store of the same feature map; see the module notes."""
+        progress: Any = None, figures: bool = True, source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the protocol on a training and a test store of the same feature map; see the module notes.
+    ``source``: what the stores were made from (kept in ``OUT/meta.json``, part of the run's key)."""
     if not isinstance(permutations, int) or permutations < 1:
         raise ValueError(f"permutations must be a positive int; got {permutations!r}")
     epochs = tuple(sorted({int(e) for e in epochs}))
@@ -128,7 +129,7 @@ def run(train: str | os.PathLike[str], test: str | os.PathLike[str], out: str | 
     tt, et = store_token(tr), store_token(te)
     plan = runs(taus, sizes)
     key = {"version": _VERSION, "train": train_p, "train_token": tt, "test": test_p, "test_token": et, "seed": seed,
-           "runs": plan}
+           "runs": plan, **(source or {})}
     book = Cells(out, key, overwrite=overwrite)
     names = [(f"{r}.e{e}.p{p}", (r, e, p)) for r in plan for e in epochs for p in range(permutations)]
     cells = {n: c for n, _ in names if (c := book.get(n)) is not None}
@@ -199,10 +200,10 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
-    plt = pyplot()
-    if plt is None:
+    if pyplot() is None:
         return []
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, axes = figure(size=(7.2, 4.4))
+    ax = axes[0, 0]
     ep = np.array(results["epochs"])
     for r, e in results["runs"].items():
         mu, sd = 100 * np.array(e["test_error"]["mean"]), 100 * np.array(e["test_error"]["std"])
@@ -214,39 +215,53 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
     ax.set_xlabel("epochs")
     ax.set_ylabel("test error (%)")
     ax.set_title("Splice sites (Table 2): test error after e epochs", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     path = str(Path(out) / "table2.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return [path]
 
 
 def pipeline(out: str | os.PathLike[str], *, train: str | None = None, test: str | None = None,
-             train_store: str | None = None, test_store: str | None = None, n_train: int = 100_000,
-             degree: int = 3, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
+             train_store: str | None = None, test_store: str | None = None, n_train: int | None = None,
+             degree: int | None = None, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
              log: Any = None, quick: bool = False, repeats: int | None = None, **options: Any) -> dict[str, Any]:
     """Files to table in one call (``distlearn experiment celegans-obpm``), each step skipped when done.
 
     Data: two stores, or two sequence files (converted with the WD map of ``degree`` into
     ``OUT/train.zarr`` and ``OUT/test.zarr``), or nothing: ``n_train`` + ``n_train // 10``
-    splice-site-like sequences are generated into ``OUT/corpus`` first.  ``quick``: the small
-    version (at most 2,000 training sequences, degree 2, epochs 1 and 2, one permutation, tau 0.05,
-    20 learners), a smoke test, not the result; ``repeats``: the number of permutations.
+    splice-site-like sequences are generated into ``OUT/corpus`` first (100,000; ``degree`` 3).
+    ``quick``: the small version (2,000 training sequences, degree 2, epochs 1 and 2, one
+    permutation, tau 0.05, 20 learners), a smoke test, not the result; what is given explicitly
+    wins over it; ``repeats``: the number of permutations.  A rerun into ``out`` with other
+    options is refused before any work (unless ``overwrite``).
     """
     from ..data._dna import convert_sequences, write_splice_corpus
 
+    if n_train is None:
+        n_train = 2000 if quick else 100_000
+    if degree is None:
+        degree = 2 if quick else 3
     if quick:
-        n_train, degree = min(n_train, 2000), 2
-        options.update(epochs=(1, 2), permutations=1, taus=(0.05,), sizes=(20,))
+        for k, v in (("epochs", (1, 2)), ("permutations", 1), ("taus", (0.05,)), ("sizes", (20,))):
+            options.setdefault(k, v)
     if repeats:
         options["permutations"] = repeats
-    say = log or (lambda msg: None)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    steps: dict[str, float] = {}
     if (train_store is None) != (test_store is None) or (train is None) != (test is None):
         raise ValueError("give both a training and a test set (--train/--test or --train-store/--test-store)")
+    if train_store is not None:
+        source: dict[str, Any] = {"source": "stores"}
+    elif train is not None:
+        source = {"source": "files", "files": [str(Path(f).resolve()) for f in (train, test)], "degree": degree}
+    else:
+        source = {"source": "generated", "n_train": n_train, "degree": degree, "corpus_seed": seed}
+    out = Path(out)
+    early = {"seed": seed, "runs": runs(options.get("taus", TAUS), options.get("sizes", SIZES)), **source}
+    if train_store is not None:
+        early.update(train=str(Path(train_store).resolve()), test=str(Path(test_store).resolve()))
+    refuse_other_run(out, early, overwrite=options.get("overwrite", False))
+    say = log or (lambda msg: None)
+    out.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
     if train_store is None:
         if train is None:
             corpus = out / "corpus"
@@ -262,19 +277,22 @@ def pipeline(out: str | os.PathLike[str], *, train: str | None = None, test: str
                 write_json(marker, want)
             train, test = str(corpus / "train.tsv"), str(corpus / "test.tsv")
         train_store, test_store = str(out / "train.zarr"), str(out / "test.zarr")
+        made = out / "stores.source.json"  # what the two stores were converted from
+        same = made.exists() and json.loads(made.read_text()) == source
         for src, dst in ((train, train_store), (test, test_store)):
-            if Path(dst).exists() and open_dataset(dst).meta.get("params", {}).get("features", {}).get("degree") == degree:
+            if same and Path(dst).exists():
                 say(f"store {dst} exists: conversion skipped")
                 continue
             say(f"converting {src} (WD degree {degree}) into {dst} ...")
             t = time.perf_counter()
             convert_sequences(src, dst, features="wd", degree=degree, overwrite=True)
             steps[f"convert_{Path(dst).stem}_seconds"] = time.perf_counter() - t
+        write_json(made, source)
     with executor_for(scheduler, n_workers=n_workers) as ex:  # one cluster for all the cells
         if ex.kind == "dask":
             say(f"Dask cluster: {ex.describe()}")
         say("running the cells ...")
-        res = run(train_store, test_store, out, seed=seed, scheduler=ex.scheduler, **options)
+        res = run(train_store, test_store, out, seed=seed, scheduler=ex.scheduler, source=source, **options)
     res["steps"] = steps
     write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
     return res

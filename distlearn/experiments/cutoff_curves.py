@@ -79,7 +79,7 @@ from .. import estimators
 from .._version import __version__
 from ..conversions import Cutoff
 from ..data.public import FASHION_HELP, fashion_mnist_dir, no_fashion_message
-from ._cells import loaded, render_text
+from ._cells import figure, loaded, render_text, save_figure
 from .obpm_drift import load_fashion
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 DEFAULT_PAIRS = ["0-6", "2-4", "2-6", "4-6", "7-9"]
@@ -323,13 +323,8 @@ def print_verdict(ov: dict, v: dict, tol: float) -> None:
 
 
 def plot_curves(results: dict, sizes: list[int], path: str, n_splits: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(results)
-    fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 6.2), squeeze=False)
+    fig, axes = figure(2, len(names), size=(3.4 * len(names), 6.4), sharex=True)
     style = {"last": ("tab:red", "-"), "average": ("tab:blue", "--"), "cutoff": ("tab:green", "-")}
     for j, name in enumerate(names):
         r = results[name]
@@ -345,16 +340,15 @@ def plot_curves(results: dict, sizes: list[int], path: str, n_splits: int) -> No
             ax.grid(alpha=0.3, which="both", lw=0.4)
             if i == 0:
                 ax.set_title(r["title"], fontsize=9)
-            if i == 1:
+            if i == 1:  # the x axis is shared down each column
                 ax.set_xlabel("training-set size")
-            if j == 0:
-                ax.set_ylabel(("Perceptron\n" if learner == "perceptron" else "Margin perceptron\n") + METRIC[learner])
-            if i == 0 and j == 0:
-                ax.legend(fontsize=8)
+            ax.set_ylabel(("Perceptron\n" if learner == "perceptron" else "Margin perceptron\n") + METRIC[learner],
+                          fontsize=9)
+    h, lab = axes[0, 0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="outside lower center", ncols=len(lab), fontsize=8)
     fig.suptitle(f"Fashion-MNIST pairs, one online pass; mean ± std over {n_splits} splits "
                  "(cf. Dekel 2008, Figs. 2-3)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 # -- main --------------------------------------------------------------------------------
@@ -378,7 +372,10 @@ def curve_cell(data_dir: str, pair: tuple[int, int], split: int, sizes: list[int
     return run_cell(pair, split, sizes, seed, test_size, scale)
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """One cell per (pair, split); ``params``: ``seed``, the base seed of the splits and the fits."""
+    seed = int((params or {}).get("seed") or 0)
     d = fashion_mnist_dir(data.get("fashion"))
     if d is None or not d.is_dir():
         raise FileNotFoundError(no_fashion_message("--fashion-dir"))
@@ -393,8 +390,8 @@ def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[di
     sizes = np.unique(np.rint(np.geomspace(10, n_pool, 6 if quick else 12)).astype(int)).tolist()
     splits = repeats or (3 if quick else 10)
     key = {"fashion": str(d), "pairs": [pair_name(p) for p in pairs], "splits": splits, "sizes": sizes,
-           "test_size": test_size, "n_pool": n_pool, "scale": "pixel", "seed": 0, "large_min": 1000, "tol": 0.5}
-    todo = [(f"{pair_name(p)}.split{s}", curve_cell, (str(d), p, s, sizes, 0, test_size, "pixel"))
+           "test_size": test_size, "n_pool": n_pool, "scale": "pixel", "seed": seed, "large_min": 1000, "tol": 0.5}
+    todo = [(f"{pair_name(p)}.split{s}", curve_cell, (str(d), p, s, sizes, seed, test_size, "pixel"))
             for p in pairs for s in range(splits)]
     return key, todo
 

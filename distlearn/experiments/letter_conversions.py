@@ -91,14 +91,15 @@ import numpy as np
 from .. import conversions as dconv
 from .. import estimators as distlearn
 from .._version import __version__
-from ..data.public import LETTER_ENV, letter_file
+from ..data.public import LETTER_ENV, letter_file, no_letter_message
 from ..rng import block_generator
-from ._cells import loaded, ours_vs_paper, render_text
+from ._cells import figure, loaded, ours_vs_paper, render_text, save_figure
 
 #: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data" above).
 LETTER_HELP = ("the 20,000 UCI Letter Recognition examples as one svmlight/LIBSVM file, 1-based indices, "
                "labels 1..26 (UCI's letter-recognition.data converted as shown below, or LIBSVM's letter.scale "
-               f"and letter.scale.t concatenated; default: ${LETTER_ENV})")
+               f"and letter.scale.t concatenated; default: ${LETTER_ENV}, else the copy "
+               "`distlearn data fetch letter` writes)")
 BASE_CONVERSIONS = ["last", "average", "suffix", "tree"]
 OPTIONAL_CONVERSIONS = ["interval", "vote", "vote-suffix"]
 LEARNERS = ("kpa", "pa-native", "pa-ovr", "perceptron")
@@ -291,20 +292,25 @@ def fold_cell(path: str, k: int, f: int, seed: int, epochs: int, conversions: li
     return fold(X, y, folds(len(y), k, seed), f, seed, epochs, conversions, how, learner)
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """One cell per (k, fold); ``params``: ``seed`` of the fold split (fold f's learner: seed + f)."""
+    seed = int((params or {}).get("seed") or 0)
     path = letter_file(data.get("letter"))
     if path is None:
-        raise FileNotFoundError(f"no LETTER data: pass --letter FILE or set {LETTER_ENV}=FILE (the 20,000 UCI "
-                                "examples as one svmlight file: https://archive.ics.uci.edu/dataset/59)")
+        raise FileNotFoundError(no_letter_message("--letter"))
     if not path.is_file():
         raise FileNotFoundError(f"--letter: {path} does not exist")
     path = path.resolve()
     ks = [5] if quick else [5, 10]
+    if repeats is not None and repeats > max(ks):
+        raise ValueError(f"letter-conversions runs at most {max(ks)} folds per split (k = {', '.join(map(str, ks))}"
+                         f"{' with --quick' if quick else ''}): --repeats {repeats} is more")
     n_folds = {k: min(k, repeats or (2 if quick else k)) for k in ks}
     convs = BASE_CONVERSIONS if quick else available_conversions()
     key = {"letter": str(path), "k": ks, "folds": {str(k): n for k, n in n_folds.items()}, "conversions": convs,
-           "scale": "max", "learner": "kpa", "epochs": 1, "seed": 0}
-    todo = [(f"k{k}.fold{f}", fold_cell, (str(path), k, f, 0, 1, convs, "max", "kpa"))
+           "scale": "max", "learner": "kpa", "epochs": 1, "seed": seed}
+    todo = [(f"k{k}.fold{f}", fold_cell, (str(path), k, f, seed, 1, convs, "max", "kpa"))
             for k in ks for f in range(n_folds[k])]
     return key, todo
 
@@ -340,21 +346,17 @@ def render(part: str, doc: dict) -> str:
 
 
 def plot(part: str, doc: dict, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     convs = doc["config"]["conversions"]
     ks = list(doc["results"])
-    f, axes = plt.subplots(1, len(ks), figsize=(5.5 * len(ks), 4), squeeze=False)
+    f, axes = figure(1, len(ks), size=(6.4 * len(ks), 4.4))
     for ax, k in zip(axes[0], ks):
         r = doc["results"][k][doc["config"]["scale"]][doc["config"]["learner"]]
         ms = [mean_std(r["errors"][c]) for c in convs]
         ref = PAPER_TABLE1.get(int(k), {})
         ours_vs_paper(ax, convs, [m for m, _ in ms], [sd for _, sd in ms],
                       [ref[c][0] if c in ref else 0 for c in convs], [ref[c][1] if c in ref else 0 for c in convs],
-                      title=f"LETTER, {k}-fold (train on 1/{k})", rotation=30)
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+                      title=f"LETTER, {k}-fold (train on 1/{k})", xlabel="conversion", rotation=30)
+    save_figure(f, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--epochs must be >= 1")
     args.data = letter_file(args.data)
     if args.data is None:
-        ap.error(f"no LETTER data: pass --data FILE or set {LETTER_ENV}=FILE (see --help for where to get it)")
+        ap.error(no_letter_message("--data"))
     if not args.data.exists():
         ap.error(f"--data: {args.data} does not exist")
 

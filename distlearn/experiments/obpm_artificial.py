@@ -96,7 +96,7 @@ from scipy import stats
 
 from ..data.synthetic import make_obpm_artificial
 from ..estimators import ALMA, OBPM, Perceptron
-from ._cells import ours_vs_paper, render_text
+from ._cells import figure, ours_vs_paper, render_text, save_figure
 
 NOISES = (0.0, 0.01, 0.1)
 PAPER = {  # noise -> learner -> (mean %, half-width %)
@@ -207,33 +207,35 @@ def _grids(quick: bool) -> tuple[tuple[float, ...], ...]:
             else (ALPHA_GRID, ALPHA_SEL, B_GRID, C_GRID))
 
 
-def _obpm_taus(e: float) -> tuple[float, ...]:
-    return TAU_GRID + (() if PAPER_TAU[e] in TAU_GRID else (PAPER_TAU[e],))
+def _obpm_fits(e: float, taus=TAU_GRID, ns=SEL_NS) -> list[tuple[float, int]]:
+    """The OBPM fits of one run at noise ``e``: the selection grid ``taus`` x ``ns`` and the paper's
+    (tau, N), each once."""
+    return list(dict.fromkeys([(t, n) for n in ns for t in taus] + [(PAPER_TAU[e], PAPER_N)]))
 
 
-def table_cell(e: float, r: int, alpha_grid, alpha_sel, b_grid, c_grid) -> dict[str, dict[str, float]]:
-    """Every Table 1 fit of Monte Carlo run ``r`` at noise ``e``: name -> :func:`evaluate` numbers."""
-    ds = _data(e, r)
+def table_cell(e: float, r: int, alpha_grid, alpha_sel, b_grid, c_grid, taus=TAU_GRID, ns=SEL_NS,
+               seed: int = 0) -> dict[str, dict[str, float]]:
+    """Every Table 1 fit of Monte Carlo run ``r`` at noise ``e`` (data and learners seeded
+    ``seed + r``): name -> :func:`evaluate` numbers."""
+    rs = seed + r
+    ds = _data(e, rs)
     B, C = PAPER_ALMA[e]
-    out = {"perceptron": fit_perceptron(ds, r)}
+    out = {"perceptron": fit_perceptron(ds, rs)}
     for a in alpha_grid:
-        out[f"alma:{a:g}"] = fit_alma(ds, r, a, B, C)
-    for t in _obpm_taus(e):
-        out[f"obpm:{t:g}:{PAPER_N}"] = fit_obpm(ds, r, t, PAPER_N)
-    for n in SEL_NS:
-        if n != PAPER_N:
-            for t in TAU_GRID:
-                out[f"obpm:{t:g}:{n}"] = fit_obpm(ds, r, t, n)
+        out[f"alma:{a:g}"] = fit_alma(ds, rs, a, B, C)
+    for t, n in _obpm_fits(e, taus, ns):
+        out[f"obpm:{t:g}:{n}"] = fit_obpm(ds, rs, t, n)
     for a in alpha_sel:
         for b in b_grid:
             for c in c_grid:
-                out[f"alma-full:{a:g}:{b:g}:{c:.4g}"] = fit_alma(ds, r, a, b, c)
+                out[f"alma-full:{a:g}:{b:g}:{c:.4g}"] = fit_alma(ds, rs, a, b, c)
     return out
 
 
-def table_from_cells(per_run: dict[float, list[dict]], alpha_grid, alpha_sel, b_grid, c_grid) -> dict:
-    """Table 1 from the cells: per noise level, the rows (with the training-error selections)
-    and the grids' summaries."""
+def table_from_cells(per_run: dict[float, list[dict]], alpha_grid, alpha_sel, b_grid, c_grid, taus=TAU_GRID,
+                     ns=SEL_NS) -> dict:
+    """Table 1 from the cells: per noise level, the rows (with the training-error selections over
+    ``taus`` x ``ns`` for OBPM) and the grids' summaries."""
     out = {}
     for e in NOISES:
         runs = per_run[e]
@@ -242,8 +244,8 @@ def table_from_cells(per_run: dict[float, list[dict]], alpha_grid, alpha_sel, b_
         perc = col("perceptron")
         alma_alpha = {f"{a:g}": col(f"alma:{a:g}") for a in alpha_grid}
         a_best = select(alma_alpha, lambda k: -float(k))
-        obpm_tau = {f"{t:g}": col(f"obpm:{t:g}:{PAPER_N}") for t in _obpm_taus(e)}
-        obpm_sel = {(t, n): col(f"obpm:{t:g}:{n}") for n in SEL_NS for t in TAU_GRID}
+        obpm_tau = {f"{t:g}": col(f"obpm:{t:g}:{PAPER_N}") for t, n in _obpm_fits(e, taus, ns) if n == PAPER_N}
+        obpm_sel = {(t, n): col(f"obpm:{t:g}:{n}") for n in ns for t in taus}
         sel_best = select({f"tau={t:g},N={n}": v for (t, n), v in obpm_sel.items()},
                           lambda k: (int(k.split("N=")[1]), float(k.split(",")[0][4:])))
         tau_best, n_best = float(sel_best.split(",")[0][4:]), int(sel_best.split("N=")[1])
@@ -328,23 +330,25 @@ def print_table(table: dict) -> None:
 
 
 # -- Figure 1 -----------------------------------------------------------------------------
-def figure_cell(r: int, taus, alpha_grid) -> dict[str, dict[str, float]]:
-    """Every Figure 1 fit of noise-free run ``r``: OBPM for each (N, tau), the perceptron, and
-    ALMA (paper B, C) for each alpha of the grid (the figure's ALMA alpha is chosen over runs)."""
-    ds = _data(0.0, r)
+def figure_cell(r: int, taus, alpha_grid, ns=FIG_NS, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Every Figure 1 fit of noise-free run ``r`` (seeded ``seed + r``): OBPM for each (N, tau), the
+    perceptron, and ALMA (paper B, C) for each alpha of the grid (the figure's ALMA alpha is chosen
+    over runs)."""
+    rs = seed + r
+    ds = _data(0.0, rs)
     B, C = PAPER_ALMA[0.0]
-    out = {f"obpm:{tau:g}:{n}": fit_obpm(ds, r, tau, n) for n in FIG_NS for tau in taus}
-    out["perceptron"] = fit_perceptron(ds, r)
-    out.update({f"alma:{a:g}": fit_alma(ds, r, a, B, C) for a in alpha_grid})
+    out = {f"obpm:{tau:g}:{n}": fit_obpm(ds, rs, tau, n) for n in ns for tau in taus}
+    out["perceptron"] = fit_perceptron(ds, rs)
+    out.update({f"alma:{a:g}": fit_alma(ds, rs, a, B, C) for a in alpha_grid})
     return out
 
 
-def figure_from_cells(runs: list[dict], taus, alpha_grid) -> dict:
+def figure_from_cells(runs: list[dict], taus, alpha_grid, ns=FIG_NS) -> dict:
     """Figure 1 from the cells; ALMA's alpha by the training-error rule on these runs."""
     B, C = PAPER_ALMA[0.0]
     alpha = float(select({f"{a:g}": [c[f"alma:{a:g}"] for c in runs] for a in alpha_grid}, lambda k: -float(k)))
     curves = {}
-    for n in FIG_NS:
+    for n in ns:
         per_tau = {}
         for tau in taus:
             per_run = [c[f"obpm:{tau:g}:{n}"] for c in runs]
@@ -353,7 +357,7 @@ def figure_from_cells(runs: list[dict], taus, alpha_grid) -> dict:
         curves[str(n)] = per_tau
     alma = [c[f"alma:{alpha:g}"] for c in runs]
     perc = [c["perceptron"] for c in runs]
-    return {"runs": len(runs), "taus": list(taus), "N": list(FIG_NS), "curves": curves,
+    return {"runs": len(runs), "taus": list(taus), "N": list(ns), "curves": curves,
             "alma": {"params": {"alpha": alpha, "B": B, "C": C}, "per_run": alma, **summarise(alma)},
             "perceptron": {"per_run": perc, **summarise(perc)}}
 
@@ -375,23 +379,20 @@ def print_figure(fig: dict) -> None:
           f"updates {a['n_updates']:.0f}")
     print(f"Perceptron: test error {p['test_error']:.2f} %, margin {p['train_margin']:.4f}, "
           f"updates {p['n_updates']:.0f}")
-    if "0.3" in fig["curves"][str(FIG_NS[0])]:
-        u = {n: fig["curves"][str(n)]["0.3"]["n_updates"] for n in FIG_NS}
+    ns = fig["N"]
+    if "0.3" in fig["curves"][str(ns[0])]:
+        u = {n: fig["curves"][str(n)]["0.3"]["n_updates"] for n in ns}
         print("Total member updates at tau = 0.3: " + ", ".join(
-            f"N={n}: {u[n]:.0f} (paper {PAPER_UPDATES_TAU03.get(n, '-')})" for n in FIG_NS)
-            + f"; ratio {u[FIG_NS[1]] / u[FIG_NS[0]]:.2f} (paper {5306 / 1334:.2f})")
-    best = max((fig["curves"][str(n)][f"{t:g}"]["train_margin"], n, t) for n in FIG_NS for t in fig["taus"])
+            f"N={n}: {u[n]:.0f} (paper {PAPER_UPDATES_TAU03.get(n, '-')})" for n in ns)
+            + (f"; ratio {u[ns[1]] / u[ns[0]]:.2f} (paper {5306 / 1334:.2f})" if tuple(ns[:2]) == FIG_NS else ""))
+    best = max((fig["curves"][str(n)][f"{t:g}"]["train_margin"], n, t) for n in ns for t in fig["taus"])
     print(f"Largest mean OBPM margin: {best[0]:.4f} (N={best[1]}, tau={best[2]:g}); paper ~{PAPER_MARGIN['obpm']}")
 
 
 def plot_figure(fig: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     taus = fig["taus"]
-    f, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    f, axes = figure(1, 2, size=(11, 4.4))
+    ax1, ax2 = axes[0]
     for n, style in zip(map(str, fig["N"]), ("o--", "s-")):
         c = fig["curves"][n]
         err = [c[f"{t:g}"]["test_error"] for t in taus]
@@ -413,9 +414,7 @@ def plot_figure(fig: dict, path: Path) -> None:
     for ax in (ax1, ax2):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+    save_figure(f, path)
 
 
 # -- the named experiments (distlearn.experiments.named) -----------------------------------
@@ -429,30 +428,40 @@ def _settings(quick: bool):
     return _grids(quick), (FIG_QUICK_TAUS if quick else FIG_TAUS)
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
-    """The cells: one per (noise, run) for the table, one per run for the figure."""
-    grids, taus = _settings(quick)
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """The cells: one per (noise, run) for the table, one per run for the figure.  ``params``:
+    ``seed`` (run r is seeded seed + r), ``tau`` and ``n_estimators`` (the table: the grid 'OBPM
+    (selected)' chooses from; the figure: the taus on its x axis and one curve per N)."""
+    p = params or {}
+    seed = int(p.get("seed") or 0)
+    grids, fig_taus = _settings(quick)
     if part == "table":
         runs = repeats or (5 if quick else 30)
-        todo = [(f"noise{e:g}.run{r}", table_cell, (e, r, *grids)) for e in NOISES for r in range(runs)]
+        taus, ns = tuple(p.get("tau") or TAU_GRID), tuple(p.get("n_estimators") or SEL_NS)
+        todo = [(f"noise{e:g}.run{r}", table_cell, (e, r, *grids, taus, ns, seed)) for e in NOISES for r in range(runs)]
     else:
         runs = repeats or (3 if quick else 30)
-        todo = [(f"run{r}", figure_cell, (r, taus, grids[0])) for r in range(runs)]
-    return {"runs": runs, "quick": quick}, todo
+        taus, ns = tuple(p.get("tau") or fig_taus), tuple(p.get("n_estimators") or FIG_NS)
+        todo = [(f"run{r}", figure_cell, (r, taus, grids[0], ns, seed)) for r in range(runs)]
+    return {"runs": runs, "quick": quick, "seed": seed, "taus": list(taus), "N": list(ns)}, todo
 
 
 def report(part: str, key: dict, cells: dict) -> dict:
-    grids, taus = _settings(key["quick"])
+    grids, fig_taus = _settings(key["quick"])
+    taus = tuple(key.get("taus", TAU_GRID if part == "table" else fig_taus))
+    ns = tuple(key.get("N", SEL_NS if part == "table" else FIG_NS))
     runs = key["runs"]
     doc: dict = {"paper": {"table": {f"{e:g}": v for e, v in PAPER.items()},
                            "alma_B_C": {f"{e:g}": v for e, v in PAPER_ALMA.items()},
                            "obpm_tau": {f"{e:g}": v for e, v in PAPER_TAU.items()}, "N": PAPER_N,
                            "updates_tau03": PAPER_UPDATES_TAU03, "margin": PAPER_MARGIN}}
     if part == "table":
-        table = table_from_cells({e: [cells[f"noise{e:g}.run{r}"] for r in range(runs)] for e in NOISES}, *grids)
+        table = table_from_cells({e: [cells[f"noise{e:g}.run{r}"] for r in range(runs)] for e in NOISES}, *grids,
+                                 taus, ns)
         doc.update(table=table, verdicts=verdicts(table))
     else:
-        doc["figure"] = figure_from_cells([cells[f"run{r}"] for r in range(runs)], taus, grids[0])
+        doc["figure"] = figure_from_cells([cells[f"run{r}"] for r in range(runs)], taus, grids[0], ns)
     return doc
 
 
@@ -464,18 +473,15 @@ def plot(part: str, doc: dict, path: Path) -> None:
     if part == "figure":
         plot_figure(doc["figure"], path)
         return
-    import matplotlib.pyplot as plt
-
-    f, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    f, axes = figure(1, 3, size=(12, 4.4))
     names = ("perceptron", "alma", "obpm")
-    for ax, e in zip(axes, NOISES):
+    for ax, e in zip(axes[0], NOISES):
         rows = doc["table"][f"{e:g}"]["rows"]
         ours_vs_paper(ax, names, [rows[n]["summary"]["test_error"] for n in names],
                       [rows[n]["summary"]["test_error_ci"] for n in names], [PAPER[e][n][0] for n in names],
-                      [PAPER[e][n][1] for n in names], title=f"label noise {100 * e:g} %")
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+                      [PAPER[e][n][1] for n in names], title=f"label noise {100 * e:g} %", xlabel="learner")
+    f.suptitle(f"Table 1: test error, mean and 95 % interval over {doc['config']['runs']} runs")
+    save_figure(f, path)
 
 
 # -- main ---------------------------------------------------------------------------------

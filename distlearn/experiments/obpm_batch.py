@@ -163,13 +163,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.public import FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, no_fashion_message
+from ..data.public import (FASHION_HELP, LETTER_ENV, fashion_mnist_dir, letter_file, no_fashion_message,
+                           no_letter_message)
 from ..estimators import ALMA, OBPM, Perceptron
-from ._cells import render_text
+from ._cells import figure, render_text, save_figure
 
 #: LETTER: the 20,000 UCI Letter Recognition examples in one svmlight file (see "Data." above).
 LETTER_HELP = ("the 20,000 UCI Letter Recognition examples in UCI's order as one svmlight/LIBSVM file, labels "
-               f"1..26 (UCI's letter-recognition.data converted as shown below; default: ${LETTER_ENV})")
+               f"1..26 (UCI's letter-recognition.data converted as shown below; default: ${LETTER_ENV}, "
+               "else the copy `distlearn data fetch letter` writes)")
 TASKS = ("letter", "letter-pairs", "fashion", "fashion-pair")
 TAUS = (0.1, 0.2, 0.3, 0.4)
 ALMA_GRID = [(B, C) for B in (0.625, 1.11, 3.33, 20.0) for C in (0.70, 1.41)]
@@ -274,17 +276,19 @@ def fit_svc(Xtr, ytr, Xte, yte, grid, dual, frac, cache: Path | None, key: str):
     return out
 
 
-def run_online(Xtr, ytr, Xte, yte, epochs, seeds, frac, n_estimators, n_jobs, log):
-    """Tune OBPM's tau and ALMA's (B, C) on the validation split, then fit every (learner, E, seed)."""
+def run_online(Xtr, ytr, Xte, yte, epochs, seeds, frac, n_estimators, n_jobs, log, taus=TAUS):
+    """Tune OBPM's tau (from ``taus``) and ALMA's (B, C) on the validation split with the first
+    seed, then fit every (learner, E, seed)."""
     def obpm(tau, E, s, conv):
         return OBPM(n_estimators=n_estimators, tau=tau, base="perceptron", epochs=E, shuffle=True,
                     conversion=conv, random_state=s, n_jobs=n_jobs)
 
     tr, va = val_split(len(ytr), frac)
     t0 = time.time()
-    tau_val = {t: err(obpm(t, 1, 0, "last").fit(Xtr[tr], ytr[tr]), Xtr[va], ytr[va]) for t in TAUS}
-    tau = min(TAUS, key=lambda t: (tau_val[t], t))
-    alma_val = {(B, C): err(ALMA(alpha=0.9, B=B, C=C, epochs=1, random_state=0).fit(Xtr[tr], ytr[tr]),
+    s0 = seeds[0]
+    tau_val = {t: err(obpm(t, 1, s0, "last").fit(Xtr[tr], ytr[tr]), Xtr[va], ytr[va]) for t in taus}
+    tau = min(taus, key=lambda t: (tau_val[t], t))
+    alma_val = {(B, C): err(ALMA(alpha=0.9, B=B, C=C, epochs=1, random_state=s0).fit(Xtr[tr], ytr[tr]),
                             Xtr[va], ytr[va]) for B, C in ALMA_GRID}
     B, C = min(ALMA_GRID, key=lambda bc: (alma_val[bc], bc))
     log(f"    tuned tau = {tau} (val {tau_val[tau]:.2f}%), ALMA B = {B}, C = {C} (val {alma_val[(B, C)]:.2f}%)"
@@ -380,19 +384,26 @@ def task_cell(dataset: str, opts: dict, epochs: list[int], seeds: list[int]) -> 
     return run_tasks(ns, [dataset], epochs, seeds, lambda msg: None)
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """One cell per task; ``params``: ``seed`` (the seeds are seed .. seed + R - 1), OBPM's
+    ``n_estimators`` (one value), the ``tau`` values tuned on the validation split, ``epochs``."""
+    p = params or {}
     datasets = ["letter-pairs", "fashion-pair"] if quick else list(TASKS)
     opts = dict(OPTIONS)
+    if p.get("n_estimators") is not None:
+        opts["n_estimators"] = int(p["n_estimators"])
+    opts["taus"] = list(p.get("tau") or TAUS)
     letter = letter_file(data.get("letter"))
     if letter is None or not letter.is_file():
-        raise FileNotFoundError(f"no LETTER data: pass --letter FILE or set {LETTER_ENV}=FILE (the 20,000 UCI "
-                                "examples as one svmlight file: https://archive.ics.uci.edu/dataset/59)")
+        raise FileNotFoundError(no_letter_message("--letter"))
     fashion = fashion_mnist_dir(data.get("fashion"))
     if fashion is None or not fashion.is_dir():
         raise FileNotFoundError(no_fashion_message("--fashion-dir"))
     opts.update(letter_data=str(letter.resolve()), fashion_data=str(fashion.resolve()))
-    epochs = [1, 3] if quick else [1, 2, 3]
-    seeds = list(range(repeats or (2 if quick else 5)))
+    epochs = sorted(set(p.get("epochs") or ([1, 3] if quick else [1, 2, 3])))
+    seed = int(p.get("seed") or 0)
+    seeds = list(range(seed, seed + (repeats or (2 if quick else 5))))
     key = {**opts, "datasets": datasets, "epochs": epochs, "seeds": seeds, "quick": quick}
     return key, [(d, task_cell, (d, opts, epochs, seeds)) for d in datasets]
 
@@ -401,7 +412,8 @@ def report(part: str, key: dict, cells: dict) -> dict:
     tasks: dict = {}
     for d in key["datasets"]:
         tasks.update(cells[d])
-    return {"tasks": tasks, "config": {"taus": list(TAUS), "alma_grid": ALMA_GRID, "target_points": TARGET},
+    return {"tasks": tasks, "config": {"taus": key.get("taus", list(TAUS)), "alma_grid": ALMA_GRID,
+                                       "target_points": TARGET},
             "paper": PAPER}
 
 
@@ -411,23 +423,22 @@ def render(part: str, doc: dict) -> str:
 
 
 def plot(part: str, doc: dict, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     names = list(doc["tasks"])
     learners = ("Perceptron", "ALMA", "OBPM", "OBPM-avg")
     E = str(doc["config"]["epochs"][-1])
-    f, ax = plt.subplots(figsize=(max(6, 1.6 * len(names)), 4))
+    f, axes = figure(size=(max(6.4, 1.6 * len(names)), 4.4))
+    ax = axes[0, 0]
     xs = np.arange(len(names))
     w = 0.8 / (len(learners) + 1)
     for i, lname in enumerate(learners):
         ax.bar(xs + i * w, [np.mean(doc["tasks"][n]["errors"][lname][E]) for n in names], w, label=f"{lname}, {E} ep.")
     ax.bar(xs + len(learners) * w, [doc["tasks"][n]["svc"]["test_err"] for n in names], w, label="LinearSVC")
     ax.set_xticks(xs + 0.4 - w / 2, names, rotation=20)
+    ax.set_xlabel("task")
     ax.set_ylabel("test error (%)")
-    ax.legend(fontsize=8)
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+    ax.set_title(f"Batch setting: test error after {E} epoch{'s' if E != '1' else ''} (mean over seeds)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save_figure(f, path)
 
 
 def run_tasks(a: argparse.Namespace, datasets: list[str], epochs: list[int], seeds: list[int], log) -> dict:
@@ -442,7 +453,8 @@ def run_tasks(a: argparse.Namespace, datasets: list[str], epochs: list[int], see
         s = fit_svc(Xtr, ytr, Xte, yte, grid, dual, a.val_frac, a.cache, name)
         log(f"    LinearSVC C = {s['C']:g} (val {s['val_err']:.2f}%), test {s['test_err']:.2f}%"
             f"{' (cached)' if s['cached'] else ''}  [{time.time() - t0:.0f} s]")
-        r = run_online(Xtr, ytr, Xte, yte, epochs, task_seeds, a.val_frac, a.n_estimators, a.n_jobs, log)
+        r = run_online(Xtr, ytr, Xte, yte, epochs, task_seeds, a.val_frac, a.n_estimators, a.n_jobs, log,
+                       tuple(getattr(a, "taus", None) or TAUS))
         r["svc"] = {k: v for k, v in s.items() if k not in ("val_pred", "val_true")}
         r["seeds"] = task_seeds
         r["n_train"], r["n_test"] = int(len(ytr)), int(len(yte))
@@ -533,8 +545,7 @@ def main(argv=None) -> int:
     if {"letter", "letter-pairs"} & set(datasets):
         a.letter_data = letter_file(a.letter_data)
         if a.letter_data is None:
-            ap.error(f"no LETTER data: pass --letter-data FILE or set {LETTER_ENV}=FILE "
-                     "(see --help for where to get it)")
+            ap.error(no_letter_message("--letter-data"))
         if not a.letter_data.is_file():
             ap.error(f"--letter-data: {a.letter_data} does not exist")
     if {"fashion", "fashion-pair"} & set(datasets):

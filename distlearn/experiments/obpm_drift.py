@@ -113,7 +113,7 @@ from ..data.readers import open_reader
 from ..data.synthetic import make_drifting_stream
 from ..estimators import ALMA, LMS, OBPM, Perceptron
 from ..learners import init_state, learn_chunk, make_rule
-from ._cells import loaded, render_text
+from ._cells import figure, loaded, render_text, save_figure
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 LEARNERS = ("lms", "alma", "perceptron", "obpm")  # the paper's Fig. 2 legend order
@@ -308,14 +308,10 @@ def print_report(summ: dict, args: argparse.Namespace, n_trials: int) -> None:
 
 
 def plot_drift(summ: dict, args: argparse.Namespace, path: str, n_trials: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     T = args.n_samples
     t = np.arange(1, T + 1)
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig, axes = figure(2, 1, size=(7.5, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax, ax2 = axes[:, 0]
     styles = {"lms": ("tab:green", "-"), "alma": ("tab:orange", "-"), "perceptron": ("tab:blue", "-"),
               "obpm": ("tab:red", "-"), BASELINE: ("0.5", ":")}
     for k in (*LEARNERS, BASELINE):
@@ -343,9 +339,7 @@ def plot_drift(summ: dict, args: argparse.Namespace, path: str, n_trials: int) -
     ax2.text(T, 0.5, "1.11T phase end\nlies beyond T →", ha="right", va="center", fontsize=7)
     ax2.legend(fontsize=7, loc="center left")
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # -- CLI ---------------------------------------------------------------------------------
@@ -362,13 +356,21 @@ def trial_cell(data_dir: str, opts: dict, trial: int) -> dict:
     return run_trial(X, labels, argparse.Namespace(**opts), trial)
 
 
-def plan(part: str, *, quick: bool, repeats: int | None, data: dict) -> tuple[dict, list]:
+def plan(part: str, *, quick: bool, repeats: int | None, data: dict,
+         params: dict | None = None) -> tuple[dict, list]:
+    """One cell per trial; ``params``: ``seed`` (trial k draws with seed + k), OBPM's ``tau`` and
+    ``n_estimators`` (one value each)."""
     d = fashion_mnist_dir(data.get("fashion"))
     if d is None or not d.is_dir():
         raise FileNotFoundError(no_fashion_message("--fashion-dir"))
+    opts = dict(OPTIONS)
+    for name in ("seed", "tau", "n_estimators"):
+        v = (params or {}).get(name)
+        if v is not None:
+            opts[name] = v
     trials = repeats or (3 if quick else 10)
-    key = {"fashion": str(d.resolve()), "trials": trials, **OPTIONS}
-    return key, [(f"trial{k}", trial_cell, (str(d.resolve()), dict(OPTIONS), k)) for k in range(trials)]
+    key = {"fashion": str(d.resolve()), "trials": trials, **opts}
+    return key, [(f"trial{k}", trial_cell, (str(d.resolve()), dict(opts), k)) for k in range(trials)]
 
 
 def report(part: str, key: dict, cells: dict) -> dict:

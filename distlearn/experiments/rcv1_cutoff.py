@@ -46,7 +46,7 @@ from ..data._rcv1 import LABEL_NAMES
 from ..distributed import executor_for
 from ..estimators import MarginPerceptron, Perceptron
 from ..stream import coerce, epoch_chunks, open_store, read_block, store_token
-from ._cells import Cells, pyplot, write_json
+from ._cells import Cells, figure, pyplot, refuse_other_run, save_figure, write_json
 
 __all__ = ["CATEGORIES", "PROBLEMS", "run", "run_cell", "format_table", "plot"]
 
@@ -166,13 +166,19 @@ def check_problems(problems: list[str] | None) -> list[str]:
     return problems
 
 
+def _early_key(seed: int, splits: int, n_sizes: int, test_fraction: float) -> dict[str, Any]:
+    """The part of a run's key known before the store is made (checked before any work)."""
+    return {"seed": seed, "splits": splits, "n_sizes": n_sizes, "test_fraction": test_fraction}
+
+
 def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems: list[str] | None = None,
         splits: int = 10, n_sizes: int = 12, test_fraction: float = 0.2, seed: int = 0, scheduler: Any = None,
         n_jobs: int = 1, n_workers: int | None = None, overwrite: bool = False, progress: Any = None,
-        figures: bool = True) -> dict[str, Any]:
+        figures: bool = True, source: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the protocol over an RCV1 store (``distlearn convert ... --qrels``); see the module notes.
 
-    ``progress``: a callable ``(done, total, cell)`` told of every finished cell.  Returns the
+    ``progress``: a callable ``(done, total, cell)`` told of every finished cell; ``source``: what
+    the store was made from (kept in ``OUT/meta.json``, part of the run's key).  Returns the
     results (also in ``OUT/results.json``).
     """
     if not isinstance(splits, int) or splits < 1:
@@ -188,8 +194,8 @@ def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems:
     out = Path(out)
     path = str(Path(store).resolve())
     token = store_token(ds)
-    key = {"version": _VERSION, "store": path, "store_token": token, "seed": seed, "splits": splits,
-           "n_sizes": n_sizes, "test_fraction": test_fraction}
+    key = {"version": _VERSION, "store": path, "store_token": token, **_early_key(seed, splits, n_sizes, test_fraction),
+           **(source or {})}
     book = Cells(out, key, overwrite=overwrite, extendable=("splits",))
     counts = dict(zip((int(c) for c in ds.meta["classes"]), ds.meta["class_counts"]))
     code = {v: int(k) for k, v in ds.meta["label_names"].items()}
@@ -280,8 +286,7 @@ def format_table(results: dict[str, Any]) -> str:
 
 def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
     """Figs. 2 and 3 (one panel per problem, mean +- std over splits); nothing without matplotlib."""
-    plt = pyplot()
-    if plt is None:
+    if pyplot() is None:
         return []
     paths = []
     probs = list(results["problems"])
@@ -290,7 +295,7 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
     for fig_no, lr, ylabel in ((2, "perceptron", "test 0-1 error"), (3, "margin", "test hinge loss")):
         cols = min(5, len(probs))
         rws = -(-len(probs) // cols)
-        fig, axes = plt.subplots(rws, cols, figsize=(3.2 * cols, 2.6 * rws), squeeze=False)
+        fig, axes = figure(rws, cols, size=(3.4 * cols, 3.0 * rws + 1.0))
         for ax, p in zip(axes.ravel(), probs):
             e = results["problems"][p]
             x = np.array(e["sizes"])
@@ -301,62 +306,82 @@ def plot(results: dict[str, Any], out: str | os.PathLike[str]) -> list[str]:
                 ax.fill_between(x, mu - sd, mu + sd, alpha=0.15)
             ax.set_xscale("log")
             ax.set_title(p.replace("-vs-", " vs. "), fontsize=9)
+            ax.set_xlabel("training-set size", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
             ax.tick_params(labelsize=7)
         for ax in axes.ravel()[len(probs):]:
             ax.axis("off")
-        axes[0, 0].set_ylabel(ylabel, fontsize=8)
-        axes[0, 0].legend(fontsize=7)
+        h, lab = axes[0, 0].get_legend_handles_labels()
+        fig.legend(h, lab, loc="outside lower center", ncols=len(lab), fontsize=8)
         learner = "perceptron" if lr == "perceptron" else "finite-horizon margin perceptron"
-        fig.suptitle(f"Fig. {fig_no}: {learner}, training-set size (log) vs {ylabel}", fontsize=10)
-        fig.tight_layout()
+        fig.suptitle(f"Fig. {fig_no}: {learner}\n{ylabel} against the training-set size (mean ± std over splits)",
+                     fontsize=10)
         path = str(Path(out) / f"fig{fig_no}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path)
         paths.append(path)
     return paths
 
 
 def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | None = None,
              tokens: list[str] | None = None, qrels: str | None = None, hierarchy: str | None = None,
-             n_docs: int = 804_414, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
+             n_docs: int | None = None, seed: int = 0, scheduler: Any = None, n_workers: int | None = None,
              log: Any = None, quick: bool = False, repeats: int | None = None, **options: Any) -> dict[str, Any]:
     """Files to figures in one call (``distlearn experiment rcv1-cutoff``), each step skipped when done.
 
     Data: ``store`` (converted already), or the LYRL2004 ``tokens`` files with their ``qrels``
     (converted into ``OUT/rcv1.zarr``), or neither: an RCV1-v2-sized corpus of ``n_docs``
     documents is generated into ``OUT/corpus`` (:func:`distlearn.data._rcv1.write_rcv1_corpus`)
-    and converted.  ``scheduler``: as everywhere (None: this process; "local": a LocalCluster of
-    ``n_workers``; an address or a scheduler file): the conversion and the cells share the cluster.
-    ``quick``: the small version (at most 4,000 documents, 2 splits, 5 sizes, CCAT-vs-GCAT unless
-    ``problems`` are given), a smoke test, not the result; ``repeats``: the number of splits.
+    and converted (804,414 by default).  ``scheduler``: as everywhere (None: this process; "local": a
+    LocalCluster of ``n_workers``; an address or a scheduler file): the conversion and the cells
+    share the cluster.  ``quick``: the small version (4,000 documents, 2 splits, 5 sizes,
+    CCAT-vs-GCAT), a smoke test, not the result; what is given explicitly wins over it; ``repeats``:
+    the number of splits.  A rerun into ``out`` with other options is refused before any work
+    (unless ``overwrite``).
     """
+    from .._outputs import remove
     from ..data._rcv1 import convert_rcv1, write_rcv1_corpus
 
+    if n_docs is None:
+        n_docs = 4000 if quick else 804_414
     if quick:
-        n_docs = min(n_docs, 4000)
-        options.update(splits=min(options.get("splits", 10), 2), n_sizes=min(options.get("n_sizes", 12), 5),
-                       problems=options.get("problems") or ["CCAT-vs-GCAT"])
+        options.setdefault("splits", 2)
+        options.setdefault("n_sizes", 5)
+        options["problems"] = options.get("problems") or ["CCAT-vs-GCAT"]
     if repeats:
         options["splits"] = repeats
     check_problems(options.get("problems"))
-    say = log or (lambda msg: None)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    steps: dict[str, float] = {}
     if tokens is not None and qrels is None:
         raise ValueError("token files need their topic file: --qrels rcv1-v2.topics.qrels")
+    if store is not None:
+        source: dict[str, Any] = {"source": "store"}
+    elif tokens is not None:
+        source = {"source": "tokens", "tokens": sorted(str(Path(t).resolve()) for t in tokens)}
+    else:
+        source = {"source": "generated", "n_docs": n_docs, "corpus_seed": seed}
+    out = Path(out)
+    refuse_other_run(out, {**_early_key(seed, options.get("splits", 10), options.get("n_sizes", 12),
+                                        options.get("test_fraction", 0.2)), **source,
+                           **({"store": str(Path(store).resolve())} if store is not None else {})},
+                     overwrite=options.get("overwrite", False), extendable=("splits",))
+    say = log or (lambda msg: None)
+    out.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
     with executor_for(scheduler, n_workers=n_workers) as ex:  # the conversion and the cells share it
         if ex.kind == "dask":
             say(f"Dask cluster: {ex.describe()}")
         if store is None:
             store = out / "rcv1.zarr"
-            if store.exists():
+            made = out / "rcv1.zarr.source.json"  # what the store was converted from
+            if store.exists() and made.exists() and json.loads(made.read_text()) == source:
                 say(f"store {store} exists: conversion skipped")
             else:
+                if store.exists():  # from other files (an --overwrite run): ours, converted again
+                    remove(store, "store")
                 if tokens is None:
                     corpus = out / "corpus"
                     marker = corpus / "complete.json"
-                    if marker.exists() and json.loads(marker.read_text()).get("n_docs") == n_docs:
+                    old = json.loads(marker.read_text()) if marker.exists() else {}
+                    if old.get("n_docs") == n_docs and old.get("seed", 0) == seed:
                         info = json.loads(marker.read_text())
                         say(f"corpus {corpus} exists: generation skipped")
                     else:
@@ -364,14 +389,15 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
                         t = time.perf_counter()
                         info = write_rcv1_corpus(corpus, n_docs, random_state=seed)
                         steps["generate_seconds"] = time.perf_counter() - t
-                        write_json(marker, info)
+                        write_json(marker, {**info, "seed": seed})
                     tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]
                 say(f"converting {len(tokens)} token files into {store} ...")
                 t = time.perf_counter()
                 convert_rcv1(tokens, store, qrels=qrels, hierarchy=hierarchy, executor=ex)
                 steps["convert_seconds"] = time.perf_counter() - t
+                write_json(made, source)
         say("running the cells ...")
-        res = run(store, out, seed=seed, scheduler=ex.scheduler, **options)
+        res = run(store, out, seed=seed, scheduler=ex.scheduler, source=source, **options)
     res["steps"] = steps
     write_json(out / "results.json", {k: v for k, v in res.items() if k != "figures"})
     return res

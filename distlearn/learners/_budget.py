@@ -29,7 +29,9 @@ one at a time, the pattern of largest ``mu >= beta`` -- ties, within a relative
 ``TIE_RTOL``, to the earliest inserted -- until none is left); 2 fixed size
 ``n`` (before inserting into a full cache remove one pattern: removal 0 =
 largest ``mu`` (Fig. 3), 1 = the oldest, 2 = the one at position
-``floor(u_t * n)`` in insertion order, ``u_t`` the round's uniform draw).
+``floor(u_t * n)`` in insertion order, ``u_t`` the round's uniform draw; removal 3 =
+merge, RBF only: *after* inserting into a full cache, replace two patterns by one,
+:func:`_merge` -- BSGD's budget maintenance, Wang, Crammer & Vucetic 2012).
 
 The entry point takes records, read by name: the cache (:class:`Cache`), the rule
 (:class:`StepRule`: ``rule.eta``, ``rule.beta``), the kernel (:class:`KernelParams`:
@@ -81,11 +83,12 @@ BUDGET_PROJECTRON = 3
 REMOVE_MARGIN = 0
 REMOVE_OLDEST = 1
 REMOVE_RANDOM = 2
+REMOVE_MERGE = 3
 
 __all__ = [
     "LINEAR_KERNEL", "POLY_KERNEL", "RBF_KERNEL", "MODE_BINARY", "MODE_OVR", "MODE_NATIVE",
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
-    "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM",
+    "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
     "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
 ]
@@ -119,7 +122,7 @@ class BudgetSpec(NamedTuple):
 
     code: int        #: BUDGET_NONE, BUDGET_VARIABLE, BUDGET_FIXED or BUDGET_PROJECTRON
     size: int        #: the fixed cache's size (BUDGET_FIXED)
-    removal: int     #: REMOVE_MARGIN, REMOVE_OLDEST or REMOVE_RANDOM (BUDGET_FIXED)
+    removal: int     #: REMOVE_MARGIN, REMOVE_OLDEST, REMOVE_RANDOM or REMOVE_MERGE (BUDGET_FIXED)
     span_tol: float  #: the Projectron's ``eta``: a pattern within it of the cache's span is projected
 
 
@@ -275,6 +278,138 @@ def _mu(i, mode, K, A, F, kd, lab):
             if g < best:
                 best = g
     return best
+
+
+#: Golden-section iterations of the merge weight ``h`` on [0, 1] (the bracket shrinks to
+#: 0.618^GS_ITERS ~ 5e-7; a fixed count, so the engine and the oracle take the same steps).
+GS_ITERS = 30
+GOLDEN = 0.6180339887498949  # (sqrt(5) - 1) / 2
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _merge_gain(am, an, gd2, h):
+    """``||a_z||^2 = sum_k (a_m[k] k(x_m, z) + a_n[k] k(x_n, z))^2`` for ``z = h x_m + (1-h) x_n``
+    with ``gd2 = gamma ||x_m - x_n||^2`` (RBF: ``k(x_m, z) = exp(-gd2 (1-h)^2)``,
+    ``k(x_n, z) = exp(-gd2 h^2)``)."""
+    km = math.exp(-gd2 * (1.0 - h) * (1.0 - h))
+    kn = math.exp(-gd2 * h * h)
+    s = 0.0
+    for k in range(am.shape[0]):
+        v = am[k] * km + an[k] * kn
+        s += v * v
+    return s
+
+
+@njit(**NUMBA_FLAGS)
+def merge_step(am, an, gd2):
+    """BSGD's merge of two RBF patterns with coefficient vectors ``am``, ``an`` (one entry per output
+    column) at ``gd2 = gamma ||x_m - x_n||^2``: ``(h, ||a_z||^2, degradation)``.
+
+    ``z = h x_m + (1 - h) x_n`` and ``a_z[k] = a_m[k] k(x_m, z) + a_n[k] k(x_n, z)`` -- per column the
+    projection of ``a_m[k] phi(x_m) + a_n[k] phi(x_n)`` onto ``phi(z)`` (``k(z, z) = 1``).  The
+    weight degradation, summed over the columns (every column's weight vector is a kernel expansion
+    over the same patterns, so the multiclass hypothesis' squared change is the sum of the columns'):
+
+        ||Delta||^2 = sum_k (a_m[k]^2 + a_n[k]^2 + 2 a_m[k] a_n[k] k(x_m, x_n) - a_z[k]^2)  >= 0
+
+    (a projection never lengthens a vector).  ``h`` maximises ``||a_z||^2`` (so minimises the
+    degradation) by :data:`GS_ITERS` golden-section steps on [0, 1]; it is the final bracket's midpoint.
+    Identical patterns (``gd2 = 0``) merge exactly: ``a_z = a_m + a_n``.
+    """
+    lo, hi = 0.0, 1.0
+    c = hi - GOLDEN * (hi - lo)
+    d = lo + GOLDEN * (hi - lo)
+    fc = _merge_gain(am, an, gd2, c)
+    fd = _merge_gain(am, an, gd2, d)
+    for _ in range(GS_ITERS):
+        if fc >= fd:
+            hi = d
+            d = c
+            fd = fc
+            c = hi - GOLDEN * (hi - lo)
+            fc = _merge_gain(am, an, gd2, c)
+        else:
+            lo = c
+            c = d
+            fc = fd
+            d = lo + GOLDEN * (hi - lo)
+            fd = _merge_gain(am, an, gd2, d)
+    h = 0.5 * (lo + hi)
+    gain = _merge_gain(am, an, gd2, h)
+    kmn = math.exp(-gd2)
+    full = 0.0
+    for k in range(am.shape[0]):
+        full += am[k] * am[k] + an[k] * an[k] + 2.0 * am[k] * an[k] * kmn
+    return h, gain, full - gain
+
+
+@njit(**NUMBA_FLAGS)
+def _merge(t, gamma, c):
+    """Replace two live patterns of the cache ``c`` by one (BSGD, :func:`merge_step`): ``x_m`` is the
+    live pattern of smallest ``||a||^2`` (the earliest slot on ties); its partner ``x_n`` the live
+    pattern of the same class (of any class when ``x_m`` is its class's only one) of least
+    degradation (the earliest slot on ties).  ``z = x_n + h (x_m - x_n)`` -- exactly ``x`` when both
+    are ``x`` -- goes into a new slot born at round ``t``, with class ``lab[m]``; ``x_m`` and ``x_n``
+    die at ``t``.  The scores ``F`` are not kept under merging.  Returns ``(m, n)``."""
+    S, A, lab, alive = c.S, c.A, c.lab, c.alive
+    n_slots = c.meta[0]
+    K = A.shape[1]
+    d = S.shape[1]
+    m = -1
+    best = np.inf
+    for i in range(n_slots):
+        if alive[i]:
+            w = 0.0
+            for k in range(K):
+                w += A[i, k] * A[i, k]
+            if w < best:
+                best = w
+                m = i
+    same = False
+    for i in range(n_slots):
+        if alive[i] and i != m and lab[i] == lab[m]:
+            same = True
+            break
+    n = -1
+    hn = 0.0
+    gn = 0.0
+    dn = np.inf
+    for i in range(n_slots):
+        if not alive[i] or i == m or (same and lab[i] != lab[m]):
+            continue
+        d2 = 0.0
+        for j in range(d):
+            q = S[m, j] - S[i, j]
+            d2 += q * q
+        h, gain, deg = merge_step(A[m], A[i], gamma * d2)
+        if deg < dn:
+            dn = deg
+            n = i
+            hn = h
+            gn = gamma * d2
+    s = n_slots
+    sqz = 0.0
+    for j in range(d):
+        v = S[n, j] + hn * (S[m, j] - S[n, j])
+        S[s, j] = v
+        sqz += v * v
+    km = math.exp(-gn * (1.0 - hn) * (1.0 - hn))
+    kn = math.exp(-gn * hn * hn)
+    for k in range(K):
+        A[s, k] = A[m, k] * km + A[n, k] * kn
+        c.F[s, k] = 0.0
+    c.sq[s] = sqz
+    c.kd[s] = 1.0
+    lab[s] = lab[m]
+    c.born[s] = t
+    c.died[s] = -1
+    alive[s] = True
+    for v in (m, n):
+        alive[v] = False
+        c.died[v] = t
+    c.meta[0] = s + 1
+    c.meta[1] -= 1
+    return m, n
 
 
 #: Removal margins within this relative distance of the largest count as tied (ties go to the
@@ -567,7 +702,9 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
 
     ``c.meta = [n_slots, n_alive, t]`` (``t`` the learner's round counter, which
     keys ``born``/``died``); ``uniforms[ii]`` the random removal draw of round
-    ``ii``.  The caller guarantees room for ``len(order)`` more slots.  Returns -1, or the position
+    ``ii``.  The caller guarantees room for ``len(order)`` more slots (``2 len(order)`` when
+    merging: a round may append its pattern and a merged one; ``log.removed`` counts the two
+    merged patterns).  Returns -1, or the position
     in ``order`` of the first round whose scores are not finite, or whose
     ``||x||^2`` overflows or underflows float64 (that round and later ones are
     not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
@@ -680,7 +817,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
-            if budget.code == BUDGET_FIXED and meta[1] >= budget.size:
+            if budget.code == BUDGET_FIXED and meta[1] >= budget.size and budget.removal != REMOVE_MERGE:
                 v = _victim(budget.removal, n_slots, meta[1], uniforms[ii], mode, K, A, F, c.kd, c.lab, c.born,
                             alive, ub, cand)
                 for k in range(K):
@@ -707,6 +844,9 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             meta[1] += 1
             if bounded:
                 ub[s] = np.inf  # computed exactly at its next pick
+            if budget.code == BUDGET_FIXED and budget.removal == REMOVE_MERGE and meta[1] > budget.size:
+                _merge(t, kern.gamma, c)  # the new pattern is one of the candidates, as in BSGD
+                n_rem += 2
             if budget.code == BUDGET_VARIABLE:
                 while True:
                     v = _pick_bounded(meta[0], mode, K, A, F, c.kd, c.lab, c.born, alive, rule.beta, ub, cand)

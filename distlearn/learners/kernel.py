@@ -21,7 +21,11 @@ an integer ``n``
     a fixed-size cache: before inserting into a full cache remove one pattern,
     by ``removal="margin"`` (Fig. 3: the largest ``mu``), ``"oldest"`` (the
     Forgetron's choice, without its shrinking) or ``"random"`` (the randomized
-    budget perceptron; a seeded draw per round).
+    budget perceptron; a seeded draw per round); or, RBF kernel only, by
+    ``removal="merge"`` (BSGD, Wang, Crammer & Vucetic 2012): *after* inserting
+    into a full cache, the pattern of smallest ``||a||^2`` and its partner of the
+    same class whose merge loses least are replaced by one synthetic pattern
+    ``z = h x_m + (1 - h) x_n`` (:func:`distlearn.learners._budget.merge_step`).
 
 The removal margin ``mu_p`` of a cached pattern is its margin under the
 hypothesis without its own term: ``s_p (f(x_p) - a_p k(x_p, x_p))`` in the
@@ -57,6 +61,7 @@ __all__ = [
     "BudgetLog",
     "init_budget_state",
     "budget_code",
+    "resolve_removal",
     "compacted_pieces",
     "dense_pieces",
     "raise_kernel_non_finite",
@@ -70,7 +75,7 @@ __all__ = [
 KERNELS = {"linear": B.LINEAR_KERNEL, "poly": B.POLY_KERNEL, "rbf": B.RBF_KERNEL}
 #: The linear rules that have a kernel form (all updates are ``w += u x``, no rescaling of ``w``).
 KERNEL_RULES = ("perceptron", "mira", "pa")
-REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM}
+REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM, "merge": B.REMOVE_MERGE}
 RANDOM_REMOVAL_STREAM = rng.stream_id("budget-removal")
 #: Rows per compiled call: bounds the dense copy of a sparse block and the slots appended per call.
 _SUB_ROWS = 2048
@@ -284,25 +289,40 @@ def budget_code(budget: None | str | int) -> tuple[int, int]:
     return B.BUDGET_FIXED, int(budget)
 
 
+def resolve_removal(removal: str, kernel: Kernel, bcode: int, *, pool: bool = False) -> str:
+    """The removal a cache runs: ``removal`` itself, or for ``"auto"`` ``"merge"`` when a fixed budget
+    (``bcode``) has the RBF kernel and is not a kernel OBPM member's (``pool``), else ``"margin"``.
+    Merging won at every budget and rule measured (LETTER, one pass, B = 100 and 500:
+    ``benchmarks/bench_budget_merge.py``).  Other budgets ignore the removal."""
+    if removal == "auto":
+        return "merge" if bcode == B.BUDGET_FIXED and kernel.name == "rbf" and not pool else "margin"
+    if removal not in REMOVALS:
+        raise ValueError(f"removal must be 'auto' or one of {sorted(REMOVALS)}, got {removal!r}")
+    return removal
+
+
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
                        removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
-    ``seed`` keys the random removal draws by the learner's round counter, so
+    ``removal`` as :func:`resolve_removal`; ``seed`` keys the random removal draws by the learner's round counter, so
     the result does not depend on how the stream was chunked.  ``blocked``
     computes kernel rows ``ROW_BLOCK`` rounds at a time (same values, bit for
     bit; ``False`` is one row per round, kept for the benchmark).
     """
     bcode, n_budget = budget_code(budget)
+    removal = resolve_removal(removal, kernel, bcode)
     keep = keeps_scores(bcode, removal)
     if keep and not state.scores_kept:
         state.refresh_scores(kernel)
     if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
-    if removal not in REMOVALS:
-        raise ValueError(f"removal must be one of {sorted(REMOVALS)}, got {removal!r}")
+    merging = bcode == B.BUDGET_FIXED and removal == "merge"
+    if merging and kernel.name != "rbf":
+        raise ValueError(f"removal='merge' needs kernel='rbf' (got kernel={kernel.name!r}): the merged pattern "
+                         "h x_m + (1-h) x_n keeps k(z, z) = 1 and a one-parameter merge loss only for RBF")
     n = X.shape[0]
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     y = np.asarray(y, dtype=np.int64)
@@ -313,7 +333,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                     np.zeros(m, dtype=np.int64))
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         state.compact()
-        state._grow(int(state.meta[0]) + (hi - lo))
+        state._grow(int(state.meta[0]) + (2 if merging else 1) * (hi - lo))
         t0 = state.t
         uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
                     if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))

@@ -279,3 +279,110 @@ def test_bad_arguments(tmp_path):
                {"chunk_bytes": 0}, {"label_column": 1.5}):  # fmt: skip
         with pytest.raises(ValueError):
             CsvReader(p, **kw)
+
+
+# ----------------------------------------------------------------------------- which column is the label
+
+
+def labelled_table(tmp_path: Path, header: str, n: int = 300, seed: int = 0) -> tuple[Path, np.ndarray]:
+    """Three continuous features and an integer class column, in the header's order."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    names = header.split(",")
+    cols = {n_: i for i, n_ in enumerate(names)}
+    lab = next(n_ for n_ in names if n_.lower() in ("label", "target", "class", "y") or n_ == "cls")
+    data = np.empty((n, 4))
+    feats = [c for c in names if c != lab]
+    for j, c in enumerate(feats):
+        data[:, cols[c]] = X[:, j]
+    data[:, cols[lab]] = y
+    p = tmp_path / "t.csv"
+    np.savetxt(p, data, delimiter=",", fmt="%.17g", header=header, comments="")
+    return p, data
+
+
+@pytest.mark.parametrize("header", ["f1,f2,f3,label", "Target,a,b,c", "a,CLASS,b,c", "a,b,Y,c"])
+def test_a_column_named_like_a_label_is_the_label(tmp_path, header):
+    from distlearn.data.readers import convert
+
+    p, data = labelled_table(tmp_path, header)
+    col = next(i for i, c in enumerate(header.split(",")) if c.lower() in ("label", "target", "class", "y"))
+    r = CsvReader(p)
+    assert r.label_index == col and r.label_what == f"label column {col} ({header.split(',')[col]!r})"
+    X, y = convert(p, tmp_path / "s.zarr", dtype="float64").to_numpy()
+    np.testing.assert_array_equal(y, data[:, col])
+    np.testing.assert_array_equal(X, np.delete(data, col, axis=1))
+
+
+def test_label_column_overrides_the_name_and_label_names_have_an_order(tmp_path):
+    p, data = labelled_table(tmp_path, "f1,f2,f3,label")
+    assert CsvReader(p, label_column=0).label_index == 0
+    q = write(tmp_path / "two.csv", "x,y,label\n1,2,0\n0,3,1\n")
+    assert CsvReader(q).label_index == 2  # 'label' before 'y' (here a coordinate)
+    assert CsvReader(write(tmp_path / "tc.csv", "Class,a,TARGET\n1,2,0\n")).label_index == 2  # target before class
+    assert CsvReader(q, label_column="y").label_index == 1
+    # no header: column 0, as before
+    assert CsvReader(write(tmp_path / "n.csv", "1,2,3\n")).label_index == 0
+
+
+def test_continuous_labels_are_refused_in_one_line(tmp_path):
+    from distlearn.data.readers import convert
+
+    p, _ = labelled_table(tmp_path, "f1,f2,f3,label")
+    with pytest.raises(InputFormatError) as ei:
+        convert(p, tmp_path / "s.zarr", label_column=0)
+    msg = str(ei.value)
+    assert "\n" not in msg and msg.startswith(f"{p}: label column 0 ('f1') holds non-integer values (e.g. ")
+    assert msg.endswith(" in row 1), not class labels; pick the label with --label-column NAME|INDEX (label_column=)")
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_more_classes_than_half_the_rows_is_refused(tmp_path):
+    from distlearn.data.readers import convert
+
+    rows = "".join(f"{i},{i % 7}.5,{i % 3}\n" for i in range(300))  # column 0: an integer row id
+    p = write(tmp_path / "ids.csv", "id,v,w\n" + rows)
+    with pytest.raises(InputFormatError, match=r"ids.csv: label column 0 \('id'\) has 300 distinct values in 300 "
+                                               r"rows, not class labels; pick the label with --label-column "
+                                               r"NAME\|INDEX \(label_column=\)$"):
+        convert(p, tmp_path / "s.zarr", chunk_bytes=200)  # counted across chunks
+    ds = convert(p, tmp_path / "s.zarr", label_column="w")
+    assert ds.classes.tolist() == [0, 1, 2]
+    # a small hand-made file, one row per class, is classes (at most MIN_REFUSED_CLASSES of them)
+    small = write(tmp_path / "small.csv", "".join(f"{i},{i}\n" for i in range(10)))
+    assert convert(small, tmp_path / "small.zarr").n_samples == 10
+    eleven = write(tmp_path / "eleven.csv", "".join(f"{i},{i}\n" for i in range(11)))
+    with pytest.raises(InputFormatError, match="has 11 distinct values in 11 rows"):
+        convert(eleven, tmp_path / "e.zarr")
+
+
+def test_svmlight_with_continuous_labels_is_refused(tmp_path):
+    from distlearn.data.readers import convert, read_arrays
+
+    p = write(tmp_path / "r.svm", "".join(f"{0.25 * i} 1:{i}\n" for i in range(40)))
+    want = (r"r.svm: the labels \(each line's first field\) holds non-integer values \(e.g. 0.25 in row 2\), not "
+            r"class labels; distlearn trains classifiers, whose labels are class numbers$")
+    with pytest.raises(InputFormatError, match=want):
+        convert(p, tmp_path / "s.zarr")
+    with pytest.raises(InputFormatError, match=want):
+        read_arrays(p)
+    q = write(tmp_path / "ids.svm", "".join(f"{i} 1:1\n" for i in range(40)))
+    from distlearn.distributed import executor_for
+
+    with pytest.raises(InputFormatError, match=r"has 40 distinct values in 40 rows"):
+        convert(q, tmp_path / "s.zarr")
+    with executor_for(None) as ex, pytest.raises(InputFormatError, match=r"has 40 distinct values in 40 rows"):
+        convert(q, tmp_path / "s.zarr", part_bytes=64, executor=ex)  # parallel byte ranges, an executor's tasks
+
+
+def test_read_arrays_refuses_a_file_too_big_for_memory(tmp_path):
+    from distlearn.data.readers import read_arrays
+
+    p, data = labelled_table(tmp_path, "f1,f2,f3,label")
+    X, y = read_arrays(p, dtype="float64")
+    np.testing.assert_array_equal(X, data[:, :3])
+    np.testing.assert_array_equal(y, data[:, 3])
+    with pytest.raises(InputFormatError, match=r"t.csv: about 0 MiB in memory, more than 0 MiB .*; convert it to a "
+                                               r"store first, which streams it: distlearn convert .*t.csv t.zarr$"):
+        read_arrays(p, budget=1000)

@@ -396,13 +396,13 @@ def test_dockerfile_installs_this_package_at_its_version():
     assert labels["org.opencontainers.image.version"] == distlearn.__version__
     copied = [shlex.split(r) for i, r in instrs if i == "COPY"]
     sources = {s for c in copied for s in c[:-1]}
-    assert {"pyproject.toml", "README.md", "distlearn"} <= sources
+    assert {"pyproject.toml", "README.md", "LICENSE", "distlearn"} <= sources
     for s in sources:
         assert (ROOT / s).exists(), f"COPY {s}: not in the repository (build from the repository root)"
     runs = " ".join(r for i, r in instrs if i == "RUN")
-    assert 'pip install -c cluster/constraints.txt ".[cluster,plot]"' in runs
+    assert 'pip install -c cluster/constraints.txt ".[cluster]"' in runs
     extra = pyproject["project"]["optional-dependencies"]["cluster"]
-    assert {re.split(r"[<>=]", e)[0] for e in extra} == {"dask-jobqueue", "dask-kubernetes", "bokeh"}
+    assert {re.split(r"[<>=]", e)[0] for e in extra} == {"dask-jobqueue", "dask-kubernetes", "s3fs", "bokeh"}
     assert ("CMD", '["distlearn", "--help"]') in instrs
     assert not any(i == "ENTRYPOINT" for i, _ in instrs)  # the manifests' args are whole command lines
     build = f"docker build -f cluster/Dockerfile -t {IMAGE} ."
@@ -458,8 +458,8 @@ def test_every_pin_satisfies_pyproject_and_the_image_is_pinned():
            for group, lst in reqs.items() for r in lst for name in [canonicalize_name(r.name)]
            if name in pins and not r.specifier.contains(Version(pins[name]), prereleases=True)]
     assert bad == []
-    # what the image installs is pinned: the core, the cluster extra, the plot extra, and the dashboard
-    needed = {canonicalize_name(r.name) for g in ("core", "cluster", "plot") for r in reqs[g]}
+    # what the image installs is pinned: the core and the cluster extra (with the dashboard's bokeh)
+    needed = {canonicalize_name(r.name) for g in ("core", "cluster") for r in reqs[g]}
     assert needed - set(pins) == set(), "cluster/constraints.txt: no pin for these"
     assert {"bokeh", "matplotlib", "numba", "llvmlite", "numpy"} <= set(pins)
     # a pin that broke a requirement would be seen: the check above is not vacuous

@@ -319,8 +319,9 @@ def test_kernel_permutation_bpm_model_files_from_before_the_split_load_and_are_r
     old = load_model(Path(__file__).with_name("kernel_permutation_bpm_before_issue27.npz"))
     assert isinstance(old, KernelModel) and old.meta["estimator"] == "PermutationBPM"
     assert old.meta["params"]["n_estimators"] == 3 and old.meta["params"]["weights"] == "uniform"
-    est = KernelPermutationBPM(n_estimators=3, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=15), epochs=2,
-                               conversion="average", random_state=7).fit(X[:100], y[:100])
+    # removal="margin": the fixed cache's default when the file was saved (since issue 29 "auto" merges RBF caches)
+    est = KernelPermutationBPM(n_estimators=3, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=15, removal="margin"),
+                               epochs=2, conversion="average", random_state=7).fit(X[:100], y[:100])
     assert np.array_equal(est.support_vectors_, old.support_vectors_)
     assert np.array_equal(est.dual_coef_, old.dual_coef_)
     assert np.array_equal(est.decision_function(X[100:]), old.decision_function(X[100:]))

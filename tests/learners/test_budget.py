@@ -81,7 +81,7 @@ def test_kept_scores_equal_recomputed_scores_and_distill_leaves_no_removable_pat
             assert sizes.max() <= budget
 
 
-@given(n=st.integers(1, 12), seed=st.integers(0, 10_000), removal=st.sampled_from(["margin", "oldest", "random"]))
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000), removal=st.sampled_from(["margin", "oldest", "random", "merge"]))
 @settings(max_examples=25, deadline=None)
 def test_fixed_cache_never_exceeds_its_size(n, seed, removal):
     X, y = _data(n=80, seed=seed)
@@ -128,7 +128,7 @@ def test_linear_kernel_without_budget_is_the_perceptron():
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
-@pytest.mark.parametrize("removal", ["margin", "random"])
+@pytest.mark.parametrize("removal", ["margin", "random", "merge"])
 def test_chunking_does_not_change_the_model(budget, removal):
     X, y = _data(n=200, k=3)
     rule = make_rule("mira", beta=0.1, native=True)

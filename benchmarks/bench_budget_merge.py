@@ -1,0 +1,102 @@
+"""Fixed budgets on LETTER: removal by margin, oldest, random against merging (BSGD), SVC alongside.
+
+    .venv/bin/python benchmarks/bench_budget_merge.py --letter letter.svm [--budgets 100,500] [--json out.json]
+
+LETTER (20,000 x 16, 26 classes), the standard split (first 16,000 rows train, last 4,000 test),
+features min-max scaled to [0, 1] on the training rows.  ONE pass (``epochs=1``, shuffled with
+``random_state=0``) of KernelMIRA, KernelPerceptron and KernelPA (native multiclass, RBF) with
+``budget=B`` and each ``removal``; test error and fit time.  ``sklearn.svm.SVC(C=10)`` with the same
+gamma in the same run.  gamma: ``--gamma`` or, by default, chosen on the training rows only: a
+grid, KernelMIRA(budget=500, removal="merge") fit on the first 12,000 training rows and scored on
+the other 4,000.  Targets (issue 29, BSGD's Table 3): B = 500 below 10.3 % error, B = 100 below 25 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from distlearn.data.public import letter_file
+from distlearn.estimators.kernel import KernelMIRA, KernelPA, KernelPerceptron
+
+LEARNERS = {"KernelMIRA": KernelMIRA, "KernelPerceptron": KernelPerceptron, "KernelPA": KernelPA}
+REMOVALS = ("margin", "oldest", "random", "merge")
+GRID = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+
+
+def load_letter(path: Path) -> tuple[np.ndarray, ...]:
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(path), n_features=16)
+    X = np.asarray(X.todense())
+    lo, hi = X[:16000].min(0), X[:16000].max(0)
+    X = np.clip((X - lo) / np.where(hi > lo, hi - lo, 1.0), 0.0, 1.0)
+    return X[:16000], y[:16000], X[16000:], y[16000:]
+
+
+def fit_score(cls, params, Xtr, ytr, Xte, yte) -> tuple[float, float, int]:
+    est = cls(**params)
+    t = time.perf_counter()
+    est.fit(Xtr, ytr)
+    fit = time.perf_counter() - t
+    return float(np.mean(est.predict(Xte) != yte)), fit, int(est.support_vectors_.shape[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--letter", type=Path, default=None, help="LETTER as one svmlight file (default $DISTLEARN_LETTER)")
+    p.add_argument("--budgets", default="100,500", help="comma-separated fixed budgets")
+    p.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated subset of " + ",".join(LEARNERS))
+    p.add_argument("--removals", default=",".join(REMOVALS), help="comma-separated subset of " + ",".join(REMOVALS))
+    p.add_argument("--gamma", type=float, default=None, help="RBF width (default: the grid on the training rows)")
+    p.add_argument("--no-svc", action="store_true", help="skip sklearn's SVC")
+    p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    path = letter_file(args.letter)
+    if path is None or not path.exists():
+        print("bench_budget_merge: no LETTER file (pass --letter FILE or set $DISTLEARN_LETTER)", file=sys.stderr)
+        return 2
+    Xtr, ytr, Xte, yte = load_letter(path)
+    rows: list[dict] = []
+    gamma = args.gamma
+    if gamma is None:
+        errs = {}
+        for g in GRID:
+            e, _, _ = fit_score(KernelMIRA, dict(gamma=g, budget=500, removal="merge", random_state=0),
+                                Xtr[:12000], ytr[:12000], Xtr[12000:], ytr[12000:])
+            errs[g] = e
+            print(f"# gamma grid (train 12k / validation 4k of the training rows): gamma={g:g} "
+                  f"validation error {100 * e:.2f} %", flush=True)
+        gamma = min(errs, key=errs.get)
+    print(f"# gamma = {gamma:g}", flush=True)
+    print("| learner | B | removal | test error % | fit s | support |")
+    print("|---|---|---|---|---|---|")
+    for B in (int(b) for b in args.budgets.split(",")):
+        for name in args.learners.split(","):
+            for removal in args.removals.split(","):
+                e, fit, ns = fit_score(LEARNERS[name], dict(gamma=gamma, budget=B, removal=removal, random_state=0),
+                                       Xtr, ytr, Xte, yte)
+                rows.append(dict(learner=name, budget=B, removal=removal, error=e, fit_s=fit, support=ns, gamma=gamma))
+                print(f"| {name} | {B} | {removal} | {100 * e:.2f} | {fit:.2f} | {ns} |", flush=True)
+    if not args.no_svc:
+        from sklearn.svm import SVC
+
+        t = time.perf_counter()
+        svc = SVC(C=10.0, gamma=gamma).fit(Xtr, ytr)
+        fit = time.perf_counter() - t
+        e = float(np.mean(svc.predict(Xte) != yte))
+        rows.append(dict(learner="SVC(C=10)", budget=None, removal=None, error=e, fit_s=fit,
+                         support=int(svc.support_vectors_.shape[0]), gamma=gamma))
+        print(f"| SVC(C=10) | - | - | {100 * e:.2f} | {fit:.2f} | {svc.support_vectors_.shape[0]} |", flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
