@@ -1044,7 +1044,7 @@ def _parser_warmup(sub: Any) -> None:
         description=(
             "The learners are numba kernels, compiled on first use for the data they meet and cached on\n"
             "disk; without this, the first `distlearn train` of each kind of model and store pays the\n"
-            "compilation (a few seconds, announced on stderr and reported apart from the fit time).\n"
+            "compilation (a few seconds, announced on a terminal and reported apart from the fit time).\n"
             "This command trains each job below once on a tiny generated store, which compiles those\n"
             "kernels and writes them to the cache; later runs, and Dask workers sharing the cache, load\n"
             "them. `python3 run.py setup` and cluster/Dockerfile run it after installing.\n\n"
