@@ -6,7 +6,9 @@
 
 Both create (or reuse) a virtual environment in ``.venv`` next to this file and
 install the project into it in editable mode with its ``dev`` extras; the
-install is redone only when ``pyproject.toml`` changes.
+install is redone only when ``pyproject.toml`` changes.  After installing, setup
+runs ``distlearn warmup``, which compiles the common numba kernels into their
+cache (about half a minute, once), so no training run waits for compilation.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def setup() -> None:
     pip = [str(PY), "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[dev]"], check=True)
+    _say("compiling the common kernels into numba's cache (distlearn warmup; once)")
+    subprocess.run([str(PY), "-m", "distlearn", "warmup"], check=True, cwd=ROOT)
     stamp.write_text(want)
 
 

@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"distlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_parser_convert, _parser_info, _parser_generate, _parser_train, _parser_predict,
-                _parser_evaluate, _parser_export, _parser_experiment, _parser_data, _parser_demo):
+                _parser_evaluate, _parser_export, _parser_experiment, _parser_data, _parser_demo, _parser_warmup):
         add(sub)
     return p
 
@@ -938,18 +938,22 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
+    from ._compile import watch
     from .model import save_model
     from .training import evaluate, fit_summary
 
     params = dict(_param(p) for p in a.param)
     est, ds = _train_setup(a, params)
     t0 = time.perf_counter()
-    est.fit(*a.fit_args)
-    seconds = time.perf_counter() - t0
+    with watch() as compiled:  # numba's first-run compilation, reported apart from the fit
+        est.fit(*a.fit_args)
+    seconds = time.perf_counter() - t0 - compiled.seconds
     summary = fit_summary(est)
     result: dict[str, Any] = {
         "model": summary["model"], "store": str(a.store), "n_samples": ds.n_samples, "n_features": ds.n_features,
-        "epochs": summary["epochs"], "fit_seconds": round(seconds, 3), "online_error": summary["online_error"],
+        "epochs": summary["epochs"], "fit_seconds": round(seconds, 3),
+        "compile_seconds": round(compiled.seconds, 3), "compiled": compiled.kernels,
+        "online_error": summary["online_error"],
         "online_errors": summary["online_errors"], "n_updates": summary["n_updates"],
         "params": {k: v for k, v in est.get_params(deep=False).items()
                    if k in params or k in ("random_state", "epochs")},
@@ -973,7 +977,9 @@ def _cmd_train(a: argparse.Namespace) -> int:
 def _train_table(a: argparse.Namespace, result: dict[str, Any], summary: dict[str, Any], seconds: float) -> str:
     """The human table of ``distlearn train``."""
     rows = [("model", f"{result['model']} on {a.store} ({result['n_samples']} x {result['n_features']})"),
-            ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"),
+            ("fit", f"{seconds:.2f} s, {result['epochs']} epoch(s)"
+                    + (f"; compiling kernels took {result['compile_seconds']:.2f} s more (first run only, "
+                       "see distlearn warmup)" if result["compiled"] else "")),
             ("online error", f"{result['online_error']:.4f} ({result['online_errors']} of {summary['online_rows']}, "
                              f"{summary['online_scope']})")]
     if len(result.get("epoch_online_errors", ())) > 1:
@@ -1027,6 +1033,58 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     else:
         print(quickstart.format_table(result))
     return 0 if result["ok"] else 1
+
+
+def _parser_warmup(sub: Any) -> None:
+    from .warmup import JOBS
+
+    w = _command(
+        sub, "warmup", _cmd_warmup,
+        help="compile the common kernels into numba's cache, so that no run waits for it",
+        description=(
+            "The learners are numba kernels, compiled on first use for the data they meet and cached on\n"
+            "disk; without this, the first `distlearn train` of each kind of model and store pays the\n"
+            "compilation (a few seconds, announced on a terminal and reported apart from the fit time).\n"
+            "This command trains each job below once on a tiny generated store, which compiles those\n"
+            "kernels and writes them to the cache; later runs, and Dask workers sharing the cache, load\n"
+            "them. `python3 run.py setup` and cluster/Dockerfile run it after installing.\n\n"
+            "The cache: $NUMBA_CACHE_DIR when set; else __pycache__ beside the package's sources when\n"
+            "writable; else the user's cache directory (~/.cache/numba). Entries hold for the same\n"
+            "source files, numba version and CPU; anything else compiles again (never a stale kernel).\n"
+            "A read-only installation keeps its cache per user: run warmup as the user who trains, or\n"
+            "set NUMBA_CACHE_DIR to a writable directory for both. DISTLEARN_NUMBA_CACHE=0 turns\n"
+            "caching off.\n\n"
+            "jobs (* = run by default):\n"
+            + "".join(f"  {n:<18}{'*' if j.default else ' '} {j.covers}\n" for n, j in JOBS.items())
+        ),
+        epilog="examples:\n  distlearn warmup\n  distlearn warmup --all --json\n"
+               "  NUMBA_CACHE_DIR=/shared/numba distlearn warmup --job obpm-sparse",
+    )
+    w.add_argument("--job", action="append", choices=sorted(JOBS), metavar="NAME",
+                   help="compile this job only (repeatable; names above)")
+    w.add_argument("--all", action="store_true", help="every job, not only the default ones")
+    _json_flag(w)
+
+
+def _cmd_warmup(a: argparse.Namespace) -> int:
+    from .warmup import warmup
+
+    if a.job and a.all:
+        raise ValueError("--job and --all exclude each other")
+
+    def told(name: str, row: dict[str, Any]) -> None:
+        if not a.json:
+            what = f"compiled {len(row['compiled'])} kernel(s) in {row['compile_seconds']:.2f} s" \
+                if row["compiled"] else "found in the cache"
+            print(f"{name:<18} {what} ({row['seconds']:.2f} s)", flush=True)
+
+    res = warmup(a.job, every=a.all, log=told)
+    if a.json:
+        print(json.dumps(res, indent=2))
+    else:
+        where = res["cache_dir"] or "off (DISTLEARN_NUMBA_CACHE=0): nothing is kept"
+        print(f"total {res['seconds']:.2f} s; numba cache: {where}")
+    return 0
 
 
 #: What each command takes, in order, for the one-line "looks swapped" message.
@@ -1106,9 +1164,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .data import StoreError
     from .data._errors import InputFormatError
 
+    from ._compile import watch
+
+    def announce(kernel: str) -> None:  # on a terminal, like the progress bars; the output reports it too
+        print(f"distlearn {args.command}: compiling kernels (first run only; `distlearn warmup` compiles them "
+              "ahead) ...", file=sys.stderr, flush=True)
+
     try:
         _check_roles(args)
-        return int(args.func(args))
+        with watch(announce=announce if args.command != "warmup" and sys.stderr.isatty() else None):
+            return int(args.func(args))
     except BrokenPipeError:  # the reader went away (| head): not an error of ours (before ConnectionError, its base)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

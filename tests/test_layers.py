@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "distlearn"
 #: package's modules and any lower layer's, never a sibling of its own layer (no exceptions).
 LAYERS: dict[str, int] = {
     "_urls": -1,  # where a store lives (local path or fsspec URL): below the output policy that uses it
-    "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0, "_tasks": 0,
+    "_version": 0, "_config": 0, "rng": 0, "_validation": 0, "_outputs": 0, "_tasks": 0, "_compile": 0,
     "data": 1,
     "stream": 2,
     "learners": 3,
@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "distributed": 5,
     "estimators": 6,
     "model": 7,
-    "training": 8, "experiments": 8, "export": 8,
+    "training": 8, "experiments": 8, "export": 8, "warmup": 8,
     "cli": 9,
     "__main__": 10, "__init__": 10,
 }

@@ -124,12 +124,20 @@ def mask_words(key_epoch, t, n_pairs, out):
         out[g] = _mix(kt + np.uint64(g + 1) * _GOLDEN)
 
 
-@njit(inline="always", **NUMBA_FLAGS)
-def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
-               fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-               out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots):
+@njit(**NUMBA_FLAGS)
+def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
+               st, log, out_offset, acc_mode, any_rule):
     """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)
-    over the rows ``order`` of a CSR chunk.
+    over the rows ``order`` of a CSR chunk: ``draws`` a :class:`Draws`, ``st`` an
+    :class:`EnsembleArrays`, ``log`` an :class:`EnsembleLog` written from ``out_offset``.
+
+    ``any_rule`` is ``None`` for the pass compiled for the perceptron (``rule`` is then
+    ignored): numba prunes the branches that test ``any_rule`` before compiling (the native
+    multiclass step), and ``rule`` is a constant, so LLVM folds every test of it and the
+    other rules' steps away.  ``True``: any rule, chosen at run time.  (This pass is one
+    compiled function, not an inline helper of two entry points: numba copies an inline
+    callee's IR, and for a body this size that copy was 40 % of the compile time;
+    benchmarks/bench_coldstart.py.)
 
     Per learner ``i`` of the call (``i = 0 .. (c1 - c0) // K - 1``):
     ``draw[i]`` is its learner index in the draws (a task holding learners
@@ -150,6 +158,11 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     and later ones are not applied), or whose step is not (the single learner's
     numeric guard, ``learners/_kernels.py: _guard``; the round may be partly applied).
     """
+    tids, key_epoch, thr, draw, slot, n_slots = draws
+    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
+    out_margin, out_updates = log
+    if any_rule is None:
+        rule = PERCEPTRON
     d = W.shape[0] - 1
     NK = W.shape[1]
     w = W.reshape(W.shape[0] * NK)
@@ -287,7 +300,7 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
                     accq[c0 + i * K + k] += scale[c0 + i * K + k]
             cb = c0 + i * K
             nu0 = nu
-            if native:
+            if any_rule is not None and native:
                 for k in range(K):
                     mloc[k] = m[i * K + k]
                 xsq = _native_taus(rule, p, mloc, yi, K, tau, work, xsq, data, lo, hi, fit_intercept, bias)
@@ -397,30 +410,19 @@ def _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K,
     return -1
 
 
-@njit(**NUMBA_FLAGS)
 def _obpm_csr(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
               st, log, out_offset, acc_mode):
-    """:func:`_obpm_pass` for any rule: ``draws`` a :class:`Draws`, ``st`` an
-    :class:`EnsembleArrays`, ``log`` an :class:`EnsembleLog` written from ``out_offset``."""
-    tids, key_epoch, thr, draw, slot, n_slots = draws
-    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
-    out_margin, out_updates = log
-    return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, rule, p,
-                      fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-                      out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)
+    """:func:`_obpm_pass` for any rule."""
+    return _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
+                      st, log, out_offset, acc_mode, True)
 
 
-@njit(**NUMBA_FLAGS)
 def _obpm_csr_perceptron(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
                          st, log, out_offset, acc_mode):
-    """:func:`_obpm_csr` compiled for the perceptron (``rule`` is ignored): the rule is a
+    """:func:`_obpm_pass` compiled for the perceptron (``rule`` is ignored): the rule is a
     constant, so every test of it, and the other rules' steps, are compiled away."""
-    tids, key_epoch, thr, draw, slot, n_slots = draws
-    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
-    out_margin, out_updates = log
-    return _obpm_pass(indptr, indices, data, y, order, tids, key_epoch, thr, c0, c1, K, PERCEPTRON, p,
-                      fit_intercept, bias, W, scale, sqnorm, n_updates, member_rounds,
-                      out_margin, out_updates, out_offset, acc_mode, accP, accq, draw, slot, n_slots)
+    return _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
+                      st, log, out_offset, acc_mode, None)
 
 
 def obpm_kernel(rule_code: int):

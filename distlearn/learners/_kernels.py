@@ -670,7 +670,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
@@ -701,6 +701,12 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
     step scale ``st.step[out_offset + ii]`` (its sample weight) multiplies the step ``u`` of a
     binary rule; a scale of 0 is a round without update; a scale of 1 is not applied (bit for
     bit the unweighted round).
+
+    ``multi`` is ``None`` when the caller knows the round is the binary one (K == 1, a
+    binary rule): numba then prunes the K-column path before compiling (its branch tests
+    ``multi is None``), which is most of this kernel's compile time (about 3 s of 16 s CPU;
+    benchmarks/bench_coldstart.py).  Any other value (``True``) compiles both paths and
+    picks at run time.  The rounds are the same either way.
     """
     W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     weighted = step.shape[0] > 0
@@ -745,7 +751,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 for k in range(K):
                     accq[k] += scale[k]
                 acc_cfg[3] += 1
-        if binary:
+        if multi is None or binary:
             a = w.dtype.type(0)  # summed in the weights' dtype, like every margin
             for jj in range(lo, hi):
                 a += w[indices[jj]] * data[jj]
@@ -829,9 +835,9 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block):
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block, multi):
     """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
-    (cache-sized), then the CSR skeleton."""
+    (cache-sized), then the CSR skeleton (``multi`` passed on)."""
     acc_cfg = st.acc_cfg
     n, d = X.shape
     indptr = np.zeros(block + 1, dtype=np.int64)
@@ -855,7 +861,7 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
             indptr[i + 1] = c
         acc_cfg[2] = base0 + s
         bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, st, log,
-                         out_offset + s)
+                         out_offset + s, multi)
         if bad >= 0:
             acc_cfg[2] = base0
             return s + bad
@@ -1109,13 +1115,21 @@ def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
         kern = _learn_dense_multi_perceptron if rule == PERCEPTRON else _learn_dense_multi
         return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
-    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block)
+    return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block,
+                        _multi_flag(st, rule))
 
 
 def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """CSR chunk given by its three arrays (indices sorted within each row); the records as
     :func:`learn_dense` takes them."""
-    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
+    return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
+                      _multi_flag(st, rule))
+
+
+def _multi_flag(st, rule):
+    """``None`` for a binary round (one column, a binary rule), so only that path of
+    :func:`_learn_csr` is compiled; ``True`` otherwise."""
+    return None if st.W.shape[1] == 1 and rule < FIRST_NATIVE else True
 
 
 @njit(**NUMBA_FLAGS)

@@ -400,9 +400,9 @@ def test_dockerfile_installs_this_package_at_its_version():
     for s in sources:
         assert (ROOT / s).exists(), f"COPY {s}: not in the repository (build from the repository root)"
     runs = " ".join(r for i, r in instrs if i == "RUN")
-    assert 'pip install ".[cluster]"' in runs
+    assert 'pip install -c cluster/constraints.txt ".[cluster]"' in runs
     extra = pyproject["project"]["optional-dependencies"]["cluster"]
-    assert {re.split(r"[<>=]", e)[0] for e in extra} == {"dask-jobqueue", "dask-kubernetes"}
+    assert {re.split(r"[<>=]", e)[0] for e in extra} == {"dask-jobqueue", "dask-kubernetes", "s3fs", "bokeh"}
     assert ("CMD", '["distlearn", "--help"]') in instrs
     assert not any(i == "ENTRYPOINT" for i, _ in instrs)  # the manifests' args are whole command lines
     build = f"docker build -f cluster/Dockerfile -t {IMAGE} ."
@@ -415,3 +415,75 @@ def test_manifests_use_the_image_of_this_version():
         images |= set(re.findall(r"image:\s*\"?([^\s\"]+)", f.read_text()))
     assert images == {IMAGE}
     assert IMAGE.rsplit(":", 1)[1] == distlearn.__version__
+
+
+# --------------------------------------------------------------------------- the image's pins and warm cache
+
+CONSTRAINTS = CLUSTER / "constraints.txt"
+
+
+def _pins() -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for n, raw in enumerate(CONSTRAINTS.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.+!-]*)", line)
+        assert m, f"{CONSTRAINTS.name}:{n}: not an exact pin NAME==VERSION: {raw!r}"
+        name = canonicalize_name(m.group(1))
+        assert name not in pins, f"{CONSTRAINTS.name}:{n}: {name} pinned twice"
+        pins[name] = m.group(2)
+    return pins
+
+
+def _requirements() -> dict[str, list[Any]]:
+    """pyproject.toml's requirements by group: "core" and every extra."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    groups = {"core": project["dependencies"], **project["optional-dependencies"]}
+    return {g: [Requirement(r) for r in reqs] for g, reqs in groups.items()}
+
+
+def test_every_pin_satisfies_pyproject_and_the_image_is_pinned():
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    pins = _pins()
+    reqs = _requirements()
+    assert len(pins) > 20  # the closure, not only the direct dependencies
+    bad = [f"{name}=={pins[canonicalize_name(r.name)]} does not satisfy {group}: {r}"
+           for group, lst in reqs.items() for r in lst for name in [canonicalize_name(r.name)]
+           if name in pins and not r.specifier.contains(Version(pins[name]), prereleases=True)]
+    assert bad == []
+    # what the image installs is pinned: the core and the cluster extra (with the dashboard's bokeh)
+    needed = {canonicalize_name(r.name) for g in ("core", "cluster") for r in reqs[g]}
+    assert needed - set(pins) == set(), "cluster/constraints.txt: no pin for these"
+    assert {"bokeh", "matplotlib", "numba", "llvmlite", "numpy"} <= set(pins)
+    # a pin that broke a requirement would be seen: the check above is not vacuous
+    numba = next(r for r in reqs["core"] if r.name == "numba")
+    assert not numba.specifier.contains(Version("0.1"), prereleases=True)
+
+
+def test_dockerfile_installs_with_the_pins_and_warms_the_numba_cache():
+    instrs = _dockerfile()
+    copies = [shlex.split(r) for i, r in instrs if i == "COPY"]
+    assert ["cluster/constraints.txt", "./cluster/constraints.txt"] in copies
+    runs = [r for i, r in instrs if i == "RUN"]
+    install = next(r for r in runs if "pip install" in r)
+    assert "-c cluster/constraints.txt" in install and "import distlearn, dask_jobqueue, dask_kubernetes, bokeh, " \
+        "matplotlib" in install
+    # the cache directory is set for the build and every later process, filled after the install, and writable
+    # by any user (numba uses a cache directory only if it can write there)
+    env = " ".join(r for i, r in instrs if i == "ENV")
+    cache = re.search(r"NUMBA_CACHE_DIR=(\S+)", env)
+    assert cache and cache.group(1).startswith("/")
+    warm = next(k for k, r in enumerate(runs) if "distlearn warmup" in r)
+    assert warm > runs.index(install)
+    assert 'chmod -R a+rwX "$NUMBA_CACHE_DIR"' in runs[warm]
+    assert "DISTLEARN_NUMBA_CACHE" not in env  # caching stays on
+    from distlearn.cli import build_parser
+
+    assert build_parser().parse_args(["warmup"]).command == "warmup"  # the command the image runs exists
