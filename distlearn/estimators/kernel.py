@@ -24,10 +24,12 @@ from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
 from ..conversions.kernel import VotedKernelHypothesis, history, kernel_conversion
 from ..learners.kernel import (
+    budget_code,
     init_budget_state,
     kernel_decision,
     learn_budget_chunk,
     make_kernel,
+    resolve_removal,
 )
 from ..stream import is_store
 from .base import OnlineLinearClassifier
@@ -135,7 +137,10 @@ _KERNEL_DOC = """
     n_updates_ : int
         Insertions into the cache.
     n_removed_ : int
-        Removals from the cache.
+        Patterns removed from the cache (a merge removes two).
+    n_merged_ : int
+        Merges (``removal="merge"``): each replaced two cached patterns by one new pattern, so
+        ``n_updates_ + n_merged_ - n_removed_`` is the cache size.
     cache_size_ : ndarray of shape (n_rounds,)
         The cache size after every round.
     gamma_ : float
@@ -180,7 +185,7 @@ class KernelClassifier(OnlineLinearClassifier):
     _no_weights_why = "a kernel learner's support vectors and budget removals have no weighted form here"
 
     _common = KERNEL_PARAMS
-    _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_",
+    _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_", "n_merged_",
                                                 "cache_size_", "gamma_", "_kernel_obj", "_sizes", "_logs", "_support_lab",
                                                 "conversion_info_")
     #: the removal threshold's default and meaning differ per rule
@@ -212,6 +217,7 @@ class KernelClassifier(OnlineLinearClassifier):
         self.n_updates_ = 0
         self.online_errors_ = 0
         self.n_removed_ = 0
+        self.n_merged_ = 0
         self.n_iter_ = 0
         self.t_ = 0
         self._sizes: list[np.ndarray] = []
@@ -237,11 +243,11 @@ class KernelClassifier(OnlineLinearClassifier):
         """Every kernel conversion is one pass: partial_fit is always allowed."""
 
     def _snapshot(self) -> tuple[Any, ...]:
-        return (copy.deepcopy(self._state), self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_,
-                self.t_, list(self._sizes), list(self._logs))
+        return (copy.deepcopy(self._state), self.n_updates_, self.online_errors_, self.n_removed_, self.n_merged_,
+                self.n_iter_, self.t_, list(self._sizes), list(self._logs))
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
-        (self._state, self.n_updates_, self.online_errors_, self.n_removed_, self.n_iter_, self.t_,
+        (self._state, self.n_updates_, self.online_errors_, self.n_removed_, self.n_merged_, self.n_iter_, self.t_,
          self._sizes, self._logs) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
@@ -252,6 +258,8 @@ class KernelClassifier(OnlineLinearClassifier):
         self.online_errors_ += int(log.mistake.sum()) if count else 0
         self.n_updates_ += int(log.updated.sum())
         self.n_removed_ += int(log.removed.sum())
+        if resolve_removal(self.removal, self._kernel_obj, budget_code(self.budget)[0]) == "merge":
+            self.n_merged_ += int((log.removed // 2).sum())  # a fixed budget's merge removes exactly two
         self.t_ += len(log.mistake)
         self._sizes.append(log.cache_size.astype(np.int32))
         if self._state.keep_retired:

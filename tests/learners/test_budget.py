@@ -222,7 +222,11 @@ def test_fitted_attributes_describe_the_cache():
     assert clf.support_vectors_.shape == (clf.n_support_.sum(), X.shape[1])
     assert clf.dual_coef_.shape == (3, clf.n_support_.sum())
     assert clf.n_support_.sum() <= 30 and len(clf.cache_size_) == 2 * len(y)
-    assert clf.n_updates_ - clf.n_removed_ == clf.n_support_.sum() == clf.cache_size_[-1]
+    # the default removal of an RBF fixed budget merges: two patterns out, their merge in
+    assert clf.n_merged_ > 0 and clf.n_removed_ >= 2 * clf.n_merged_
+    assert clf.n_updates_ + clf.n_merged_ - clf.n_removed_ == clf.n_support_.sum() == clf.cache_size_[-1]
+    old = distlearn.KernelMIRA(budget=30, removal="margin", random_state=0, epochs=2).fit(X, y)
+    assert old.n_merged_ == 0 and old.n_updates_ - old.n_removed_ == old.n_support_.sum() == old.cache_size_[-1]
 
 
 def test_variable_budget_with_zero_beta_is_refused():
