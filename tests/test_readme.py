@@ -167,15 +167,18 @@ def _transcripts() -> list[tuple[str, list[str]]]:
 
 def test_transcripts_print_what_the_readme_shows(tmp_path):
     ts = _transcripts()
-    assert [c for c, _ in ts] == ["distlearn convert data.svm data.zarr"]  # a new one needs its data made here
-    # the bad input it shows: an index 0 on line 5001 of a 1-based file
+    # a new one needs its data made here
+    assert [c for c, _ in ts] == ["distlearn convert a.csv a.zarr --label-column 0", "distlearn convert data.svm data.zarr"]
+    # the label column the first shows: a continuous feature f1 (0.1257 in row 1) asked for as the label
+    (tmp_path / "a.csv").write_text("f1,f2,label\n0.1257,3,1\n0.5,2,-1\n0.25,1,1\n")
+    # the bad input the second shows: an index 0 on line 5001 of a 1-based file
     (tmp_path / "data.svm").write_text("".join(f"{1 if i % 2 else -1} 1:{i % 7} 3:1\n" for i in range(5000))
                                        + "1 0:1\n")
     for cmd, shown in ts:
         r = _run(cmd, tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         _in_order(shown, r.stdout + r.stderr)
-    assert not (tmp_path / "data.zarr").exists()
+    assert not (tmp_path / "data.zarr").exists() and not (tmp_path / "a.zarr").exists()
 
 
 def _command_lines() -> list[str]:

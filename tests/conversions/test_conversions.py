@@ -945,7 +945,7 @@ def test_bad_conversion_parameters_raise(make, name):
         make()
 
 
-@pytest.mark.parametrize("conversion", ["foo", "Tree", Tree, 3, None])
+@pytest.mark.parametrize("conversion", ["foo", "Trees", Tree, 3, None])  # "Tree" is "tree" (any case)
 def test_unknown_conversion_raises_naming_the_parameter(conversion):
     X, y = data("binary")
     with pytest.raises(ValueError, match="conversion"):
