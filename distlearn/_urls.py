@@ -16,6 +16,7 @@ Only the URL string goes on a task graph.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 from typing import Any
@@ -264,3 +265,13 @@ def move(src: Any, dst: Any, *, last: str | None = None) -> None:
         src.fs.copy(tail, f"{dst.key}/{last}")
     dst._refresh()
     rmtree(src)
+
+
+def sha256_file(path: Any) -> str:
+    """SHA-256 of a file's bytes, read 1 MiB at a time: a local path or a :class:`UrlPath`
+    (what checkpoint manifests and downloaded data sets are checked with)."""
+    h = hashlib.sha256()
+    with (path.open("rb") if hasattr(path, "open") else open(path, "rb")) as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            h.update(piece)
+    return h.hexdigest()

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._urls import sha256_file as _sha256
 from ._errors import InputFormatError
 
 __all__ = ["DATA_ENV", "URL_ENV", "DATASETS", "Remote", "DataSet", "cache_dir", "fetch", "letter_to_svmlight"]
@@ -95,14 +96,6 @@ def cache_dir() -> Path:
         return Path(os.path.expanduser(os.environ[DATA_ENV]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "distlearn" / "data"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _temp(path: Path) -> Path:

@@ -41,6 +41,7 @@ import numpy as np
 
 from .._outputs import check_output, remove
 from .._urls import UrlPath, at, move, rmtree, zarr_store
+from .._urls import sha256_file as _sha256
 from ..ensembles import EnsembleState
 
 FORMAT = 2  #: 2: parts carry a manifest, cuts a record (cut.json); format 1 cannot be verified
@@ -142,14 +143,6 @@ def _write_json(f: Path, obj: Any) -> None:
     tmp = f.with_name(f".{f.name}.tmp-{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(obj))
     os.replace(tmp, f)
-
-
-def _sha256(f: Path) -> str:
-    h = hashlib.sha256()
-    with f.open("rb") as r:
-        for piece in iter(lambda: r.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 def _file_digests(part: Path) -> dict[str, dict[str, Any]]:
