@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from ._outputs import check_output, replace
+from ._urls import is_url
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
 from .conversions.kernel import VotedKernelHypothesis
@@ -407,10 +408,13 @@ def export_onnx(model: Any, out: str | os.PathLike[str], *, overwrite: bool = Fa
     it is put in place.  ``onnxruntime.InferenceSession(out).run(None, {"X": X.astype("float32")})``
     gives ``[labels, scores]``.
     """
-    p = Path(os.path.expanduser(os.fspath(out)))
-    if p.suffix.lower() != ".onnx":
-        raise ValueError(f"ONNX files end in .onnx, got {p.name!r}")
+    raw = os.path.expanduser(os.fspath(out))
     inputs = [model] if isinstance(model, (str, os.PathLike)) else []
+    if is_url(raw):  # before Path(), which would read s3://b/m.onnx as the local s3:/b/m.onnx
+        check_output(raw, "onnx", overwrite=overwrite, inputs=inputs)  # one line: exports stay local
+    p = Path(raw)
+    if p.suffix.lower() != ".onnx":
+        raise ValueError(f"ONNX files end in .onnx, got {os.fspath(out)!r}")
     check_output(p, "onnx", overwrite=overwrite, inputs=inputs)
     proto, info = _build(model)
     data = proto.SerializeToString()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -246,6 +247,9 @@ def test_refusals_are_one_line(digits, tmp_path, capsys):
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))  # nothing written
     good = save_model(Perceptron(epochs=1, random_state=0).fit(X, yb), tmp_path / "good.npz")
     assert "end in .onnx" in _fails(capsys, "export", str(good), str(tmp_path / "m.onx"))
+    # a URL is refused as a URL (not written to a local directory named "s3:")
+    err = _fails(capsys, "export", str(good), "s3://bucket/m.onnx")
+    assert "s3://bucket/m.onnx" in err and "local path" in err and not os.path.exists("s3:")
     assert "no such model file" in _fails(capsys, "export", str(tmp_path / "missing.npz"), str(tmp_path / "m.onnx"))
     (tmp_path / "notes.onnx").write_text("mine")
     assert "pass --overwrite" in _fails(capsys, "export", str(good), str(tmp_path / "notes.onnx"))
