@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._urls import sha256_file as _sha256
 from ._errors import InputFormatError
@@ -182,7 +183,21 @@ def fetch(name: str, directory: str | os.PathLike[str] | None = None, *, base_ur
     root = Path(os.path.expanduser(os.fspath(directory))) if directory is not None else cache_dir()
     base = base_url if base_url is not None else os.environ.get(URL_ENV) or None
     where = root / ds.subdir
+    made = [d for d in (where, *where.parents) if not d.exists()]  # ours to remove again, if left empty
     where.mkdir(parents=True, exist_ok=True)
+    try:
+        return _fetch_into(name, ds, where, base, timeout=timeout, deadline=deadline, log=log)
+    except BaseException:
+        for d in made:  # deepest first; rmdir removes only an empty directory, never what another wrote
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _fetch_into(name: str, ds: Any, where: Path, base: str | None, *, timeout: float, deadline: float,
+                log: Callable[[str], None]) -> dict:
     files: dict[str, dict] = {}
     for remote in ds.files:
         final = where / remote.name

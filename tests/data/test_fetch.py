@@ -152,6 +152,14 @@ def test_http_error_names_the_url_and_leaves_nothing(pinned, tmp_path, capsys):
     assert code == 2 and "Traceback" not in "".join(err)
     assert err[-1] == f"distlearn data: error: GET {empty.url}/train-images-idx3-ubyte.gz: HTTP 404 Not Found"
     assert leftovers(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []  # the data set's directory it made is removed again; --dir itself stays
+    new = tmp_path / "a" / "b"  # directories fetch made for --dir go too (nothing of anyone else's is in them)
+    empty = Server({})
+    try:
+        assert main(["data", "fetch", "letter", "--dir", str(new), "--url", empty.url]) == 2
+    finally:
+        empty.close()
+    assert tmp_path.is_dir() and list(tmp_path.iterdir()) == []
 
 
 def test_a_server_that_never_answers_hits_the_deadline(pinned, tmp_path, capsys):
