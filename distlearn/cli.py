@@ -810,7 +810,8 @@ def _parser_data(sub: Any) -> None:
 def _cmd_data(a: argparse.Namespace) -> int:
     from .data.fetch import fetch
 
-    log = (lambda msg: None) if a.json else (lambda msg: print(msg, file=sys.stderr))
+    # progress lines on a terminal only (as the progress bars): in a script, a failure is one line
+    log = (lambda msg: None) if a.json or not sys.stderr.isatty() else (lambda msg: print(msg, file=sys.stderr))
     done = [fetch(n, a.dir, base_url=a.url, timeout=a.timeout, deadline=a.deadline, log=log) for n in a.names]
     if a.json:
         print(json.dumps(done, indent=1))

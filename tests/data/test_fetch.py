@@ -148,8 +148,8 @@ def test_http_error_names_the_url_and_leaves_nothing(pinned, tmp_path, capsys):
         code = main(["data", "fetch", "fashion-mnist", "--dir", str(tmp_path), "--url", empty.url])
     finally:
         empty.close()
-    err = capsys.readouterr().err.strip().splitlines()  # the progress line, then the error in one line
-    assert code == 2 and "Traceback" not in "".join(err)
+    err = capsys.readouterr().err.strip().splitlines()  # not a terminal: no progress line, the error in one line
+    assert code == 2 and "Traceback" not in "".join(err) and len(err) == 1, err
     assert err[-1] == f"distlearn data: error: GET {empty.url}/train-images-idx3-ubyte.gz: HTTP 404 Not Found"
     assert leftovers(tmp_path) == []
     assert list(tmp_path.iterdir()) == []  # the data set's directory it made is removed again; --dir itself stays
