@@ -37,6 +37,31 @@ SPLIT_EVERY = 8
 NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
 
 
+#: The deadline of one block read seen from a thread that waits for it (the prefetch thread's read,
+#: or another thread's read of the same block): ``$DISTLEARN_READ_TIMEOUT`` seconds, default 900.
+#: A read stuck on a network file system or an object store then ends the job with one line
+#: naming the store and the block, instead of a silent hang.
+READ_TIMEOUT_DEFAULT = 900.0
+
+
+def read_timeout(setting: str | None = None) -> float:
+    """Seconds a waiting reader gives one block read (``setting``, else ``$DISTLEARN_READ_TIMEOUT``).
+
+    >>> read_timeout("30"), read_timeout(None) > 0
+    (30.0, True)
+    """
+    raw = setting if setting is not None else os.environ.get("DISTLEARN_READ_TIMEOUT")
+    if raw is None or raw == "":
+        return READ_TIMEOUT_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise ValueError(f"DISTLEARN_READ_TIMEOUT={raw!r}: expected a positive number of seconds")
+    return value
+
+
 def default_block_rows(n_features: int | None, layout: str) -> int:
     """Rows per block: about 16 MiB of values for dense data, a fixed count for CSR."""
     if layout == "dense" and n_features:

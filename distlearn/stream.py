@@ -41,12 +41,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from . import rng
+from ._config import read_timeout
 from ._urls import absolute
 from .data.store import Dataset, StoreError, open_dataset
 
@@ -307,6 +309,17 @@ def _nbytes(value: Any) -> int:
     return int(n + y.nbytes + 200)
 
 
+def _wait_read(fut: Future, where: str) -> Any:
+    """The result of a block read another thread runs, within :func:`~distlearn._config.read_timeout`:
+    a read that does not finish in time is one :class:`StoreError` line naming the block."""
+    limit = read_timeout()
+    try:
+        return fut.result(timeout=limit)
+    except FutureTimeout:
+        raise StoreError(f"{where} was not read within {limit:g} s (a stuck file system or object store? "
+                         "DISTLEARN_READ_TIMEOUT sets the deadline)") from None
+
+
 class _BlockCache:
     """Decoded blocks of this process, keyed by (store write, block, dtype); thread-safe.
 
@@ -326,7 +339,7 @@ class _BlockCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, skey: Any, bkey: Any, load: Callable[[], Any]) -> Any:
+    def get(self, skey: Any, bkey: Any, load: Callable[[], Any], where: str = "a block") -> Any:
         with self._lock:
             blocks = self._stores.get(skey)
             if blocks is not None:
@@ -342,7 +355,7 @@ class _BlockCache:
                 self._loading[(skey, bkey)] = fut
                 self.misses += 1
         if not owner:
-            return fut.result()
+            return _wait_read(fut, where)
         try:
             value = load()
         except BaseException as exc:
@@ -424,7 +437,8 @@ def cached_block(ds: Dataset, b: int, dtype: Any) -> tuple[Any, np.ndarray, int]
     The arrays are shared with every other reader of the block in this process: read only.
     """
     dt = np.dtype(dtype)
-    return _BLOCK_CACHE.get(_store_key(ds), (int(b), dt.name), lambda: _load_block(ds, int(b), dt))
+    return _BLOCK_CACHE.get(_store_key(ds), (int(b), dt.name), lambda: _load_block(ds, int(b), dt),
+                            where=f"{ds.path}: block {int(b)}")
 
 
 _PREFETCH: tuple[int, ThreadPoolExecutor] | None = None
@@ -491,7 +505,7 @@ def epoch_chunks(ds: Dataset, *, seed: int, epoch: int, shuffle: bool, classes: 
             else:
                 cur = ahead if ahead is not None else pool.submit(cached_block, ds, b, dt)
                 ahead = pool.submit(cached_block, ds, int(order[i + 1]), dt) if i + 1 < len(order) else None
-                Xb, y, first = cur.result()
+                Xb, y, first = _wait_read(cur, f"{ds.path}: block {b}")
             yb = encode_labels(classes, y, where=f"store {ds.path}, block {b}")
             yield Chunk(Xb, yb, row_order(seed, epoch, b, Xb.shape[0], shuffle, ds.n_blocks), b, first)
     finally:

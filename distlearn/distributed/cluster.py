@@ -296,6 +296,7 @@ def _explain_failed_start() -> Iterator[None]:
 
 CONNECT_TIMEOUT_ENV = "DISTLEARN_CONNECT_TIMEOUT"
 WORKER_WAIT_ENV = "DISTLEARN_WORKER_WAIT"
+QUEUE_WAIT_ENV = "DISTLEARN_QUEUE_WAIT"
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -322,6 +323,12 @@ def connect_timeout() -> float:
 def worker_wait() -> float:
     """Seconds to wait for a scheduler's first worker: ``$DISTLEARN_WORKER_WAIT``, 60 by default."""
     return _env_seconds(WORKER_WAIT_ENV, 60)
+
+
+def queue_wait() -> float:
+    """Seconds to wait for a batch queue's jobs to join: ``$DISTLEARN_QUEUE_WAIT``, 4 hours by default
+    (a busy queue can take that long; the jobs are cancelled when the wait ends without them)."""
+    return _env_seconds(QUEUE_WAIT_ENV, 4 * 3600)
 
 
 class SchedulerLost(ConnectionError):
@@ -699,7 +706,7 @@ def get_client(
             **kwargs,
         )
     try:
-        client = Client(cluster, security=security)
+        client = Client(cluster, security=security, timeout=connect_timeout())
     except BaseException:
         cluster.close()
         raise
@@ -950,8 +957,8 @@ def start_jobqueue_cluster(scheduler: str, *, security: Any = None, quiet: bool 
     Builds the cluster (:func:`make_jobqueue_cluster`), submits ``N`` batch
     jobs (``cluster.scale(jobs=N)``) and waits until the yaml's
     ``wait_for_workers`` workers (default: all of them, ``N`` x
-    ``processes``) have joined -- as long as the batch queue takes; Ctrl-C
-    gives up.  Close with ``client.close(); client.cluster.close()`` (which
+    ``processes``) have joined, for at most :func:`queue_wait` seconds
+    (``$DISTLEARN_QUEUE_WAIT``, 4 hours by default); Ctrl-C gives up sooner.  Close with ``client.close(); client.cluster.close()`` (which
     cancels the jobs); :func:`get_client` does that for you.
 
     Examples
@@ -963,14 +970,22 @@ def start_jobqueue_cluster(scheduler: str, *, security: Any = None, quiet: bool 
     cluster, n_jobs, wait = make_jobqueue_cluster(scheduler, security=security)
     try:
         cluster.scale(jobs=n_jobs)
-        client = Client(cluster, security=security)
+        client = Client(cluster, security=security, timeout=connect_timeout())
         try:
             n = jobqueue_workers(cluster, n_jobs) if wait is None else wait
             if n:
+                limit = queue_wait()
                 if not quiet:
                     print(f"distlearn: submitted {n_jobs} {scheduler.partition(':')[0]} job(s); waiting for "
-                          f"{n} worker(s) to join {cluster.scheduler_address}", file=sys.stderr)
-                client.wait_for_workers(n)
+                          f"{n} worker(s) to join {cluster.scheduler_address} (up to {limit:g} s; "
+                          f"{QUEUE_WAIT_ENV})", file=sys.stderr)
+                try:
+                    client.wait_for_workers(n, timeout=limit)
+                except TimeoutError:
+                    raise ConnectionError(
+                        f"{_n_workers(client)} of {n} worker(s) joined {cluster.scheduler_address} within "
+                        f"{limit:g} s; the {scheduler.partition(':')[0]} jobs are cancelled (wait longer with "
+                        f"${QUEUE_WAIT_ENV}, or lower wait_for_workers in the yaml)") from None
         except BaseException:
             client.close()
             raise

@@ -60,8 +60,8 @@ the margin perceptron (average - cutoff) / (average - last); 1 means cutoff
 matches the better single conversion, 0 the worse.  ``--json`` writes every
 raw number (per split, size and conversion, plus the chosen k, the number
 of updates and R); ``--plot`` draws Figs. 2-3 (matplotlib, the ``plot``
-extra).  ``--workers N`` runs (pair, split) cells in N processes; results
-do not depend on N.
+extra).  ``--workers N`` runs (pair, split) cells on N workers of a local Dask
+cluster (the one executor); results do not depend on N.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +78,7 @@ from .. import estimators
 from .._version import __version__
 from ..conversions import Cutoff
 from ..data.public import FASHION_HELP, fashion_mnist_dir, no_fashion_message
+from ..distributed.executor import executor_for
 from ._cells import figure, loaded, render_text, save_figure
 from .obpm_drift import load_fashion
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", choices=("pixel", "unit"), default="pixel",
                     help="pixel: x/255 (default); unit: x/255 scaled to unit row length")
     ap.add_argument("--seed", type=int, default=0, help="base seed of the splits and the fits (default %(default)s)")
-    ap.add_argument("--workers", type=int, default=1, help="processes for the (pair, split) cells (default %(default)s)")
+    ap.add_argument("--workers", type=int, default=1, help="workers of a local Dask cluster for the (pair, split) cells (default %(default)s: this process)")
     ap.add_argument("--quick", action="store_true", help="reduced run: 2 pairs, 3 splits, 6 sizes (for the test)")
     ap.add_argument("--json", default=None, help="write every raw number and the summaries to this JSON file")
     ap.add_argument("--plot", default=None, help="write Figs. 2-3 (test loss vs size, one column per pair) to this PNG")
@@ -482,19 +482,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rows per pair {sorted(set(n_rows.values()))}, test {args.test_size}, training pool {n_pool}; "
           f"{n_splits} splits; sizes {sizes}; scale {args.scale}; seed {args.seed}; workers {args.workers}")
 
-    jobs = [(p, s, sizes, args.seed, args.test_size, args.scale) for p in pairs for s in range(n_splits)]
+    jobs = [(str(args.data_dir), p, s, sizes, args.seed, args.test_size, args.scale) for p in pairs
+            for s in range(n_splits)]
     cells = []
-    if args.workers == 1:
-        _init_worker(pools)
-        for job in jobs:
-            cells.append(run_cell(*job))
-            print(f"  {pair_name(job[0])} split {job[1]}: {cells[-1]['seconds']:.1f} s", file=sys.stderr)
-    else:
-        with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker, initargs=(pools,)) as ex:
-            futs = [ex.submit(run_cell, *job) for job in jobs]
-            for job, f in zip(jobs, futs):
-                cells.append(f.result())
-                print(f"  {pair_name(job[0])} split {job[1]}: {cells[-1]['seconds']:.1f} s", file=sys.stderr)
+    _init_worker(pools)  # this process's cells read the pools already loaded; a worker loads its own once
+    # the one executor: in this process, or N workers of a LocalCluster whose every wait has a deadline
+    with executor_for("in-process" if args.workers == 1 else f"local:{args.workers}") as ex:
+        for job, cell in zip(jobs, ex.map_ordered(curve_cell, jobs)):
+            cells.append(cell)
+            print(f"  {pair_name(job[1])} split {job[2]}: {cell['seconds']:.1f} s", file=sys.stderr)
 
     results = build_results(cells, pairs, sizes, large_min)
     ov = overall_large(results)

@@ -201,3 +201,61 @@ def test_the_default_codec_and_old_stores(tmp_path):
     ds = open_dataset(old.path, validate="full")
     assert "codec" not in ds.meta and ds.codec == "zstd-0"
     assert (ds.to_scipy()[0] != X).nnz == 0
+
+
+def test_a_stuck_block_read_ends_in_one_line_within_the_read_deadline(tmp_path, monkeypatch):
+    """Every wait has a deadline: the prefetch thread's read of block b+1 and another thread's read of
+    the same block are awaited for at most DISTLEARN_READ_TIMEOUT seconds, then one StoreError line
+    names the store and the block."""
+    ds, X, y = _store(tmp_path)
+    b = int(stream.block_order(3, 0, ds.n_blocks, True)[1])  # the first block the prefetch thread reads
+    monkeypatch.setenv(stream.BLOCK_CACHE_ENV, "1GiB")
+    for other in range(ds.n_blocks):  # every other block cached first: only block b is ever waited for
+        if other != b:
+            stream.cached_block(ds, other, "float64")
+    release = threading.Event()
+    real = Dataset.read_block
+
+    def stuck(self, i):
+        if int(i) == b:
+            release.wait(30)  # a read that hangs (released at the end so the thread ends)
+        return real(self, i)
+
+    monkeypatch.setattr(Dataset, "read_block", stuck)
+    monkeypatch.setenv("DISTLEARN_READ_TIMEOUT", "0.3")
+    try:
+        with pytest.raises(StoreError) as e:  # prefetch path: block b is read ahead on the prefetch thread
+            _chunks(ds)
+        msg = str(e.value)
+        assert "\n" not in msg and str(ds.path) in msg and "was not read within 0.3 s" in msg
+        assert f"block {b} " in msg and "DISTLEARN_READ_TIMEOUT" in msg
+
+        # the shared wait: another thread already reads block b; this one waits for it, with the deadline
+        stream.clear_block_cache()
+        outcome: list[str] = []
+
+        def other_reader():
+            try:
+                stream.cached_block(ds, b, "float64")
+                outcome.append("read")
+            except StoreError as exc:  # it may itself be a waiter on the read still stuck above
+                outcome.append(str(exc))
+
+        t = threading.Thread(target=other_reader, daemon=True)
+        t.start()
+        time.sleep(0.05)
+        with pytest.raises(StoreError, match=f"block {b} was not read within 0.3 s"):
+            stream.cached_block(ds, b, "float64")
+    finally:
+        release.set()
+    t.join(30)
+    assert len(outcome) == 1 and (outcome[0] == "read" or "was not read within" in outcome[0])
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon", "inf"])
+def test_the_read_deadline_setting_is_checked(bad):
+    from distlearn._config import read_timeout
+
+    with pytest.raises(ValueError, match="DISTLEARN_READ_TIMEOUT"):
+        read_timeout(bad)
+    assert read_timeout("2.5") == 2.5

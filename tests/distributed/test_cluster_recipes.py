@@ -487,3 +487,43 @@ def test_dockerfile_installs_with_the_pins_and_warms_the_numba_cache():
     from distlearn.cli import build_parser
 
     assert build_parser().parse_args(["warmup"]).command == "warmup"  # the command the image runs exists
+
+
+def test_a_batch_queue_that_never_starts_the_jobs_ends_after_the_queue_wait(monkeypatch):
+    """Every wait has a deadline: jobs that never leave the queue end the start in one line after
+    $DISTLEARN_QUEUE_WAIT seconds, and the jobs are cancelled (the cluster closed)."""
+    from distributed import LocalCluster
+
+    from distlearn.distributed import cluster as C
+
+    real = LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0")
+
+    class Queue:  # a dask-jobqueue cluster whose jobs stay pending
+        scheduler_address = real.scheduler_address
+        new_spec = {"group": ["-0", "-1"]}  # two worker processes per job
+        scaled: list[int] = []
+        closed = False
+
+        def scale(self, jobs):
+            self.scaled.append(jobs)
+
+        def close(self):
+            Queue.closed = True
+
+        def __getattr__(self, name):  # the rest (status, scheduler_info, ...) is the real cluster's
+            return getattr(real, name)
+
+    monkeypatch.setattr(C, "make_jobqueue_cluster", lambda scheduler, security=None: (Queue(), 3, None))
+    monkeypatch.setenv(C.QUEUE_WAIT_ENV, "0.5")
+    try:
+        with pytest.raises(ConnectionError) as e:
+            C.start_jobqueue_cluster("slurm:jq.yaml:3", quiet=True)
+    finally:
+        real.close()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"0 of 6 worker(s) joined {real.scheduler_address} within 0.5 s")
+    assert "slurm jobs are cancelled" in msg and "DISTLEARN_QUEUE_WAIT" in msg
+    assert Queue.scaled == [3] and Queue.closed
+    monkeypatch.setenv(C.QUEUE_WAIT_ENV, "never")
+    with pytest.raises(ValueError, match="DISTLEARN_QUEUE_WAIT"):
+        C.queue_wait()
