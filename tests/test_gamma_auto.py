@@ -164,6 +164,11 @@ def test_ensembles_choose_once_and_give_every_member_the_width(tmp_path):
                        random_state=4).fit(X, y)
     assert np.array_equal(obpm.dual_coef_, fixed.dual_coef_)
     assert np.array_equal(obpm.support_vectors_, fixed.support_vectors_)
+    # a fixed RBF budget: the race runs the members' removal ("auto" is "margin" in the kernel OBPM)
+    small = KernelOBPM(n_estimators=2, base=KernelMIRA(gamma="auto", budget=40), epochs=1, random_state=4).fit(X, y)
+    margin = KernelMIRA(gamma="auto", budget=40, removal="margin", random_state=4).fit(X, y)
+    assert small.gamma_ == margin.gamma_
+    assert np.array_equal(small.gamma_online_errors_, margin.gamma_online_errors_)
     # KernelPermutationBPM: the race once, as a single fit seeded by random_state runs it; every member takes it
     pbpm = KernelPermutationBPM(n_estimators=3, base="kernel-mira", base_params={"gamma": "auto", "budget": "variable"},
                                 epochs=1, random_state=4).fit(X, y)

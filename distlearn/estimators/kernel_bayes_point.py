@@ -19,6 +19,7 @@ Both predict with one kernel expansion (:class:`KernelExpansion`).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -202,8 +203,9 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         """gamma="auto": the base's race, alone, over the first chunk's rows in the order the members see them;
         every member then takes the winner."""
         order = np.arange(X.shape[0], dtype=np.int64) if order is None else order
-        r = race_gamma(self._base_est, X, yi, self.classes_, seed=self._seed, order=order,
-                       anchor=self._base_est.gamma_)
+        b = self._base_est
+        runner = b if b.removal != "auto" else copy.deepcopy(b).set_params(removal="margin")  # a member's removal
+        r = race_gamma(runner, X, yi, self.classes_, seed=self._seed, order=order, anchor=b.gamma_)
         self.gamma_, self._kernel_obj = r.gamma_, r._kernel_obj
         self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (r.gammas_, r.gamma_online_errors_,
                                                                          r.gamma_race_rows_)
