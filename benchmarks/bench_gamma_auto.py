@@ -24,7 +24,10 @@ ALTERNATING auto, scale, fixed, svc, medians; one untimed warm-up of each learne
           checked here); ``auto / fixed`` is the race's cost
   svc     sklearn SVC(C=10, gamma="scale") (digits-poly9: gamma=1)
 
-Columns: fit seconds (median), test error, support patterns.  Nothing is asserted.
+Columns: fit seconds (median), test error, support patterns.  ``--sweep`` adds one single-width fit per
+``k`` in -2 .. 6 at "scale"'s width times ``2**k``: its progressive mistakes over the whole pass and its test
+error (what chose the grid :data:`distlearn.estimators.kernel.GAMMA_POWERS`, and whether the race kept the
+width whose whole pass is best).  Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -128,6 +131,15 @@ def run(name: str, data, args: argparse.Namespace) -> dict:
         out["rows"][k] = {"fit_s": statistics.median(times[k]), "fit_all": times[k],
                           "test_error": float(1.0 - m.score(Xte, yte)), "n_support": n_sv,
                           "gamma": float(m._gamma) if k == "svc" else float(m.gamma_)}
+    if args.sweep:
+        anchor = auto.gammas_[0] * 2.0  # the grid starts at k = -1
+        out["sweep"] = []
+        for k in range(-2, 7):
+            t = time.perf_counter()
+            m = make(gamma=float(anchor * 2.0 ** k), random_state=args.seed, **kp).fit(Xtr, ytr)
+            out["sweep"].append({"k": k, "gamma": float(m.gamma_), "online_errors": int(m.online_errors_),
+                                 "test_error": float(1.0 - m.score(Xte, yte)), "fit_s": time.perf_counter() - t,
+                                 "n_support": int(m.support_vectors_.shape[0])})
     out["race_cost"] = out["rows"]["auto"]["fit_s"] / out["rows"]["fixed"]["fit_s"]
     out["auto_over_svc_fit"] = out["rows"]["auto"]["fit_s"] / out["rows"]["svc"]["fit_s"]
     return out
@@ -141,6 +153,9 @@ def show(res: dict) -> None:
     print(f"{'row':8} {'gamma':>9} {'fit s':>8} {'test err':>9} {'n_SV':>7}")
     for k, r in res["rows"].items():
         print(f"{k:8} {r['gamma']:9.4g} {r['fit_s']:8.2f} {100 * r['test_error']:8.2f}% {r['n_support']:7d}")
+    for r in res.get("sweep", []):
+        print(f"sweep k={r['k']:2d} gamma={r['gamma']:9.4g}: {r['online_errors']:6d} progressive mistakes, "
+              f"test error {100 * r['test_error']:.2f}%, {r['n_support']} SV, fit {r['fit_s']:.2f} s")
     print(f"race cost (auto / fixed fit time): {res['race_cost']:.2f}x; auto / SVC fit time: "
           f"{res['auto_over_svc_fit']:.2f}x; auto bit-identical to fixed: {res['bit_identical_to_fixed']}")
 
@@ -156,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--learner", choices=sorted(LEARNERS), default="mira-variable")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sweep", action="store_true", help="also fit each width scale * 2**k, k = -2 .. 6, alone")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, numpy {np.__version__}, python {platform.python_version()}")
