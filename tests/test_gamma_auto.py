@@ -202,3 +202,21 @@ def test_cli_trains_with_gamma_auto(tmp_path, capsys):
     est = KernelPA(gamma="auto", random_state=0).fit(str(path))
     assert out["online_errors"] == est.online_errors_
     assert load_model(saved).meta["kernel_params"]["gamma"] == est.gamma_ != est.gammas_[0]
+
+
+@pytest.mark.parametrize("d", [16, 9000, 20000])
+def test_piece_bounds_are_the_engine_calls(d):
+    """A split at a bound starts a call whose pieces are the whole chunk's from there on."""
+    from distlearn.learners.kernel import compacted_pieces, piece_bounds
+
+    m = 5000
+    X = np.zeros((1, d))
+    whole = [(lo, hi) for lo, hi, *_ in compacted_pieces(X, np.zeros(1, np.int64), np.zeros(m, np.int64))]
+    bounds = piece_bounds(d, m)
+    assert bounds[0] == 0 and bounds[-1] == m and set(bounds[:-1].tolist()) <= {lo for lo, _ in whole}
+    for b in bounds[1:-1]:
+        rest = [(b + lo, b + hi) for lo, hi, *_ in compacted_pieces(X, np.zeros(1, np.int64),
+                                                                     np.zeros(m - b, np.int64))]
+        assert rest == [p for p in whole if p[0] >= b], (d, b)
+    if d == 16:
+        assert bounds.tolist() == [0, 1024, 2048, 3072, 4096, 5000]

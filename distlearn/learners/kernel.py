@@ -376,11 +376,13 @@ def _sub_rows(n_features: int) -> int:
 
 
 def piece_bounds(n_features: int, m: int) -> np.ndarray:
-    """Where :func:`learn_budget_chunk` cuts a chunk of ``m`` rounds into engine calls (the ``lo`` of
-    every piece of :func:`compacted_pieces`, and ``m``): a chunk split at one of these runs the same
-    engine calls as the whole chunk, so the split cannot change a bit of the model."""
+    """Where a chunk of ``m`` rounds can be split so that its two calls of :func:`learn_budget_chunk`
+    make the same engine calls as the whole chunk (so the split cannot change a bit of the model):
+    the starts of the pieces of :func:`compacted_pieces`, and ``m``; only the densified pieces' starts
+    when their length is not a multiple of ``_COMPACT_ROWS`` (a later start would shift the cuts)."""
     sub = _sub_rows(n_features)
-    cuts = [lo + a for lo in range(0, m, sub) for a in range(0, min(sub, m - lo), _COMPACT_ROWS)]
+    step = _COMPACT_ROWS if sub % _COMPACT_ROWS == 0 else sub
+    cuts = [lo + a for lo in range(0, m, sub) for a in range(0, min(sub, m - lo), step)]
     return np.asarray([*cuts, m], dtype=np.int64)
 
 
