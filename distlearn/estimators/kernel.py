@@ -100,10 +100,11 @@ _KERNEL_DOC = """
         same rows of the first pass in the same order (each block read once); a race keeps the
         better half, by progressive (online) mistakes, after ``GAMMA_RACE_ROWS`` (1024) rows,
         then after 2048, and the last one after 4096 (ties: the smaller width), and only that
-        learner goes on.  A stage ends at an engine-call boundary (a store: at a block's end),
-        so the fitted model is, bit for bit, a fit with ``gamma=gamma_`` (with one epoch,
-        ``online_errors_`` is that fit's too).  A first pass (or first partial_fit call)
-        shorter than the race keeps the best so far; later partial_fit calls keep the width.
+        learner goes on.  A stage ends at the first engine-call boundary after its rows (arrays:
+        exactly there; a store of blocks under 1024 rows: a block's end), so the fitted model,
+        ``online_errors_`` included, is bit for bit a fit with ``gamma=gamma_``.  A first pass
+        (or first partial_fit call) shorter than the race keeps the best so far; later
+        partial_fit calls keep the width.
         The cost: 7 learners on the first 1024 rows, 4 on the next 1024, 2 on the next 2048.
         scikit-learn's "auto", ``1 / n_features``, is ``gamma=1 / X.shape[1]``.
     degree : int, default=3
