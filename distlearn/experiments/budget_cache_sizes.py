@@ -257,7 +257,7 @@ def plot_results(results, path):
     fig, axes = figure(1, len(results), size=(6.4 * len(results), 4.4))
     for ax, res in zip(axes[0], results):
         fixed = sorted((r for r in res["rows"] if r["cache"].isdigit()), key=lambda r: r["n_support"])
-        ax.plot([r["n_support"] for r in fixed], [100 * r["test_error"] for r in fixed], "o-", label="fixed cache")
+        ax.plot([r["n_support"] for r in fixed], [100 * r["test_error"] for r in fixed], "o-", label="fixed cache, removal by margin")
         by = {r["cache"]: r for r in res["rows"]}
         ax.plot(by["variable"]["n_support"], 100 * by["variable"]["test_error"], "s", ms=9, label="variable cache")
         ax.plot(by["none"]["n_support"], 100 * by["none"]["test_error"], "^", ms=9, label="MIRA (no budget)")
@@ -276,6 +276,11 @@ def plot_results(results, path):
                             label="BSGD, merging (Table 3)" if i == 0 else None)
         ax.plot(res["svc"]["n_support"], 100 * res["svc"]["test_error"], "*", ms=13, label="SVC")
         ax.set_xscale("log")
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 20, 50, 100, 200, ...
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("support patterns (log scale)")
         ax.set_ylabel("test error (%)")
         ax.set_title(f"{res['dataset']}: MIRA on a budget, {res['permutations']} permutations")
