@@ -1,14 +1,17 @@
 """Fixed budgets on LETTER: removal by margin, oldest, random against merging (BSGD), SVC alongside.
 
     .venv/bin/python benchmarks/bench_budget_merge.py --letter letter.svm [--budgets 100,500] [--json out.json]
+    .venv/bin/python benchmarks/bench_budget_merge.py --removals merge --seeds 5 --no-svc   # mean +- std
 
 LETTER (20,000 x 16, 26 classes), the standard split (first 16,000 rows train, last 4,000 test),
 features min-max scaled to [0, 1] on the training rows.  ONE pass (``epochs=1``, shuffled with
-``random_state=0``) of KernelMIRA, KernelPerceptron and KernelPA (native multiclass, RBF) with
-``budget=B`` and each ``removal``; test error and fit time.  ``sklearn.svm.SVC(C=10)`` with the same
-gamma in the same run.  gamma: ``--gamma`` or, by default, chosen on the training rows only: a
-grid, KernelMIRA(budget=500, removal="merge") fit on the first 12,000 training rows and scored on
-the other 4,000.  Targets (issue 29, BSGD's Table 3): B = 500 below 10.3 % error, B = 100 below 25 %.
+``random_state=0``; ``--seeds N``: the permutations 0 .. N-1, mean and std) of KernelMIRA,
+KernelPerceptron and KernelPA (native multiclass, RBF; ``--param name=value`` sets a learner
+parameter, e.g. ``beta=1`` or ``C=0.5``) with ``budget=B`` and each ``removal``; test error and fit
+time.  ``sklearn.svm.SVC(C=10)`` in the same run.  gamma: ``--gamma`` or, by default, chosen per
+budget on the training rows only: a grid, KernelMIRA(budget=B, removal="merge") fit on the first
+12,000 training rows and scored on the other 4,000 (a small budget wants a wider kernel: on
+LETTER the grid picks 4 at B = 100 and 8 at B = 500).  Targets (issue 29, BSGD's Table 3): B = 500 below 10.3 % error, B = 100 below 25 %.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated subset of " + ",".join(LEARNERS))
     p.add_argument("--removals", default=",".join(REMOVALS), help="comma-separated subset of " + ",".join(REMOVALS))
     p.add_argument("--gamma", type=float, default=None, help="RBF width (default: the grid on the training rows)")
+    p.add_argument("--seeds", type=int, default=1, help="permutations 0..N-1 per row (mean and std; default 1)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a learner parameter for every row (float values), e.g. beta=1 or C=0.5; repeatable")
     p.add_argument("--no-svc", action="store_true", help="skip sklearn's SVC")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     args = p.parse_args(argv)
@@ -63,26 +69,39 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     Xtr, ytr, Xte, yte = load_letter(path)
     rows: list[dict] = []
-    gamma = args.gamma
-    if gamma is None:
+    extra = {}
+    for kv in args.param:
+        k, _, v = kv.partition("=")
+        extra[k] = v if k in ("variant", "conversion") else float(v)
+
+    def choose_gamma(B: int) -> float:
+        if args.gamma is not None:
+            return args.gamma
         errs = {}
         for g in GRID:
-            e, _, _ = fit_score(KernelMIRA, dict(gamma=g, budget=500, removal="merge", random_state=0),
+            e, _, _ = fit_score(KernelMIRA, dict(gamma=g, budget=B, removal="merge", random_state=0),
                                 Xtr[:12000], ytr[:12000], Xtr[12000:], ytr[12000:])
             errs[g] = e
-            print(f"# gamma grid (train 12k / validation 4k of the training rows): gamma={g:g} "
+            print(f"# B={B} gamma grid (train 12k / validation 4k of the training rows): gamma={g:g} "
                   f"validation error {100 * e:.2f} %", flush=True)
-        gamma = min(errs, key=errs.get)
-    print(f"# gamma = {gamma:g}", flush=True)
-    print("| learner | B | removal | test error % | fit s | support |")
-    print("|---|---|---|---|---|---|")
+        return min(errs, key=errs.get)
+
+    print(f"# learner parameters {extra or 'defaults'}, {args.seeds} permutation(s)")
+    print("| learner | B | removal | gamma | test error % | std | fit s | support |")
+    print("|---|---|---|---|---|---|---|---|")
+    gamma = args.gamma
     for B in (int(b) for b in args.budgets.split(",")):
+        gamma = choose_gamma(B)
         for name in args.learners.split(","):
             for removal in args.removals.split(","):
-                e, fit, ns = fit_score(LEARNERS[name], dict(gamma=gamma, budget=B, removal=removal, random_state=0),
-                                       Xtr, ytr, Xte, yte)
-                rows.append(dict(learner=name, budget=B, removal=removal, error=e, fit_s=fit, support=ns, gamma=gamma))
-                print(f"| {name} | {B} | {removal} | {100 * e:.2f} | {fit:.2f} | {ns} |", flush=True)
+                res = [fit_score(LEARNERS[name], dict(gamma=gamma, budget=B, removal=removal, random_state=seed,
+                                                      **extra), Xtr, ytr, Xte, yte) for seed in range(args.seeds)]
+                errs = np.array([r[0] for r in res])
+                e, sd, fit, ns = float(errs.mean()), float(errs.std()), float(np.median([r[1] for r in res])), res[0][2]
+                rows.append(dict(learner=name, budget=B, removal=removal, error=e, error_std=sd, errors=errs.tolist(),
+                                 fit_s=fit, support=ns, gamma=gamma, params=extra))
+                print(f"| {name} | {B} | {removal} | {gamma:g} | {100 * e:.2f} | {100 * sd:.2f} | {fit:.2f} | {ns} |",
+                      flush=True)
     if not args.no_svc:
         from sklearn.svm import SVC
 

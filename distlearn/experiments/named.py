@@ -65,7 +65,8 @@ PAPERS: dict[str, tuple[str, str, str]] = {
                       "10 splits"),
     "budget-fig4": ("budget_cache_sizes", "",
                     "Crammer, Kandola & Singer (2003) Fig. 4: multiclass kernel MIRA (beta 0.01, one pass) without "
-                    "budget, with DistillCache and at 10 fixed cache sizes against a tuned SVC, 11 permutations; "
+                    "budget, with DistillCache and at 10 fixed cache sizes, and with merging (BSGD, RBF) at budgets "
+                    "50-1000, against a tuned SVC, 11 permutations; "
                     "digits (bundled), LETTER and Fashion-MNIST when given"),
     "letter-conversions": ("letter_conversions", "",
                            "Dekel & Singer (2005) Table 1, LETTER rows: one pass of the Gaussian-kernel multiclass "
