@@ -19,7 +19,7 @@ from distlearn import OBPM, PermutationBPM, rng
 from distlearn.data import create_dataset
 from distlearn.ensembles import _kernels as EK
 from distlearn.ensembles import init_ensemble, learn_ensemble_chunk, margin_bound, margin_bound_weights
-from distlearn.learners import init_state, learn_chunk, make_rule
+from distlearn.learners import init_state, learn_chunk, make_rule, running_sum, running_value
 from distlearn.learners.linear import NonFiniteError
 
 
@@ -115,6 +115,36 @@ def test_each_member_is_the_base_learner_on_its_examples(name, params, k, dtype)
         assert np.array_equal(members[j], ref), f"member {j} differs from the base learner on its {len(rows)} rows"
     assert int(upd.sum()) == total_updates
     assert margin.shape == (n, K)
+
+
+@pytest.mark.parametrize("name,params", [("perceptron", {}), ("romma", {}), ("alma", {"alpha": 0.9, "B": 1.1, "C": 0.7}),
+                                         ("pa", {"variant": "PA-II", "C": 0.5})])
+def test_each_members_running_sum_is_the_base_learners(name, params):
+    """conversion_scope="members": member j's running sum (its own rounds) is, bit for bit, the
+    single learner's running sum over the rows it was shown, through ROMMA's and ALMA's rescales
+    (each rebase folds q W into P) and two epochs, with the members in two learner groups.  The
+    running sum's layout and order of terms is what any faster form of it must keep (issue 30)."""
+    X, y = _data(seed=9)
+    n, d = X.shape
+    N, tau, seed = 6, 0.5, 5
+    rule = make_rule(name, **params)
+    ens = init_ensemble(d, N, 1, running_sum=True)
+    orders = [np.random.default_rng(e).permutation(n) for e in range(2)]
+    for e, order in enumerate(orders):
+        learn_ensemble_chunk(rule, ens, sp.csr_matrix(X), y, np.arange(n), seed=seed, tau=tau, epoch=e,
+                             order=order, fit_intercept=True, acc_mode=EK.ACC_MEMBERS, groups=2)
+    sums = ens.member_sums()
+    rebased = 0
+    for j in range(N):
+        st = init_state(d, 1)
+        acc = running_sum(st)
+        for e, order in enumerate(orders):
+            rows = order[rng.obpm_mask(seed, e, np.arange(n), N, tau)[order, j]]
+            learn_chunk(rule, st, X, y, order=rows, fit_intercept=True, acc=acc)
+        assert np.array_equal(sums[j], running_value(acc, st)), f"member {j}'s running sum differs"
+        rebased += int(acc.q[1, 0] != 1.0)
+    if name == "alma":  # its projections shrink the scale: every member's sum was rebased
+        assert rebased == N
 
 
 def test_members_match_for_dense_and_csr_input():
