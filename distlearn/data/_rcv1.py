@@ -67,6 +67,7 @@ from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns, hash_token, token_column
 from .._tasks import OrderedMap, run_ordered
 from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
+from ._svmlight import _blank as _space  # bytes.split()'s white space
 from ._svmlight import line_aligned_ranges
 
 __all__ = [
@@ -510,11 +511,6 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, 
 # every value -- is the pure-Python path's (tests/data/test_rcv1.py compares the two).
 
 _COMPILED = True  # False: the pure-Python passes (Vocabulary.add, dict look-ups), kept as the reference
-
-
-@njit(inline="always", **NUMBA_FLAGS)
-def _space(c: np.uint8) -> bool:
-    return c == 32 or 9 <= c <= 13  # bytes.split(): space, \t \n \v \f \r
 
 
 @njit(**NUMBA_FLAGS)
