@@ -42,8 +42,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-METHODS = ("sklearn", "sklearn+store", "convert", "convert-dask", "stream-parse")
-DEFAULT_METHODS = METHODS
+METHODS = ("sklearn", "sklearn+store", "convert", "convert-dask", "stream-parse", "convert-before")
+DEFAULT_METHODS = METHODS[:5]  # convert-before: `convert` with --before DIR (an older source tree) first on the path
 GENERATOR_VERSION = 1  # bump when the generated file's recipe changes
 RESULT_TAG = "@@RESULT@@ "
 MiB = float(1 << 20)
@@ -173,7 +173,7 @@ def _child_verify(args: argparse.Namespace) -> dict[str, object]:
     from sklearn.datasets import load_svmlight_file
 
     from distlearn.data.readers import convert
-    from distlearn.distributed.cluster import get_client
+    from distlearn.distributed import executor_for
 
     X0, y0 = load_svmlight_file(args.input, dtype=np.float32)
     out: dict[str, object] = {"rows": int(X0.shape[0]), "n_features": int(X0.shape[1]), "nnz": int(X0.nnz)}
@@ -181,8 +181,8 @@ def _child_verify(args: argparse.Namespace) -> dict[str, object]:
     ds = convert(args.input, args.output)
     out["convert"] = _compare(X0, y0, ds)
     _rm(args.output)
-    with get_client(n_workers=args.workers) as client:
-        ds = convert(args.input, args.output, client=client, part_bytes=args.part_bytes)
+    with executor_for(f"local:{args.workers}") as ex:
+        ds = convert(args.input, args.output, executor=ex, part_bytes=args.part_bytes)
         out["convert-dask"] = _compare(X0, y0, ds)
     _rm(args.output)
     return out
@@ -201,6 +201,7 @@ def _child_run(args: argparse.Namespace) -> dict[str, object]:
     res: dict[str, object] = {"method": method, "before": _mem_facts()}
     phases: dict[str, float] = {}
     _rm(args.output)
+    c0 = time.process_time()
     if method == "sklearn":
         t0 = time.perf_counter()
         X, y = load_svmlight_file(args.input, dtype=np.float32)
@@ -216,7 +217,7 @@ def _child_run(args: argparse.Namespace) -> dict[str, object]:
         wall = t2 - t0
         phases = {"load": t1 - t0, "store": t2 - t1}
         rows = ds.n_samples
-    elif method == "convert":
+    elif method in ("convert", "convert-before"):
         t0 = time.perf_counter()
         ds = convert(args.input, args.output)
         wall = time.perf_counter() - t0
@@ -228,15 +229,16 @@ def _child_run(args: argparse.Namespace) -> dict[str, object]:
             rows += X.shape[0]
         wall = time.perf_counter() - t0
     elif method == "convert-dask":
-        from distlearn.distributed.cluster import get_client
+        from distlearn.distributed import executor_for
 
         t0 = time.perf_counter()
-        with get_client(n_workers=args.workers) as client:
+        with executor_for(f"local:{args.workers}") as ex:
+            client = ex.client
             client.wait_for_workers(args.workers)
             # what a first task would pay anyway: the parser's imports on every worker
             client.run(lambda: __import__("distlearn.data._svmlight") and None)
             t1 = time.perf_counter()
-            ds = convert(args.input, args.output, client=client, part_bytes=args.part_bytes)
+            ds = convert(args.input, args.output, executor=ex, part_bytes=args.part_bytes)
             t2 = time.perf_counter()
             workers = client.run(_mem_facts)
             t3 = time.perf_counter()
@@ -250,7 +252,8 @@ def _child_run(args: argparse.Namespace) -> dict[str, object]:
     if args.output and os.path.exists(args.output):
         res["store_bytes"] = _du(args.output)
     _rm(args.output)
-    res.update({"wall": wall, "rows": int(rows), "phases": phases, "after": _mem_facts()})
+    res.update({"wall": wall, "cpu": time.process_time() - c0, "rows": int(rows), "phases": phases,
+                "after": _mem_facts()})
     return res
 
 
@@ -279,7 +282,12 @@ def _spawn(child: str, args: argparse.Namespace, *, input: str, output: str = ""
         "--workers", str(args.workers),
         "--part-bytes", str(args.part_bytes),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if child == "convert-before":
+        if not args.before:
+            raise SystemExit("convert-before needs --before DIR (git archive REV distlearn | tar -x -C DIR)")
+        env["PYTHONPATH"] = os.pathsep.join([args.before, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_TAG):
             return json.loads(line[len(RESULT_TAG) :])
@@ -325,6 +333,7 @@ def _summarise(runs: list[dict[str, object]], size: int) -> dict[str, object]:
         "runs": runs,
         "median_s": med,
         "min_s": min(walls),
+        "cpu_median_s": statistics.median(r["cpu"] for r in runs),
         "mib_per_s": size / MiB / med,
         "rows_per_s": rows / med,
         "peak_rss_mib": statistics.median(r["after"]["ru_maxrss_kib"] for r in runs) / 1024,
@@ -349,7 +358,9 @@ def _summarise(runs: list[dict[str, object]], size: int) -> dict[str, object]:
 
 def _table(summary: dict[str, dict[str, object]]) -> str:
     base = summary.get("sklearn", {}).get("median_s")
-    head = ("method", "median s", "min s", "MiB/s", "rows/s", "peak RSS MiB", "worker RSS MiB", "time vs sklearn")
+    head = ("method", "median s", "min s", "CPU s", "MiB/s", "rows/s", "peak RSS MiB", "worker RSS MiB",
+            "time vs sklearn", "CPU vs sklearn")
+    cbase = summary.get("sklearn", {}).get("cpu_median_s")
     rows = [head]
     for m, s in summary.items():
         ratio = f"{s['median_s'] / base:.2f}x" if base else "-"
@@ -359,11 +370,13 @@ def _table(summary: dict[str, dict[str, object]]) -> str:
                 m,
                 f"{s['median_s']:.2f}",
                 f"{s['min_s']:.2f}",
+                f"{s['cpu_median_s']:.2f}",
                 f"{s['mib_per_s']:.1f}",
                 f"{s['rows_per_s']:,.0f}",
                 f"{s['peak_rss_mib']:.0f}",
                 wrss,
                 ratio,
+                f"{s['cpu_median_s'] / cbase:.2f}x" if cbase else "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -392,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--part-bytes", type=int, default=None, help="byte range per parallel task (default: the library's)")
     p.add_argument("--no-verify", action="store_true", help="skip the exactness check")
+    p.add_argument("--before", default=None, help="an older source tree for the convert-before method")
     # internal: child-process mode
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--input", default=None, help=argparse.SUPPRESS)
@@ -449,11 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs: dict[str, list[dict[str, object]]] = {m: [] for m in methods}
     for rep in range(args.repeat):
-        for m in methods:
+        for m in methods[rep % len(methods):] + methods[:rep % len(methods)]:  # the order rotated per round
             r = _spawn(m, args, input=path, output=out)
             runs[m].append(r)
             extra = "".join(f", {k} {v:.2f} s" for k, v in r["phases"].items())
-            print(f"#   run {rep + 1}/{args.repeat} {m}: {r['wall']:.2f} s{extra}", flush=True)
+            print(f"#   run {rep + 1}/{args.repeat} {m}: {r['wall']:.2f} s, CPU {r['cpu']:.2f} s{extra}", flush=True)
     summary = {m: _summarise(rs, size) for m, rs in runs.items()}
 
     print()

@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/bench_corpora.py --parts cutoff --splits 1                   # one split per problem
     .venv/bin/python benchmarks/bench_corpora.py --parts celegans --epochs 20
     .venv/bin/python benchmarks/bench_corpora.py --parts tokens --token-docs 100000 --repeats 3
+    .venv/bin/python benchmarks/bench_corpora.py --parts tokens --methods serial,jobs1,jobs2 --before /tmp/before
+    .venv/bin/python benchmarks/bench_corpora.py --parts grid --grid-train 10000 --before /tmp/before --repeats 1
 
 Parts (each measurement is a fresh child process, so its peak RSS is its own; on a LocalCluster
 the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
@@ -26,6 +28,8 @@ the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
               over the larger of the driver's and the busier worker's CPU is the speed-up 2 free
               cores would give (printed as "CPU critical path").
               A fourth method, the pure-Python passes (``_rcv1._COMPILED = False``), is the before.
+``grid``      issue 30: celegans-obpm's whole grid on ``--grid-train`` WD-3 splice sequences on 2 workers,
+              this code against ``--before`` (a source tree) alternating, ``--repeats`` rounds.
 ``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
               tau=0.05 for ``--epochs`` epochs, learner-parallel on a 2-worker LocalCluster:
               wall time, peak RSS per worker, and the in-process wall time for comparison.
@@ -88,6 +92,17 @@ def main(client):
         out["cells"] = res["cells_run"]
         out["cell_seconds"] = sorted(c["seconds"] for p in res["problems"].values() for c in p["per_split"])
         out["largest_problem"] = max(max(p["n_train"]) for p in res["problems"].values())
+    elif kind == "grid":
+        from distlearn.experiments import celegans_obpm
+        res = celegans_obpm.run(spec["train"], spec["test"], spec["out"], epochs=tuple(spec["epochs"]),
+                                permutations=spec["permutations"], overwrite=True, figures=False,
+                                scheduler=client)
+        import glob
+        cells = [json.load(open(f)) for f in glob.glob(spec["out"] + "/cells/*.json")]
+        out["cells"] = len(cells)
+        out["task_fit_seconds"] = sum(c["fit_seconds"] for c in cells)
+        out["svm"] = {k: res["svm"][k] for k in ("C", "test_error")}
+        out["test_errors"] = {r: v["test_error"]["per_permutation"] for r, v in res["runs"].items()}
     elif kind == "celegans":
         from distlearn import OBPM
         est = OBPM(n_estimators=100, tau=0.05, epochs=spec["epochs"], random_state=0, scheduler=client).fit(spec["train"])
@@ -116,16 +131,28 @@ else:
 '''
 
 
-def child(spec: dict) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True)
+def child(spec: dict, code: str | None = None) -> dict:
+    """Run one measurement in a fresh process; ``code``: a source tree put first on its path (the before)."""
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, env=env)
     for line in r.stdout.splitlines():
         if line.startswith(TAG):
             return json.loads(line[len(TAG):])
     raise RuntimeError(f"child failed ({spec['kind']}):\n{r.stderr[-3000:]}")
 
 
-def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
-    """Issue 30: convert (serial, --jobs 2) against CountVectorizer(analyzer=str.split), alternating."""
+TOKEN_METHODS = {"peer": ("CountVectorizer(str.split), in memory", "tokens-peer", 0, False),
+                 "serial": ("convert, serial", "convert", 0, False), "jobs1": ("convert --jobs 1", "convert", 1, False),
+                 "jobs2": ("convert --jobs 2", "convert", 2, False),
+                 "python": ("convert, serial, before (pure Python)", "convert-python", 0, False),
+                 "serial-before": ("convert, serial, --before tree", "convert", 0, True),
+                 "jobs2-before": ("convert --jobs 2, --before tree", "convert", 2, True)}
+
+
+def tokens_part(d: Path, n: int, repeats: int, names: list[str], before: str | None) -> list[dict]:
+    """Issue 30: convert (serial, --jobs 1, --jobs 2) against CountVectorizer(analyzer=str.split), alternating."""
     import statistics
 
     from distlearn.data._rcv1 import write_rcv1_corpus
@@ -136,17 +163,16 @@ def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
         marker.write_text(json.dumps(write_rcv1_corpus(corpus, n)))
     info = json.loads(marker.read_text())
     text_mib = sum(os.path.getsize(f) for f in info["tokens"]) / 2**20
-    methods = [("CountVectorizer(str.split), in memory", "tokens-peer", 0), ("convert, serial", "convert", 0),
-               ("convert --jobs 2", "convert", 2), ("convert, serial, before (pure Python)", "convert-python", 0)]
+    methods = [TOKEN_METHODS[k] for k in names if before or not TOKEN_METHODS[k][3]]
     runs: dict[str, list[dict]] = {m[0]: [] for m in methods}
     for r in range(repeats):
-        for name, kind, w in methods[r % len(methods):] + methods[:r % len(methods)]:
+        for name, kind, w, old in methods[r % len(methods):] + methods[:r % len(methods)]:
             res = child({"kind": kind, "tokens": info["tokens"], "qrels": info["qrels"], "workers": w,
-                         "store": str(d / f"tokens-{n}-w{w}.zarr")})
+                         "store": str(d / f"tokens-{n}-w{w}.zarr")}, before if old else None)
             runs[name].append(res)
             print(json.dumps({"method": name, **res}), flush=True)
     out = []
-    for name, kind, w in methods:
+    for name, kind, w, _ in methods:
         rs = runs[name]
         row = {"part": "tokens", "method": name, "n_docs": n, "workers": w, "text_mib": text_mib, "runs": rs,
                "seconds": statistics.median(x["seconds"] for x in rs),
@@ -155,14 +181,69 @@ def tokens_part(d: Path, n: int, repeats: int) -> list[dict]:
         if w:
             row["worker_rss_mib"] = [max(x["worker_rss_mib"][k] for x in rs) for k in range(w)]
             row["worker_cpu_seconds"] = statistics.median(max(x["worker_cpu_seconds"]) for x in rs)
+            row["worker_cpu_total"] = statistics.median(sum(x["worker_cpu_seconds"]) for x in rs)
         out.append(row)
-    peer, serial, two, before = out
-    print(f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}: serial/peer wall "
-          f"{serial['seconds'] / peer['seconds']:.2f}x, CPU {serial['cpu_seconds'] / peer['cpu_seconds']:.2f}x; "
-          f"serial/--jobs 2 wall {serial['seconds'] / two['seconds']:.2f}x; before/serial wall "
-          f"{before['seconds'] / serial['seconds']:.2f}x; CPU critical path serial/--jobs 2 "
-          f"{serial['cpu_seconds'] / max(two['cpu_seconds'], two['worker_cpu_seconds']):.2f}x (driver "
-          f"{two['cpu_seconds']:.2f} s, busier worker {two['worker_cpu_seconds']:.2f} s)")
+    row = {r["method"]: r for r in out}
+    serial = row.get(TOKEN_METHODS["serial"][0])
+    say = [f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}"]
+    for key, label in (("peer", "serial/peer"), ("jobs1", "--jobs 1/--jobs 2"), ("jobs2", "serial/--jobs 2"),
+                       ("python", "pure Python/serial"), ("serial-before", "serial before/after"),
+                       ("jobs2-before", "--jobs 2 before/after")):
+        a, b = {"peer": (serial, row.get(TOKEN_METHODS["peer"][0])),
+                "jobs1": (row.get(TOKEN_METHODS["jobs1"][0]), row.get(TOKEN_METHODS["jobs2"][0])),
+                "jobs2": (serial, row.get(TOKEN_METHODS["jobs2"][0])),
+                "python": (row.get(TOKEN_METHODS["python"][0]), serial),
+                "serial-before": (row.get(TOKEN_METHODS["serial-before"][0]), serial),
+                "jobs2-before": (row.get(TOKEN_METHODS["jobs2-before"][0]), row.get(TOKEN_METHODS["jobs2"][0]))}[key]
+        if a and b:
+            say.append(f"{label} wall {a['seconds'] / b['seconds']:.2f}x")
+    for r in out:  # all the CPU there is: driver + workers (on 2 free cores, wall >= this / 2)
+        if r["workers"]:
+            say.append(f"{r['method']}: driver {r['cpu_seconds']:.2f} s + workers "
+                       f"{r['worker_cpu_total']:.2f} s CPU (busier {r['worker_cpu_seconds']:.2f} s)")
+    if serial:
+        say.append(f"serial CPU {serial['cpu_seconds']:.2f} s")
+    print("; ".join(say))
+    return out
+
+
+def grid_part(d: Path, n: int, epochs: list[int], repeats: int, before: str | None) -> list[dict]:
+    """celegans-obpm's whole grid (6 runs x ``epochs`` x 3 permutations + 5 SVM fits) on ``n`` WD-3 splice
+    sequences on 2 workers, this code and ``--before`` alternating: wall time, the tasks' fit seconds and
+    the share of the 2 workers' time they fill."""
+    import statistics
+
+    from distlearn.data._dna import convert_sequences, write_splice_corpus
+
+    tr, te = d / f"grid-{n}-train.zarr", d / f"grid-{n}-test.zarr"
+    if not (tr.exists() and te.exists()):
+        write_splice_corpus(d / f"grid-{n}-train.tsv", n, random_state=0)
+        write_splice_corpus(d / f"grid-{n}-test.tsv", max(1, n // 10), random_state=1)
+        convert_sequences(d / f"grid-{n}-train.tsv", tr, features="wd", degree=3, overwrite=True)
+        convert_sequences(d / f"grid-{n}-test.tsv", te, features="wd", degree=3, overwrite=True)
+    codes = [("after", None)] + ([("before", before)] if before else [])
+    runs: dict[str, list[dict]] = {k: [] for k, _ in codes}
+    for r in range(repeats):
+        for name, code in codes[r % len(codes):] + codes[:r % len(codes)]:
+            res = child({"kind": "grid", "train": str(tr), "test": str(te), "epochs": epochs, "permutations": 3,
+                         "out": str(d / f"grid-{n}-{name}"), "workers": 2}, code)
+            runs[name].append(res)
+            print(json.dumps({"grid": name, **{k: v for k, v in res.items() if k != "test_errors"}}), flush=True)
+    out = []
+    for name, _ in codes:
+        rs = runs[name]
+        out.append({"part": "grid", "method": name, "workers": 2, "n_train": n, "epochs": epochs, "runs": rs,
+                    "seconds": statistics.median(x["seconds"] for x in rs),
+                    "task_fit_seconds": statistics.median(x["task_fit_seconds"] for x in rs),
+                    "driver_rss_mib": max(x["driver_rss_mib"] for x in rs),
+                    "worker_rss_mib": [max(x["worker_rss_mib"][k] for x in rs) for k in range(2)]})
+    if before:
+        a, b = out
+        same = all(x["test_errors"] == y["test_errors"] and x["svm"] == y["svm"] for x in runs["after"]
+                   for y in runs["before"])
+        print(f"\n# grid: {n:,} sequences, epochs {epochs}, medians of {repeats}: before/after wall "
+              f"{b['seconds'] / a['seconds']:.2f}x ({b['seconds']:.1f} -> {a['seconds']:.1f} s); "
+              f"test errors and SVM identical: {same}")
     return out
 
 
@@ -175,6 +256,12 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--token-docs", type=int, default=100_000, help="documents of the 'tokens' part")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the 'tokens' part (medians)")
+    p.add_argument("--methods", default="peer,serial,jobs1,jobs2,python",
+                   help=f"'tokens' methods, comma-separated, of {','.join(TOKEN_METHODS)}")
+    p.add_argument("--before", help="a source tree of the code before (git archive REV distlearn | tar -x -C DIR): "
+                   "the '*-before' token methods and the grid part's before run import it")
+    p.add_argument("--grid-train", type=int, default=10_000, help="training sequences of the 'grid' part")
+    p.add_argument("--grid-epochs", type=int, nargs="+", default=[1, 2, 3, 5])
     p.add_argument("--json")
     a = p.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -212,7 +299,9 @@ def main() -> int:
                     rows.append(r)
                     print(json.dumps({k: v for k, v in r.items() if k != "cell_seconds"}), flush=True)
     if "tokens" in a.parts:
-        rows += tokens_part(d, a.token_docs, a.repeats)
+        rows += tokens_part(d, a.token_docs, a.repeats, a.methods.split(","), a.before)
+    if "grid" in a.parts:
+        rows += grid_part(d, a.grid_train, a.grid_epochs, a.repeats, a.before)
     if "celegans" in a.parts:
         from distlearn.data._dna import convert_sequences, write_splice_corpus
 
@@ -231,6 +320,10 @@ def main() -> int:
     for r in rows:
         where = f"{r['workers']} workers" if r["workers"] else "in process"
         wrss = ", ".join(f"{v:.0f}" for v in r.get("worker_rss_mib", [])) or "-"
+        if r["part"] == "grid":
+            print(f"grid      {r['n_train']:>8,} {r['method']:<11} {r['seconds']:8.1f} s  fits "
+                  f"{r['task_fit_seconds']:.1f} s  driver {r['driver_rss_mib']:.0f} MiB  workers {wrss} MiB")
+            continue
         if r["part"] == "tokens":
             print(f"tokens    {r['n_docs']:>8,} {r['method']:<38} wall {r['seconds']:6.2f} s  CPU "
                   f"{r['cpu_seconds']:6.2f} s  driver {r['driver_rss_mib']:.0f} MiB  workers {wrss} MiB")

@@ -44,20 +44,52 @@ def test_cells_equal_direct_fits_and_the_svm_peer(stores, tmp_path):
     full = LinearSVC(C=best, dual=False, max_iter=5000).fit(Xtr, ytr)
     assert res["svm"]["test_error"] == np.mean(full.predict(X) != y)
     assert "obpm-tau0.2-N8" in ce.format_table(res) and "LinearSVC (C=" in ce.format_table(res)
+    # the refit is a task of its own fed by the validations' results (cached or computed in the same run)
+    kw = {"epochs": (1, 3), "permutations": 2, "taus": (0.2,), "sizes": (8,), "svm_C": (0.1, 1.0), "figures": False}
+    (tmp_path / "o" / "cells" / "svm.test.json").unlink()
+    again = ce.run(train, test, tmp_path / "o", **kw)
+    same = lambda a: {k: v for k, v in a["svm"].items() if k != "fit_seconds"}  # noqa: E731
+    assert again["cells_run"] == 1 and same(again) == same(res)
+    (tmp_path / "o" / "cells" / "svm.test.json").unlink()
+    (tmp_path / "o" / "cells" / f"svm.C{best:g}.validate.json").unlink()
+    again = ce.run(train, test, tmp_path / "o", **kw)
+    assert again["cells_run"] == 2 and same(again) == same(res)
+
+
+def test_the_longest_cells_start_first_and_the_svm_refit_follows_its_validations(stores, tmp_path, monkeypatch):
+    train, test = stores
+    submitted = []
+    real = ce.Cells.run
+
+    def run(self, ex, todo, progress=None):
+        submitted.extend(name for name, _, _ in todo)
+        return real(self, ex, todo, progress)
+
+    monkeypatch.setattr(ce.Cells, "run", run)
+    ce.run(train, test, tmp_path / "o", epochs=(1, 2), permutations=1, taus=(0.05, 0.2), sizes=(4,),
+           svm_C=(0.1, 1.0), figures=False)
+    assert submitted[:3] == ["svm.C0.1.validate", "svm.C1.validate", "svm.test"]
+    # cost = epochs x (1 + N (0.1 + tau)) for OBPM, epochs for the single learners: 4.4, 3.2, 2.2, 2, 2, 1.6, 1, 1
+    assert submitted[3:] == ["obpm-tau0.2-N4.e2.p0", "obpm-tau0.05-N4.e2.p0", "obpm-tau0.2-N4.e1.p0",
+                             "perceptron.e2.p0", "alma.e2.p0", "obpm-tau0.05-N4.e1.p0", "perceptron.e1.p0",
+                             "alma.e1.p0"]
 
 
 def test_dask_equals_in_process_and_resume(stores, client, tmp_path):
     train, test = stores
-    kw = {"epochs": (1, 2), "permutations": 2, "taus": (0.05,), "sizes": (6,), "svm_C": None, "figures": False}
+    kw = {"epochs": (1, 2), "permutations": 2, "taus": (0.05,), "sizes": (6,), "svm_C": (0.1, 1.0),
+          "figures": False}
     here = ce.run(train, test, tmp_path / "a", **kw)
     there = ce.run(train, test, tmp_path / "b", scheduler=client, **kw)
     for r in here["runs"]:
         assert here["runs"][r]["test_error"] == there["runs"][r]["test_error"]
         assert here["runs"][r]["n_updates"] == there["runs"][r]["n_updates"]
-    assert here["cells_run"] == 12
+    for k in ("C", "test_error", "validation"):  # the refit fed by the validations' futures on Dask
+        assert here["svm"][k] == there["svm"][k]
+    assert here["cells_run"] == 12 + 3
     (tmp_path / "a" / "cells" / "alma.e2.p1.json").unlink()
     again = ce.run(train, test, tmp_path / "a", **kw)
-    assert (again["cells_run"], again["cells_resumed"]) == (1, 11)
+    assert (again["cells_run"], again["cells_resumed"]) == (1, 14)
     assert again["runs"]["alma"]["test_error"] == here["runs"]["alma"]["test_error"]
     meta = json.loads((tmp_path / "a" / "meta.json").read_text())
     assert meta["runs"]["obpm-tau0.05-N6"] == {"kind": "obpm", "tau": 0.05, "n_estimators": 6,

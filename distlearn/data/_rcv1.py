@@ -67,6 +67,7 @@ from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns, hash_token, token_column
 from .._tasks import OrderedMap, run_ordered
 from ._io import STREAM_ERRORS, iter_line_chunks, open_binary, sniff_compression, strip_bom
+from ._svmlight import _blank as _space  # bytes.split()'s white space
 from ._svmlight import line_aligned_ranges
 
 __all__ = [
@@ -436,9 +437,12 @@ def _weights(counts: np.ndarray, cols: np.ndarray, weighting: str, idf: np.ndarr
 
 
 def _append_rows(out: dict[str, list[Any]], docids: np.ndarray, lines: np.ndarray, r: np.ndarray, cols: np.ndarray,
-                 counts: np.ndarray, weighting: str, idf: np.ndarray | None, normalize: bool, v: int) -> None:
+                 counts: np.ndarray, weighting: str, idf: np.ndarray | None, normalize: bool, v: int,
+                 dtype: str | None = None) -> None:
     """Add a piece's rows to ``out``: nonzero ``k`` is ``counts[k]`` of column ``cols[k]`` in row ``r[k]``
-    (rows in order, columns sorted within a row), weighted and maybe normalised."""
+    (rows in order, columns sorted within a row), weighted and maybe normalised; the values in the
+    store's ``dtype`` when none of them becomes 0 there (else float64, for the writer to refuse), so a
+    task ships what the writer stores (half the bytes in float32)."""
     n = len(docids)
     vals = _weights(counts, cols, weighting, idf)
     if normalize:
@@ -450,11 +454,15 @@ def _append_rows(out: dict[str, list[Any]], docids: np.ndarray, lines: np.ndarra
     out["lines"].append(lines)
     out["indptr"].append(indptr)
     out["indices"].append(cols.astype(np.int32 if v < 2**31 else np.int64))
+    if dtype is not None:
+        cast = vals.astype(dtype)
+        if not np.any((cast == 0) & (vals != 0)):
+            vals = cast
     out["data"].append(vals)
 
 
 def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, weighting: str,
-               idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
+               idf: np.ndarray | None, normalize: bool, dtype: str | None = None) -> dict[str, Any]:
     """One part's documents as float64 CSR rows over the frozen vocabulary (unknown tokens dropped),
     or, when ``index`` is an int, over the ``2**index`` columns the tokens hash to."""
     out: dict[str, list[Any]] = {"docids": [], "lines": [], "indptr": [], "indices": [], "data": []}
@@ -483,7 +491,7 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, 
             keys, counts = _distinct(rows[keep] * v + ids[keep])
             r = keys // v
             _append_rows(out, np.asarray(docs.docids, dtype=np.int64), np.asarray(docs.lines, dtype=np.int64),
-                         r, keys - r * v, counts, weighting, idf, normalize, v)  # lines part-local already
+                         r, keys - r * v, counts, weighting, idf, normalize, v, dtype)  # lines part-local already
             n_lines += piece.count(b"\n")
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
@@ -503,11 +511,6 @@ def _rows_task(path: str, start: int, stop: int, index: dict[bytes, int] | int, 
 # every value -- is the pure-Python path's (tests/data/test_rcv1.py compares the two).
 
 _COMPILED = True  # False: the pure-Python passes (Vocabulary.add, dict look-ups), kept as the reference
-
-
-@njit(inline="always", **NUMBA_FLAGS)
-def _space(c: np.uint8) -> bool:
-    return c == 32 or 9 <= c <= 13  # bytes.split(): space, \t \n \v \f \r
 
 
 @njit(**NUMBA_FLAGS)
@@ -655,6 +658,28 @@ def _grown(slots: np.ndarray, hashes: np.ndarray, offs: np.ndarray, arena: np.nd
     return slots, hashes, offs, arena, df, last
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _intern(buf: np.ndarray, s: int, e: int, slots: np.ndarray, hashes: np.ndarray, offs: np.ndarray,
+            arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
+            ) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(term, n, table...)`` of the bytes ``buf[s:e]``, added as term ``n`` when absent (the table
+    grown as needed)."""
+    h = _fnv(buf, s, e)
+    i, t = _probe(slots, hashes, offs, arena, buf, s, e, h)
+    if t < 0:
+        if 2 * (n + 1) > slots.shape[0] or n + 2 > hashes.shape[0] or offs[n] + e - s > arena.shape[0]:
+            slots, hashes, offs, arena, df, last = _grown(slots, hashes, offs, arena, df, last, n, e - s)
+            i, t = _probe(slots, hashes, offs, arena, buf, s, e, h)
+        t = n
+        n += 1
+        slots[i] = t
+        hashes[t] = h
+        o = offs[t]
+        arena[o:o + e - s] = buf[s:e]
+        offs[t + 1] = o + e - s
+    return t, n, slots, hashes, offs, arena, df, last
+
+
 @njit(**NUMBA_FLAGS)
 def _intern_tokens(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, doc0: int, slots: np.ndarray,
                    hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray,
@@ -669,19 +694,7 @@ def _intern_tokens(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, doc0:
             s, p, status = _token(buf, p, stop, status)
             if s == p:
                 break
-            h = _fnv(buf, s, p)
-            i, t = _probe(slots, hashes, offs, arena, buf, s, p, h)
-            if t < 0:
-                if 2 * (n + 1) > slots.shape[0] or n + 2 > hashes.shape[0] or offs[n] + p - s > arena.shape[0]:
-                    slots, hashes, offs, arena, df, last = _grown(slots, hashes, offs, arena, df, last, n, p - s)
-                    i, t = _probe(slots, hashes, offs, arena, buf, s, p, h)
-                t = n
-                n += 1
-                slots[i] = t
-                hashes[t] = h
-                o = offs[t]
-                arena[o:o + p - s] = buf[s:p]
-                offs[t + 1] = o + p - s
+            t, n, slots, hashes, offs, arena, df, last = _intern(buf, s, p, slots, hashes, offs, arena, df, last, n)
             if last[t] != doc:
                 last[t] = doc
                 df[t] += 1
@@ -839,13 +852,46 @@ def _compiled_vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any
             n_lines += piece.count(b"\n")
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
-    offs, text = table[2][:n + 1], table[3].tobytes()
-    return {"df": dict(zip([text[a:b] for a, b in zip(offs[:-1].tolist(), offs[1:].tolist())], table[4][:n].tolist())),
-            "n_docs": n_docs, "n_lines": n_lines}
+    offs = table[2][:n + 1]  # the part's terms as arrays (bytes, offsets, df): merged in compiled code
+    return {"terms": (table[3][:offs[-1]].copy(), offs.copy(), table[4][:n].copy()), "n_docs": n_docs,
+            "n_lines": n_lines}
+
+
+@njit(**NUMBA_FLAGS)
+def _add_terms(text: np.ndarray, toffs: np.ndarray, tdf: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
+               offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
+               ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Add a part's distinct terms (``text[toffs[k]:toffs[k + 1]]``, document frequency ``tdf[k]``) to
+    the table: ``(n, table...)``."""
+    for k in range(tdf.shape[0]):
+        t, n, slots, hashes, offs, arena, df, last = _intern(text, toffs[k], toffs[k + 1], slots, hashes, offs, arena,
+                                                             df, last, n)
+        df[t] += tdf[k]
+    return n, slots, hashes, offs, arena, df, last
+
+
+class _TermCounts:
+    """:class:`Vocabulary` over the compiled table: the parts' ``(bytes, offsets, df)`` arrays merged
+    without a Python object per term until :meth:`freeze` (the same terms, order and counts)."""
+
+    def __init__(self) -> None:
+        self.table, self.n, self.n_docs = _empty_table(1 << 15, 1 << 18), 0, 0
+
+    def add(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray], n_docs: int) -> None:
+        self.n, *self.table = _add_terms(*terms, *self.table, self.n)
+        self.n_docs += int(n_docs)
+
+    def freeze(self, min_df: int = 1) -> tuple[list[bytes], np.ndarray]:
+        offs, df = self.table[2][:self.n + 1], self.table[4][:self.n]
+        keep = np.flatnonzero(df >= min_df)
+        text = self.table[3][:offs[-1]].tobytes()
+        terms = [text[a:b] for a, b in zip(offs[keep].tolist(), offs[keep + 1].tolist())]
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        return [terms[i] for i in order], df[keep][np.asarray(order, dtype=np.int64)]
 
 
 def _compiled_rows_task(path: str, start: int, stop: int, index: tuple[np.ndarray, ...] | int, weighting: str,
-                        idf: np.ndarray | None, normalize: bool) -> dict[str, Any]:
+                        idf: np.ndarray | None, normalize: bool, dtype: str | None = None) -> dict[str, Any]:
     """:func:`_rows_task` in compiled code; ``index`` a :func:`_term_table` or hash bits."""
     out: dict[str, list[Any]] = {"docids": [], "lines": [], "indptr": [], "indices": [], "data": []}
     if isinstance(index, int):
@@ -861,7 +907,7 @@ def _compiled_rows_task(path: str, start: int, stop: int, index: tuple[np.ndarra
                 buf, docids, lines, starts, stops = _documents(piece, path, first, force=True)
                 status, indptr, cols, counts = _count_columns(buf, starts, stops, *table, bits)
             r = np.repeat(np.arange(len(docids), dtype=np.int64), np.diff(indptr))
-            _append_rows(out, docids, lines, r, cols, counts, weighting, idf, normalize, v)
+            _append_rows(out, docids, lines, r, cols, counts, weighting, idf, normalize, v, dtype)
             n_lines += piece.count(b"\n")
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
@@ -969,7 +1015,7 @@ def convert_rcv1(
                 raise ValueError("the vocabulary has repeated terms")
             n_vocab_docs = 0
         else:
-            vocab = Vocabulary()
+            vocab: Vocabulary | _TermCounts = _TermCounts() if _COMPILED else Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
             at, last = 1, None
             task = _compiled_vocabulary_task if _COMPILED else _vocabulary_task
@@ -977,7 +1023,10 @@ def convert_rcv1(
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
-                vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
+                if isinstance(vocab, _TermCounts):
+                    vocab.add(res["terms"], res["n_docs"])
+                else:
+                    vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
                 at += res["n_lines"]
             terms, df = vocab.freeze(min_df)
             n_vocab_docs = vocab.n_docs
@@ -996,7 +1045,7 @@ def convert_rcv1(
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
         for p, docids, lines, X, done in _rows(paths, kind, executor, terms, idf, weighting, normalize, part_bytes,
-                                               hash_bits):
+                                               hash_bits, dtype):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
             if bad.size:
@@ -1067,8 +1116,8 @@ def _kind(path: str) -> str:
 
 
 def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[bytes] | None, idf: np.ndarray | None,
-          weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None
-          ) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
+          weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None,
+          dtype: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
     """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
     sizes = [os.path.getsize(p) for p in paths]
     if kind == "vectors":
@@ -1102,7 +1151,7 @@ def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
     for (path, _, stop), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting, idf=idf,
-                                                   normalize=normalize)):
+                                                   normalize=normalize, dtype=dtype)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:
             _raise(path, at, res["error"])

@@ -1,7 +1,9 @@
 """Streaming svmlight / LIBSVM reader.
 
-The happy path is scikit-learn's compiled parser (:func:`sklearn.datasets.load_svmlight_file`
-on an in-memory byte chunk), so we reuse a well-kept tokenizer.  When it
+The happy path is a numba parser of plain lines over the chunk's bytes (below: it takes a chunk
+only when every number in it is exact in one float64 step, so the values are scikit-learn's to the
+bit); any other chunk goes to scikit-learn's compiled parser
+(:func:`sklearn.datasets.load_svmlight_file` on the in-memory bytes).  When that
 rejects a chunk -- or when our own checks after it fail (a non-finite value,
 an index beyond ``n_features``) -- the chunk is scanned again line by line in
 Python.  That scan exists to give precise diagnostics (file, line, token) and
@@ -25,9 +27,10 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from sklearn.datasets import load_svmlight_file
 
-from .._config import TEXT_CHUNK_BYTES
+from .._config import NUMBA_FLAGS, TEXT_CHUNK_BYTES
 from .._outputs import check_output, replace
 from ._errors import InputFormatError
 from ._io import iter_line_chunks, open_binary, strip_bom
@@ -137,6 +140,173 @@ def _scan(
     return X, np.asarray(labels, dtype=np.float64)
 
 
+# =========================================================================== compiled happy path
+#
+# The plain lines of real files (``label idx:value ...``, indices increasing, decimal numbers) are
+# parsed in numba over the chunk's bytes.  A number is taken only when it is exact in one step
+# (Clinger's fast path: at most 2**53 as an integer mantissa and a power of ten up to 1e22, which
+# float64 holds exactly), so its double is the correctly rounded one that ``float()`` (scikit-learn's
+# parser) gives, then cast to the dtype as scikit-learn does.  Anything else in a chunk -- a comment,
+# ``qid:``, another spelling of a number, an unsorted or repeated index, index 0 in a 1-based file,
+# more digits -- makes the chunk go the old way (scikit-learn's parser, then the line scan with its
+# exact errors), so what is accepted and every message are unchanged.
+
+_TWO53 = 1 << 53
+_POW10 = np.array([10.0 ** k for k in range(23)])
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _blank(c: np.uint8) -> bool:
+    return c == 32 or 9 <= c <= 13  # bytes.split(): space, \t \n \v \f \r
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _number(buf: np.ndarray, p: int, e: int, pow10: np.ndarray) -> tuple[bool, float]:
+    """``buf[p:e]`` as ``[+-]digits[.digits][(e|E)[+-]digits]`` exact in one float64 step, or ``(False, 0)``."""
+    neg = False
+    if p < e and (buf[p] == 43 or buf[p] == 45):
+        neg = buf[p] == 45
+        p += 1
+    m = 0
+    digits = 0
+    scale = 0
+    seen = False
+    while p < e and 48 <= buf[p] <= 57:
+        if m > _TWO53:
+            return False, 0.0
+        m = m * 10 + (buf[p] - 48)
+        digits += 1
+        p += 1
+    if digits:
+        seen = True
+    if p < e and buf[p] == 46:
+        p += 1
+        while p < e and 48 <= buf[p] <= 57:
+            if m > _TWO53:
+                return False, 0.0
+            m = m * 10 + (buf[p] - 48)
+            scale -= 1
+            seen = True
+            p += 1
+    if not seen:
+        return False, 0.0
+    if p < e and (buf[p] == 101 or buf[p] == 69):
+        p += 1
+        eneg = False
+        if p < e and (buf[p] == 43 or buf[p] == 45):
+            eneg = buf[p] == 45
+            p += 1
+        if p == e:
+            return False, 0.0
+        x = 0
+        while p < e and 48 <= buf[p] <= 57:
+            if x > 1000:
+                return False, 0.0
+            x = x * 10 + (buf[p] - 48)
+            p += 1
+        scale += -x if eneg else x
+    if p != e or m > _TWO53 or scale > 22 or scale < -22:
+        return False, 0.0
+    v = float(m)
+    v = v * pow10[scale] if scale >= 0 else v / pow10[-scale]
+    return True, -v if neg else v
+
+
+@njit(**NUMBA_FLAGS)
+def _parse_plain(buf: np.ndarray, off: int, pow10: np.ndarray
+                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(status, labels, indptr, indices, values)`` of plain svmlight lines; status 1: not plain."""
+    n = buf.shape[0]
+    cap_rows = 1
+    cap_nnz = 1
+    for k in range(n):
+        if buf[k] == 10:
+            cap_rows += 1
+        elif buf[k] == 58:
+            cap_nnz += 1
+    labels = np.empty(cap_rows, dtype=np.float64)
+    indptr = np.zeros(cap_rows + 1, dtype=np.int64)
+    indices = np.empty(cap_nnz, dtype=np.int64)
+    values = np.empty(cap_nnz, dtype=np.float64)
+    rows = 0
+    w = 0
+    p = 0
+    while p < n:
+        q = p
+        while q < n and buf[q] != 10:
+            q += 1
+        # the line is buf[p:q]
+        a = p
+        while a < q and _blank(buf[a]):
+            a += 1
+        if a < q:
+            b = a
+            while b < q and not _blank(buf[b]):
+                b += 1
+            ok, lab = _number(buf, a, b, pow10)
+            if not ok:
+                return 1, labels, indptr, indices, values
+            prev = -1
+            a = b
+            while True:
+                while a < q and _blank(buf[a]):
+                    a += 1
+                if a == q:
+                    break
+                b = a
+                colon = -1
+                while b < q and not _blank(buf[b]):
+                    if buf[b] == 58:
+                        if colon >= 0:
+                            return 1, labels, indptr, indices, values
+                        colon = b
+                    b += 1
+                if colon <= a or colon == b - 1:
+                    return 1, labels, indptr, indices, values
+                idx = 0
+                for k in range(a, colon):
+                    c = buf[k]
+                    if c < 48 or c > 57 or idx > (1 << 58):
+                        return 1, labels, indptr, indices, values
+                    idx = idx * 10 + (c - 48)
+                idx -= off
+                if idx < 0 or idx <= prev:
+                    return 1, labels, indptr, indices, values
+                ok, v = _number(buf, colon + 1, b, pow10)
+                if not ok:
+                    return 1, labels, indptr, indices, values
+                indices[w] = idx
+                values[w] = v
+                w += 1
+                prev = idx
+                a = b
+            labels[rows] = lab
+            rows += 1
+            indptr[rows] = w
+        p = q + 1
+    return 0, labels[:rows], indptr[:rows + 1], indices[:w], values[:w]
+
+
+def _compiled(chunk: bytes, zero_based: bool, n_features: int | None, dtype: np.dtype
+              ) -> tuple[sp.csr_matrix, np.ndarray] | None:
+    """The chunk through :func:`_parse_plain`, or None when it is not plain (or has no nonzero)."""
+    status, y, indptr, indices, values = _parse_plain(np.frombuffer(chunk, dtype=np.uint8), 0 if zero_based else 1,
+                                                      _POW10)
+    if status or not len(indices):
+        return None
+    width = int(indices.max()) + 1
+    if n_features is not None:
+        if width > n_features:
+            return None
+        width = n_features
+    data = values.astype(dtype)
+    if not np.all(np.isfinite(data)):  # beyond float32: the old way decides
+        return None
+    X = sp.csr_matrix((data, indices, indptr), shape=(len(y), width))
+    X.has_sorted_indices = True
+    return X, y
+
+
 def parse_svmlight_bytes(
     chunk: bytes,
     *,
@@ -152,6 +322,9 @@ def parse_svmlight_bytes(
     Raises :class:`InputFormatError` naming ``path`` and the line for any bad input.
     """
     dtype = np.dtype(dtype)
+    fast = _compiled(chunk, zero_based, n_features, dtype)
+    if fast is not None:
+        return fast
     try:
         X, y = load_svmlight_file(io.BytesIO(chunk), dtype=dtype, zero_based=zero_based)
     except Exception:

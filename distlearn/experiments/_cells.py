@@ -137,6 +137,13 @@ def refuse_other_run(out: str | os.PathLike[str], key: dict[str, Any], *, overwr
     return old
 
 
+class Earlier:
+    """An argument of a :meth:`Cells.run` task: the result of the task ``name`` submitted before it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 class Cells:
     """The cells directory of one experiment run (see the module notes)."""
 
@@ -167,8 +174,16 @@ class Cells:
 
     def run(self, ex: Any, todo: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]],
             progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, dict[str, Any]]:
-        """Submit ``(name, fn, args)`` tasks on the executor; write each result as it completes."""
-        handles = [ex.submit(f"{self.out.name}-{name}", fn, *args) for name, fn, args in todo]
+        """Submit ``(name, fn, args)`` tasks on the executor, in this order (the executor starts them
+        in it: put the longest first); write each result as it completes.  An argument
+        ``Earlier(name)`` is the result of the task ``name`` submitted before it in ``todo``: the task
+        runs once that one is done, without waiting for the rest."""
+        handles: list[Any] = []
+        by_name: dict[str, Any] = {}
+        for name, fn, args in todo:
+            args = tuple(by_name[a.name] if isinstance(a, Earlier) else a for a in args)
+            handles.append(ex.submit(f"{self.out.name}-{name}", fn, *args))
+            by_name[name] = handles[-1]
         got: dict[str, dict[str, Any]] = {}
         for i, h in ex.as_completed(handles):
             name = todo[i][0]

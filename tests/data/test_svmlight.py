@@ -241,3 +241,45 @@ def test_progress_reports_input_bytes(tmp_path):
     convert(p, tmp_path / "o.zarr", chunk_bytes=2048, progress=lambda done, total: seen.append((done, total)))
     assert len(seen) > 5 and seen[-1] == (len(text), len(text))
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))  # monotone
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("zero_based", [False, True])
+def test_compiled_plain_lines_equal_sklearn_bit_for_bit(dtype, zero_based):
+    """The numba parser of plain lines against scikit-learn's on the same bytes: every spelling of a
+    number it takes (signs, leading zeros, '.5', '1.', exponents, -0, 15 digits, 1e22), CRLF, tabs,
+    blank lines, label-only rows; and the chunks it must leave to the old way (more digits than a
+    float64 mantissa, a comment, qid, unsorted indices, 'nan', index 0 in a 1-based file)."""
+    from distlearn.data._svmlight import _compiled, parse_svmlight_bytes
+
+    rng = np.random.default_rng(7)
+    spell = [lambda v: "%.9g" % v, lambda v: "%.15g" % v, lambda v: "%+.6e" % v, lambda v: "%.3f" % v,
+             lambda v: "%d" % round(v * 100), lambda v: "%.2E" % v, lambda v: "0%.4f" % abs(v),
+             lambda v: ".5", lambda v: "1.", lambda v: "-0", lambda v: "1e22", lambda v: "123456789012345e-22"]
+    lines = []
+    for r in range(400):
+        cols = np.sort(rng.choice(50, size=rng.integers(0, 8), replace=False)) + (0 if zero_based else 1)
+        feats = " ".join(f"{c}:{spell[rng.integers(len(spell))](rng.normal() * 10.0 ** rng.integers(-5, 6))}"
+                         for c in cols)
+        sep = "\t" if r % 7 == 0 else " "
+        lines.append(f"{['-1', '+1', '2', '0.5', '3e0'][r % 5]}{sep}{feats}".rstrip() + ("\r\n" if r % 5 == 0 else "\n"))
+        if r % 11 == 0:
+            lines.append("\n")
+    lines.append(f"1 {7 if zero_based else 8}:1\n")  # at least one nonzero
+    text = "".join(lines).encode()
+    assert _compiled(text, zero_based, None, np.dtype(dtype)) is not None  # taken by the compiled parser
+    X, y = parse_svmlight_bytes(text, zero_based=zero_based, dtype=dtype)
+    Xs, ys = load_svmlight_file(io.BytesIO(text), zero_based=zero_based, dtype=dtype)
+    assert X.shape == Xs.shape and X.nnz == Xs.nnz > 1000
+    assert np.array_equal(X.indptr, Xs.indptr) and np.array_equal(X.indices, Xs.indices)
+    assert X.data.dtype == Xs.data.dtype and X.data.tobytes() == Xs.data.tobytes()  # bit for bit (-0 too)
+    assert y.tobytes() == ys.tobytes()
+    for bad in (b"1 1:0.12345678901234567\n", b"1 1:2 # c\n", b"1 qid:2 1:2\n", b"1 3:1 2:1\n", b"1 1:nan\n",
+                b"1 1:1e23\n", b"1 1:2:3\n", b"1,2 1:2\n", b"1 1:1_0\n", b"\n\n"):
+        assert _compiled(bad, zero_based, None, np.dtype(dtype)) is None, bad
+    if not zero_based:
+        assert _compiled(b"1 0:1\n", False, None, np.dtype(dtype)) is None
+        with pytest.raises(InputFormatError, match="feature index 0 in a 1-based file"):
+            parse_svmlight_bytes(b"1 0:1\n", path="f.svm")
+    assert _compiled(b"1 9:1\n", zero_based, 5, np.dtype(dtype)) is None  # beyond n_features: the old errors
+    assert _compiled(b"1 1:1e30\n", zero_based, None, np.dtype(np.float32)) is None  # inf in float32
