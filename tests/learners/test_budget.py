@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import distlearn
@@ -231,7 +231,7 @@ def test_fitted_attributes_describe_the_cache():
 
 def test_variable_budget_with_zero_beta_is_refused():
     with pytest.raises(ValueError, match="needs beta > 0"):
-        distlearn.KernelPerceptron(budget="variable").fit(*_data(n=20))
+        distlearn.KernelPerceptron(budget="variable", beta=0.0).fit(*_data(n=20))
     with pytest.raises(ValueError, match="budget must be None"):
         distlearn.KernelMIRA(budget=0).fit(*_data(n=20))
 
@@ -274,3 +274,43 @@ def test_projectron_estimators_bound_the_cache_and_refuse_history_conversions():
         distlearn.KernelPA(budget="projectron", conversion="average").fit(X[:50], y[:50])
     with pytest.raises(ValueError, match="projectron"):
         distlearn.KernelOBPM(base=distlearn.KernelPA(budget="projectron")).fit(X[:50], y[:50])
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_perceptron_auto_beta_is_the_mean_self_kernel_with_a_variable_budget(kernel):
+    """beta="auto": 0 (Rosenblatt) without a variable budget; with one, the mean k(x, x) of the rows,
+    and the fit is the same as passing that number (the cache is not empty and keeps its bound)."""
+    X, y = _data(n=80)
+    kw = dict(kernel=kernel, degree=2, coef0=1.0, gamma=0.3, random_state=0)
+    free = distlearn.KernelPerceptron(**kw).fit(X, y)
+    assert free.beta_ == 0.0 and distlearn.KernelPerceptron(beta=0.0, **kw).fit(X, y).n_updates_ == free.n_updates_
+    auto = distlearn.KernelPerceptron(budget="variable", **kw).fit(X, y)
+    sq = np.einsum("ij,ij->i", X, X)
+    want = {"rbf": 1.0, "linear": sq.mean(), "poly": (0.3 * sq.mean() + 1.0) ** 2}[kernel]
+    assert auto.beta_ == pytest.approx(want, rel=1e-12)
+    same = distlearn.KernelPerceptron(budget="variable", beta=float(auto.beta_), **kw).fit(X, y)
+    np.testing.assert_array_equal(auto.support_vectors_, same.support_vectors_)
+    np.testing.assert_array_equal(auto.dual_coef_, same.dual_coef_)
+    assert 0 < auto.n_support_.sum() <= auto.n_updates_
+    from sklearn.base import clone
+
+    assert clone(auto).get_params()["beta"] == "auto"
+
+
+@given(n=st.integers(2, 25), k=st.sampled_from([2, 3]), epochs=st.integers(1, 4), seed=st.integers(0, 10_000),
+       rule=st.sampled_from(["perceptron", "mira", "pa"]), budget=st.sampled_from([None, "variable", 6]))
+@settings(max_examples=25, deadline=None)
+def test_cache_is_bounded_by_the_distinct_rows_over_epochs(n, k, epochs, seed, rule, budget):
+    """Law: over any number of epochs the cache never holds a row twice, so it never exceeds the distinct
+    (row, class) pairs of the data (rows repeated on purpose), nor a fixed budget."""
+    X, y = _data(n=n, k=k, seed=seed)
+    assume(len(np.unique(y)) > 1)
+    rs = np.random.default_rng(seed)
+    dup = rs.integers(0, n, size=n // 2)
+    X, y = np.concatenate([X, X[dup]]), np.concatenate([y, y[dup]])
+    cls = {"perceptron": distlearn.KernelPerceptron, "mira": distlearn.KernelMIRA, "pa": distlearn.KernelPA}[rule]
+    clf = cls(gamma=0.5, budget=budget, epochs=epochs, random_state=seed).fit(X, y)
+    distinct = len({(tuple(r), c) for r, c in zip(X.tolist(), y.tolist())})
+    assert clf.cache_size_.max() <= min(distinct, 6 if budget == 6 else distinct)
+    S = clf.support_vectors_
+    assert len({tuple(r) for r in S.tolist()}) == len(S) == clf.n_support_.sum() == clf.cache_size_[-1]
