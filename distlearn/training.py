@@ -49,7 +49,8 @@ MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--p
                           "arow": ADAPTIVE_RULES["arow"].summary + " (--param r=1)",
                           "nag": ADAPTIVE_RULES["nag"].summary + " (--param loss=logistic|hinge eta=1)",
                           "kernel-perceptron": "kernel (aggressive) perceptron on a budget: --param kernel=rbf "
-                                               "gamma=scale beta=0.1 budget=variable|N removal=auto|merge|margin|oldest|random",
+                                               "gamma=scale|auto|G beta=0.1 budget=variable|N "
+                                               "removal=auto|merge|margin|oldest|random",
                           "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
                                          "kernel-perceptron; beta=0.01)",
                           "kernel-pa": "kernel passive-aggressive PA/PA-I/PA-II, single-prototype multiclass "

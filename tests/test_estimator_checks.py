@@ -50,6 +50,9 @@ ESTIMATORS = [
     distlearn.KernelMIRA(conversion="interval", budget=30, random_state=0),
     distlearn.KernelPerceptron(conversion="tree", random_state=0),
     distlearn.KernelPA(variant="PA-II", budget=40, removal="oldest", epochs=3, random_state=0),
+    # gamma="auto": the width raced over the first pass
+    distlearn.KernelMIRA(gamma="auto", budget="variable", epochs=2, conversion="average", random_state=0),
+    distlearn.KernelPerceptron(gamma="auto", kernel="poly", degree=2, coef0=1.0, budget=30, random_state=0),
     distlearn.KernelMIRA(budget="projectron", eta=0.3, epochs=2, random_state=0),
     # Bayes points of kernel learners: one shared pool (KernelOBPM), or N members' expansions (KernelPermutationBPM).
     distlearn.KernelOBPM(n_estimators=6, base=distlearn.KernelMIRA(budget="variable"), conversion="average",
@@ -60,6 +63,8 @@ ESTIMATORS = [
                                    conversion="last", random_state=0),
     distlearn.KernelPermutationBPM(n_estimators=2, base="kernel-mira", base_params={"budget": "variable"},
                                    random_state=0),
+    distlearn.KernelOBPM(n_estimators=3, base=distlearn.KernelPA(gamma="auto"), epochs=2, random_state=0),
+    distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelPA(gamma="auto"), epochs=1, random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

@@ -29,12 +29,24 @@ from ..learners.kernel import (
     kernel_decision,
     learn_budget_chunk,
     make_kernel,
+    piece_bounds,
     resolve_removal,
 )
-from ..stream import is_store
+from ..stream import array_order, epoch_chunks, is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA", "KernelPA"]
+__all__ = ["GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
+           "KernelPA", "race_gamma", "race_length"]
+
+#: ``gamma="auto"``'s candidate widths: the "scale" width ``1 / (n_features * X.var())`` times ``2**k`` for
+#: these ``k``.  Measured (``benchmarks/bench_gamma_auto.py``): one pass of a kernel learner keeps a finer
+#: width than SVC; the lowest progressive error fell at k = 1..4 on LETTER, digits, breast cancer, moons and
+#: a 3-class synthetic problem, never below k = 0.
+GAMMA_POWERS = tuple(range(-1, 6))
+#: The race of ``gamma="auto"``: every candidate learns the first ``GAMMA_RACE_ROWS`` rows of the first pass;
+#: then each stage keeps the better half (fewest progressive mistakes; ties: the smaller width) and doubles
+#: the rows, until one is left: 7 candidates -> 4 after 1024 rows -> 2 after 2048 -> 1 after 4096.
+GAMMA_RACE_ROWS = 1024
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
@@ -50,6 +62,16 @@ KERNEL_PARAMS = {
     "conversion": None,  # replaced below
     "distill": Boolean(),
 }
+
+
+class _GammaRace:
+    """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run."""
+
+    def __init__(self, runners: list[Any]) -> None:
+        self.runners = runners
+        self.alive = list(range(len(runners)))
+        self.rows = 0
+        self.stage_end = GAMMA_RACE_ROWS
 
 
 class KernelConversionParam:
@@ -71,9 +93,20 @@ _KERNEL_DOC = """
         ``exp(-gamma ||x - x'||^2)``, ``(gamma x.x' + coef0)^degree`` (homogeneous
         with ``coef0=0``, as the budget paper's degree-9 kernel) or ``x.x'``.
     gamma : float, "scale" or "auto", default="scale"
-        "scale" is ``1 / (n_features * X.var())`` and "auto" ``1 / n_features``, as in
-        scikit-learn's SVC, measured on the data of the first fit or partial_fit call (a store is
-        streamed once).
+        The kernel width (RBF and poly; the linear kernel ignores it).  "scale" is
+        ``1 / (n_features * X.var())``, as in scikit-learn's SVC, measured on the data of the
+        first fit or partial_fit call (a store is streamed once).  "auto" chooses the width
+        during the fit: the candidates ``gammas_`` are "scale"'s width times ``2**k``, ``k`` in
+        :data:`GAMMA_POWERS` (-1 .. 5), one single learner each, all run side by side over the
+        same rows of the first pass in the same order (each block read once); a race keeps the
+        better half, by progressive (online) mistakes, after ``GAMMA_RACE_ROWS`` (1024) rows,
+        then after 2048, and the last one after 4096 (ties: the smaller width), and only that
+        learner goes on.  A stage ends at an engine-call boundary (a store: at a block's end),
+        so the fitted model is, bit for bit, a fit with ``gamma=gamma_`` (with one epoch,
+        ``online_errors_`` is that fit's too).  A first pass (or first partial_fit call)
+        shorter than the race keeps the best so far; later partial_fit calls keep the width.
+        The cost: 7 learners on the first 1024 rows, 4 on the next 1024, 2 on the next 2048.
+        scikit-learn's "auto", ``1 / n_features``, is ``gamma=1 / X.shape[1]``.
     degree : int, default=3
     coef0 : float, default=0.0
     budget : None, "variable", "projectron" or int, default=None
@@ -154,7 +187,14 @@ _KERNEL_DOC = """
     cache_size_ : ndarray of shape (n_rounds,)
         The cache size after every round.
     gamma_ : float
-        The kernel width used.
+        The kernel width used (``gamma="auto"``: the race's winner).
+    gammas_ : ndarray of shape (n_candidates,)
+        The widths raced (``gamma="auto"``: 7, ascending), else ``[gamma_]``.
+    gamma_online_errors_ : ndarray of shape (n_candidates,), int64
+        Each candidate's progressive mistakes over the rows it ran, ``gamma_race_rows_``
+        (the first rows of the first pass, in its order): the counts that decided the race.
+    gamma_race_rows_ : ndarray of shape (n_candidates,), int64
+        The rows each candidate ran before it was dropped or won (0 without a race).
 """
 
 
@@ -206,8 +246,9 @@ class KernelClassifier(OnlineLinearClassifier):
 
     _common = KERNEL_PARAMS
     _FITTED = OnlineLinearClassifier._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "n_removed_", "n_merged_",
-                                                "cache_size_", "gamma_", "beta_", "_kernel_obj", "_sizes", "_logs", "_support_lab",
-                                                "conversion_info_")
+                                                "cache_size_", "gamma_", "beta_", "_kernel_obj", "_sizes", "_logs",
+                                                "_support_lab", "conversion_info_", "gammas_", "gamma_online_errors_",
+                                                "gamma_race_rows_", "_race", "_native")
     #: the removal threshold's default and meaning differ per rule
     fit_intercept = False
     dtype = "float64"
@@ -219,11 +260,11 @@ class KernelClassifier(OnlineLinearClassifier):
             return float(self.beta)
         return float(self.__dict__.get("beta_", self._auto_beta(None)))
 
-    def _auto_beta(self, X: Any) -> float:
+    def _auto_beta(self, X: Any, gamma: float = 1.0) -> float:
         return float(self.beta)
 
-    def _set_beta(self, X: Any) -> None:
-        self.beta_ = self._auto_beta(X) if self.beta == "auto" else float(self.beta)
+    def _set_beta(self, X: Any, gamma: float) -> None:
+        self.beta_ = self._auto_beta(X, gamma) if self.beta == "auto" else float(self.beta)
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -241,9 +282,8 @@ class KernelClassifier(OnlineLinearClassifier):
         self.classes_ = self._check_classes(classes)
         name, params, native = self._rule(len(self.classes_))
         self._rule_obj = make_rule(name, **params)
-        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
-        self._state = init_budget_state(n_features, n_out, native=native,
-                                        keep_retired=not isinstance(make_conversion(self.conversion), Last))
+        self._native = native
+        self._state = self._empty_state(n_features)
         self.n_updates_ = 0
         self.online_errors_ = 0
         self.n_removed_ = 0
@@ -254,17 +294,88 @@ class KernelClassifier(OnlineLinearClassifier):
         self._logs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._seed = rng.normalize_seed(self.random_state)
 
+    def _empty_state(self, n_features: int) -> Any:
+        n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        return init_budget_state(n_features, n_out, native=self._native,
+                                 keep_retired=not isinstance(make_conversion(self.conversion), Last))
+
     def _prepare(self, X: Any, n_rows: int) -> None:
-        if isinstance(self.gamma, str):
-            var, d = _data_var(X)
-            if self.gamma == "auto" or not var > 0 or not math.isfinite(var):  # NaN rows: the engine names them
-                self.gamma_ = 1.0 / max(1, d)
-            else:
-                self.gamma_ = 1.0 / (d * var)
-        else:
-            self.gamma_ = float(self.gamma)
+        gamma = self._measure_gamma(X)
+        self._set_beta(X, gamma)  # before the race's candidates are copied
+        self._set_gamma(gamma)
+
+    def _measure_gamma(self, X: Any) -> float:
+        """``gamma`` as a number: itself, or "scale"'s ``1 / (n_features * X.var())`` measured on ``X`` (a store
+        is streamed once); ``1 / n_features`` when the variance is 0 or not finite."""
+        if not isinstance(self.gamma, str):
+            return float(self.gamma)
+        var, d = _data_var(X)
+        if not var > 0 or not math.isfinite(var):  # NaN rows: the engine names them
+            return 1.0 / max(1, d)
+        return 1.0 / (d * var)
+
+    def _set_gamma(self, gamma: float, race: bool = True) -> None:
+        """The kernel of width ``gamma``; for ``gamma="auto"`` (not linear), the widths ``gamma * 2**k`` and (``race``:
+        for a started learner) their race."""
+        self._race = None
+        self.gamma_ = float(gamma)
+        self.gammas_ = np.array([self.gamma_])
         self._kernel_obj = make_kernel(self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0)
-        self._set_beta(X)
+        if self.gamma == "auto" and self.kernel != "linear":  # a linear kernel has no width
+            self.gammas_ = self.gamma_ * np.exp2(np.asarray(GAMMA_POWERS, dtype=np.float64))
+            self._race = _GammaRace([self._candidate(float(g)) for g in self.gammas_]) if race else None
+        self.gamma_online_errors_ = np.zeros(len(self.gammas_), np.int64)
+        self.gamma_race_rows_ = np.zeros(len(self.gammas_), np.int64)
+
+    # -- gamma="auto": the race ------------------------------------------------------------------
+    def _candidate(self, gamma: float) -> KernelClassifier:
+        """A learner of width ``gamma`` at round 0: this one's rule, classes and seed, its own cache."""
+        c = copy.copy(self)
+        c._race = None
+        c.gamma_ = gamma
+        c._kernel_obj = make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0)
+        c._state = self._empty_state(self._state.n_features)
+        c.n_updates_ = c.online_errors_ = c.n_removed_ = c.n_merged_ = c.t_ = 0
+        c._sizes, c._logs = [], []
+        return c
+
+    def _race_rows(self, X: Any, yi: np.ndarray, order: np.ndarray, tids: np.ndarray, epoch: int) -> int:
+        """Run the race over the rows ``order`` of this chunk until it is decided or the chunk ends; the rows
+        run.  A stage ends at the first engine-call boundary (:func:`piece_bounds`) at or after its rows, so
+        every candidate makes exactly the engine calls it makes in a fit of its own."""
+        race = self._race
+        bounds = piece_bounds(X.shape[1], len(order))
+        pos = 0
+        while pos < len(order) and len(race.alive) > 1:
+            cut = int(bounds[np.searchsorted(bounds, min(len(order), pos + race.stage_end - race.rows))])
+            for i in race.alive:
+                race.runners[i]._learn(X, yi, order[pos:cut], tids[pos:cut], epoch, True)
+            race.rows += cut - pos
+            pos = cut
+            if race.rows >= race.stage_end:
+                self._race_cut((len(race.alive) + 1) // 2)
+                race.stage_end *= 2
+        return pos
+
+    def _race_cut(self, keep: int) -> None:
+        """Keep the ``keep`` runners of fewest progressive mistakes (ties: the smaller width); with one left,
+        it becomes this learner, counters and all."""
+        race = self._race
+        for i in race.alive:
+            self.gamma_online_errors_[i] = race.runners[i].online_errors_
+            self.gamma_race_rows_[i] = race.rows
+        race.alive = sorted(sorted(race.alive, key=lambda i: (race.runners[i].online_errors_, i))[:keep])
+        if keep == 1:
+            w = race.runners[race.alive[0]]
+            for name in ("gamma_", "_kernel_obj", "_state", "n_updates_", "online_errors_", "n_removed_",
+                         "n_merged_", "t_", "_sizes", "_logs"):
+                setattr(self, name, getattr(w, name))
+            self._race = None
+
+    def _settle(self) -> None:
+        """End an undecided race (the first pass or first partial_fit call was shorter than it): the best so far."""
+        if getattr(self, "_race", None) is not None:
+            self._race_cut(1)
 
     def _make_tracker(self, X: Any) -> None:
         self._tracker = None  # conversions come from the cache's history after the pass, not a tracker
@@ -283,6 +394,15 @@ class KernelClassifier(OnlineLinearClassifier):
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
                count: bool) -> None:
+        if getattr(self, "_race", None) is not None:
+            if epoch > 0 or not count:
+                self._settle()
+            else:
+                order = np.arange(X.shape[0], dtype=np.int64) if order is None else np.asarray(order, np.int64)
+                done = self._race_rows(X, yi, order, tids, epoch)
+                if done == len(order):
+                    return
+                order, tids = order[done:], tids[done:]
         log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
                                  beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed,
                                  eta=float(self.eta))
@@ -297,6 +417,7 @@ class KernelClassifier(OnlineLinearClassifier):
             self._logs.append((log.mistake.copy(), log.hinge.copy(), log.updated.copy()))
 
     def _finish(self) -> None:
+        self._settle()
         st = self._state
         conv = make_conversion(self.conversion)
         self.__dict__.pop("hypothesis_", None)
@@ -368,7 +489,8 @@ class KernelPerceptron(KernelClassifier):
         removes every pattern the rest classifies correctly, the first one included,
         and the cache stays empty); there it is the mean self-kernel of the first
         fit's rows, ``k(x, x)`` -- 1 for RBF, ``mean ||x||^2`` for linear,
-        ``(gamma mean ||x||^2 + coef0)^degree`` for poly -- the margin one
+        ``(gamma mean ||x||^2 + coef0)^degree`` for poly (gamma "auto": at the "scale"
+        width) -- the margin one
         perceptron step (coefficient +-1) gives its own pattern.  Measured on held-out
         data (min-max scaled, RBF, gamma="scale", one epoch): 0.1, 0.5, 1 and 2 give
         40.0, 33.7, 27.7 and 24.2 % error on the 6-class ``make_classification``
@@ -416,8 +538,8 @@ class KernelPerceptron(KernelClassifier):
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         return "perceptron", {}, self.multiclass == "native" and n_classes > 2
 
-    def _auto_beta(self, X: Any) -> float:
-        """``beta="auto"``: 0 without a variable budget, else the mean self-kernel of X's rows."""
+    def _auto_beta(self, X: Any, gamma: float = 1.0) -> float:
+        """``beta="auto"``: 0 without a variable budget, else the mean self-kernel of X's rows (width ``gamma``)."""
         if self.budget != "variable":
             return 0.0
         if self.kernel == "rbf" or X is None:
@@ -425,7 +547,7 @@ class KernelPerceptron(KernelClassifier):
         sq = _mean_sq_norm(X)
         if not (math.isfinite(sq) and sq > 0):
             return 1.0  # all-zero or overflowing rows: the engine names the latter
-        kxx = sq if self.kernel == "linear" else (self.gamma_ * sq + self.coef0) ** self.degree
+        kxx = sq if self.kernel == "linear" else (gamma * sq + self.coef0) ** self.degree
         return float(kxx) if math.isfinite(kxx) and kxx > 0 else 1.0
 
 
@@ -539,6 +661,45 @@ class KernelPA(KernelClassifier):
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         native = self.multiclass == "native" and n_classes > 2
         return "pa", {"variant": self.variant, "C": self.C, "native": native}, native
+
+
+def race_length(n_candidates: int) -> int:
+    """Rows after which the race of ``n_candidates`` widths is decided (stages of ``GAMMA_RACE_ROWS * 2**s`` rows,
+    each keeping the better half), on arrays: 4096 for the 7 widths of :data:`GAMMA_POWERS`."""
+    rows, n = GAMMA_RACE_ROWS, n_candidates
+    while (n + 1) // 2 > 1:
+        n, rows = (n + 1) // 2, 2 * rows
+    return rows
+
+
+def race_gamma(base: KernelClassifier, X: Any, yi: np.ndarray | None, classes: np.ndarray, *, seed: Any,
+               order: np.ndarray | None = None, anchor: float | None = None) -> KernelClassifier:
+    """``base``'s ``gamma="auto"`` race alone, for the ensembles that give every member the chosen width.
+
+    A learner of ``base`` seeded by ``seed`` runs the race over the rows of the first epoch that a fit of its own
+    visits first (arrays: ``yi`` the encoded labels, ``order`` the epoch's order, default its own shuffle; a store:
+    its first blocks, ``yi`` None), until it is decided or the rows end, and stops there.  ``anchor`` is the width
+    the candidates scale (default: "scale"'s, measured on ``X``).  Returns that learner: ``gamma_`` (the winner),
+    ``gammas_``, ``gamma_online_errors_``, ``gamma_race_rows_``.
+    """
+    r = copy.deepcopy(base).set_params(random_state=seed, epochs=1)
+    r._start(np.asarray(classes), open_dataset(X).n_features if is_store(X) else X.shape[1])
+    r._set_gamma(r._measure_gamma(X) if anchor is None else anchor)
+    if is_store(X):
+        for ch in epoch_chunks(open_dataset(X), seed=r._seed, epoch=0, shuffle=r.shuffle, classes=r.classes_,
+                               dtype=np.float64):
+            if r._race is None:
+                break
+            r._learn(ch.X, ch.y, ch.order, ch.tids, 0, True)
+    elif r._race is not None:
+        n = X.shape[0]
+        if order is None:
+            order = array_order(r._seed, 0, n, r.shuffle)
+        order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, np.int64)
+        part = order[:race_length(len(r.gammas_))]
+        r._learn(X, yi, part, np.arange(len(part), dtype=np.int64), 0, True)
+    r._settle()
+    return r
 
 
 #: Model name -> kernel estimator class (``distlearn train --model kernel-mira``).

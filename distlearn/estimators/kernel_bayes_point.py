@@ -27,11 +27,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import Boolean, Integral, RandomState, Real, in_memory
 from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
-from ..stream import is_store
-from ._base_learners import shown
+from ..stream import encode_labels, is_store
+from ._base_learners import resolve_base, shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
 from ._permutation_bayes_point import PermutationBayesPoint
-from .kernel import KERNEL_ESTIMATORS, KernelClassifier
+from .kernel import KERNEL_ESTIMATORS, KernelClassifier, race_gamma
 
 __all__ = ["KernelExpansion", "KernelOBPM", "KernelPermutationBPM", "require_kernel"]
 
@@ -96,7 +96,11 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         pattern is not a row of the shared pool; its ``epochs``, ``shuffle``, ``conversion``
         ... are ignored).  A linear rule is :class:`OBPM`'s base.
     base_params : dict, default=None
-        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).
+        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).  A base of
+        ``gamma="auto"`` races its widths once, alone, over the first chunk the members see (arrays:
+        the first rows of the first epoch, in its order, so the width is the one a single fit of the
+        base with this ``random_state`` keeps; a store: its first block, so blocks of at least 4096
+        rows race in full), and every member takes the winner, ``gamma_``.
     epochs : int, default=10
         Passes over the training data in ``fit``; each epoch draws fresh ``b_{j,t}``.
     shuffle : bool, default=True
@@ -119,6 +123,8 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
     n_support_ : ndarray of shape (n_classes,)
     gamma_ : float
         The kernel width used.
+    gammas_, gamma_online_errors_, gamma_race_rows_
+        The base's ``gamma="auto"`` race, as on the kernel learners.
     pool_size_ : int
         ``n_patterns``, the patterns of the shared pool (the union of the members' caches).
     member_n_support_ : ndarray of shape (n_estimators,)
@@ -154,7 +160,8 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
     _params = {"n_estimators": Integral(1, None), "tau": Real(0.0, 1.0, "right"), "conversion": ConversionChoice(),
                "record_online": Boolean()}
     _FITTED = OnlineBayesPoint._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "gamma_", "_kernel_obj",
-                                          "pool_size_", "member_n_support_", "n_removed_")
+                                          "pool_size_", "member_n_support_", "n_removed_", "gammas_",
+                                          "gamma_online_errors_", "gamma_race_rows_", "_gamma_pending")
     #: a kernel expansion has no bias and computes in float64
     fit_intercept = False
     dtype = "float64"
@@ -184,9 +191,23 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         return (float(self.tau),)
 
     def _prepare(self, X: Any, n_rows: int) -> None:
-        super()._prepare(X, n_rows)  # the base measures gamma="scale"/"auto" on the data
-        self.gamma_ = self._base_est.gamma_
-        self._kernel_obj = self._base_est._kernel_obj
+        b = self._base_est
+        b._set_gamma(b._measure_gamma(X), race=False)  # the base measures gamma="scale" on the data
+        self.gamma_, self._kernel_obj = b.gamma_, b._kernel_obj
+        self.gammas_ = b.gammas_
+        self.gamma_online_errors_, self.gamma_race_rows_ = b.gamma_online_errors_, b.gamma_race_rows_
+        self._gamma_pending = len(b.gammas_) > 1  # gamma="auto": chosen on the first chunk
+
+    def _choose_gamma(self, X: Any, yi: np.ndarray, order: np.ndarray | None) -> None:
+        """gamma="auto": the base's race, alone, over the first chunk's rows in the order the members see them;
+        every member then takes the winner."""
+        order = np.arange(X.shape[0], dtype=np.int64) if order is None else order
+        r = race_gamma(self._base_est, X, yi, self.classes_, seed=self._seed, order=order,
+                       anchor=self._base_est.gamma_)
+        self.gamma_, self._kernel_obj = r.gamma_, r._kernel_obj
+        self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (r.gammas_, r.gamma_online_errors_,
+                                                                         r.gamma_race_rows_)
+        self._gamma_pending = False
 
     # -- the shared-pool engine ----------------------------------------------------------------
     def _new_state(self, n_features: int, n_outputs: int) -> Any:
@@ -205,6 +226,8 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
     def _learn_members(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray,
                        epoch: int) -> tuple[np.ndarray, np.ndarray]:
         b = self._base_est
+        if self._gamma_pending:
+            self._choose_gamma(X, yi, order)
         log = learn_kernel_ensemble_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, tids,
                                           seed=self._seed, tau=float(self.tau), epoch=epoch, order=order,
                                           beta=b._beta(), budget=b.budget, removal=b.removal)
@@ -250,7 +273,10 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         ``random_state`` are this estimator's).  A linear rule is
         :class:`PermutationBPM`'s base.
     base_params : dict, default=None
-        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).
+        Parameters of the base estimator (``{"gamma": 0.5, "budget": "variable"}``).  A base of
+        ``gamma="auto"`` races its widths once before the members train, as a fit of the base seeded
+        by ``random_state`` runs the race (arrays: its first rows in that fit's order; a store: its
+        first blocks), and every member takes the winner, ``gamma_``.
     epochs : int, default=3
         Passes of each member over its permutation (a fresh permutation per epoch).
     conversion : str or conversion object, default="average"
@@ -274,8 +300,10 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         The Bayes point: ``decision_function(x) = dual_coef_ @ k(support_vectors_, x)``.
     n_support_ : ndarray of shape (n_classes,)
     gamma_ : float
-        The kernel width used (the first member's, measured on the data for
-        ``gamma="scale"``/``"auto"``).
+        The kernel width used (the members', measured on the data for ``gamma="scale"``,
+        raced once for ``"auto"``).
+    gammas_, gamma_online_errors_, gamma_race_rows_
+        The ``gamma="auto"`` race, as on the kernel learners (else the first member's).
     estimators_ : list of fitted base estimators
     weights_ : ndarray of shape (n_outputs, n_estimators)
         ``1 / N``.
@@ -295,7 +323,8 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
 
     _common = {"random_state": RandomState()}
     _FITTED = PermutationBayesPoint._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "gamma_",
-                                               "_kernel_obj")
+                                               "_kernel_obj", "gammas_", "gamma_online_errors_", "gamma_race_rows_",
+                                               "_member_gamma")
 
     def __init__(self, *, n_estimators: int = 10, base: Any = "kernel-perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 3, conversion: Any = "average",
@@ -314,12 +343,35 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         require_kernel("KernelPermutationBPM", "PermutationBPM", self.base, base)
         base.set_params(conversion=self.conversion)._check_params()  # a conversion with a kernel form
 
+    def _fit(self, X: Any, y: Any) -> KernelPermutationBPM:
+        """gamma="auto": the base's race once, as a fit of the base seeded by ``random_state`` runs it (arrays: its
+        first rows in that fit's order; a store: its first blocks), then every member takes the winner."""
+        self._member_gamma = None
+        base = resolve_base(self.base, self.base_params)
+        if base.gamma == "auto" and base.kernel != "linear":
+            if is_store(X):
+                r = race_gamma(base, X, None, self._open_store(X, y).classes, seed=self.random_state)
+            else:
+                Xv, yv = self._validate_xy(X, y, reset=True)
+                classes = self._classes(yv)
+                r = race_gamma(base, Xv, encode_labels(classes, yv), classes, seed=self.random_state)
+            self._member_gamma = r.gamma_
+            self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (r.gammas_, r.gamma_online_errors_,
+                                                                             r.gamma_race_rows_)
+        return super()._fit(X, y)
+
+    def _member_params(self) -> dict[str, Any]:
+        return {} if self._member_gamma is None else {"gamma": self._member_gamma}
+
     def _combine(self, X: Any, yi: np.ndarray | None) -> None:
         """The kernel Bayes point: the members' expansions with their coefficients over N, as one
         expansion in which a pattern several members keep (the same training row) appears once."""
         N = len(self.estimators_)
         first = self.estimators_[0]
         self.gamma_, self._kernel_obj = first.gamma_, first._kernel_obj
+        if self._member_gamma is None:
+            self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (first.gammas_, first.gamma_online_errors_,
+                                                                             first.gamma_race_rows_)
         S = np.concatenate([e.support_vectors_ for e in self.estimators_])
         A = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1).T / N
         lab = np.concatenate([e._support_lab for e in self.estimators_])

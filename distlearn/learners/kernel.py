@@ -73,6 +73,7 @@ __all__ = [
     "resolve_removal",
     "compacted_pieces",
     "dense_pieces",
+    "piece_bounds",
     "raise_kernel_non_finite",
     "learn_budget_chunk",
     "kernel_decision",
@@ -378,12 +379,26 @@ def compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray):
             yield lo + a, lo + b, rows[a:b], Xd, yd, od[a:b]
 
 
+def _sub_rows(n_features: int) -> int:
+    """Rows per densified piece of :func:`dense_pieces` (at most ``_SUB_ROWS`` and 16 Mi values)."""
+    return max(1, min(_SUB_ROWS, (1 << 24) // max(1, n_features)))
+
+
+def piece_bounds(n_features: int, m: int) -> np.ndarray:
+    """Where :func:`learn_budget_chunk` cuts a chunk of ``m`` rounds into engine calls (the ``lo`` of
+    every piece of :func:`compacted_pieces`, and ``m``): a chunk split at one of these runs the same
+    engine calls as the whole chunk, so the split cannot change a bit of the model."""
+    sub = _sub_rows(n_features)
+    cuts = [lo + a for lo in range(0, m, sub) for a in range(0, min(sub, m - lo), _COMPACT_ROWS)]
+    return np.asarray([*cuts, m], dtype=np.int64)
+
+
 def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
     """The rows ``order`` of X (dense or CSR) in pieces for the compiled engines: ``(lo, hi, rows,
     Xd, yd, od)`` with ``Xd[od[i]]`` the row ``order[lo + i]``, float64 C-contiguous (a sparse piece
     is densified: at most ``_SUB_ROWS`` rows and 16 Mi values)."""
     m = order.shape[0]
-    sub = max(1, min(_SUB_ROWS, (1 << 24) // max(1, X.shape[1])))
+    sub = _sub_rows(X.shape[1])
     for lo in range(0, m, sub):
         hi = min(m, lo + sub)
         rows = order[lo:hi]
