@@ -25,7 +25,10 @@ Conventions (as documented in :mod:`distlearn.learners.kernel`):
   partner ``n`` of the same class (any class if ``m`` is its class's only one) of least
   degradation (the earliest on ties) are replaced by ``z = x_n + h (x_m - x_n)`` with
   ``a_z = a_m k(x_m, z) + a_n k(x_n, z)``, ``h`` by golden section (:func:`naive_merge_step`);
-  ``z``'s id is ``("z", t)``.
+  ``z``'s id is ``("z", t)``;
+* an update on a row already cached with its class (the earliest such pattern; every budget but the
+  Projectron's) removes that pattern and inserts the row with the summed coefficients: the same
+  hypothesis, one pattern (a later epoch never duplicates a cached row).
 """
 
 from __future__ import annotations
@@ -213,6 +216,11 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     p["a"] = [a + uj * float(dj) for a, uj in zip(p["a"], u)]
         fixed = isinstance(budget, int) and not isinstance(budget, bool)
         if fired and not projected:
+            twin = None if budget == "projectron" else next((p for p in cache if p["c"] == c and p["x"] == x), None)
+            if twin is not None:  # x is cached: it leaves and returns with the summed coefficients
+                u = [a + b for a, b in zip(twin["a"], u)]
+                cache.remove(twin)
+                removed.append(twin["id"])
             if fixed and removal != "merge" and len(cache) >= budget:
                 if removal == "margin":
                     mus = [mu(p) for p in cache]

@@ -211,7 +211,11 @@ def test_train_kernel_models(art_stores, capsys):
     assert isinstance(m, KernelModel) and m.meta["kernel"] == "rbf" and m.meta["estimator"] == "KernelMIRA"
     assert np.array_equal(m.predict(Xt), est.predict(Xt))
     np.testing.assert_array_equal(m.decision_function(Xt), est.decision_function(Xt))
-    assert main(["train", str(train), "--model", "kernel-perceptron", "--param", "budget=variable"]) == 2
+    # beta="auto" (issue 29): the variable cache works with the perceptron's defaults; beta=0 is refused
+    assert main(["train", str(train), "--model", "kernel-perceptron", "--param", "budget=variable"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(train), "--model", "kernel-perceptron", "--param", "budget=variable", "--param",
+                 "beta=0"]) == 2
     assert "needs beta > 0" in capsys.readouterr().err
 
 

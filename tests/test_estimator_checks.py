@@ -42,6 +42,7 @@ ESTIMATORS = [
     # Kernel learners on a budget.
     distlearn.KernelPerceptron(random_state=0),
     distlearn.KernelPerceptron(beta=0.1, budget="variable", multiclass="ovr", conversion="average", random_state=0),
+    distlearn.KernelPerceptron(budget="variable", kernel="poly", degree=2, coef0=1.0, random_state=0),  # beta="auto"
     distlearn.KernelMIRA(budget=100, random_state=0),
     distlearn.KernelMIRA(kernel="poly", degree=2, coef0=1.0, budget=40, removal="random", epochs=2, random_state=0),
     distlearn.KernelPA(budget="variable", epochs=2, conversion="average", random_state=0),

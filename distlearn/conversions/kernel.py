@@ -19,6 +19,10 @@ history and the per-round losses, without replaying the learner:
 * ``vote`` is :class:`VotedKernelHypothesis`: each ``h_t`` of the span votes,
   computed per row from the pattern events (O(P d + E K) per row).
 
+The average's expansion runs over every pattern that was ever cached.
+:func:`distil_expansion` brings it back into the budget: the kernel expansion
+over the final cache's patterns closest to it in the kernel's feature space.
+
 An interval with at most ``B/2`` updates of a learner with a cache of ``B/2``
 has at most ``B`` support patterns: at most ``B/2`` cached at its start and at
 most ``B/2`` inserted inside it.
@@ -33,11 +37,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..learners import _budget as B
-from ..learners.kernel import BudgetState, Kernel
+from ..learners.kernel import BudgetState, Kernel, kernel_decision, kernel_matrix
 from .core import TreeNode, TreeSummary
 from .interval import best_interval
 
-__all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion"]
+__all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion",
+           "distil_expansion"]
 
 
 class KernelHistory(NamedTuple):
@@ -193,3 +198,34 @@ def kernel_conversion(conv: Any, kernel: Kernel, h: KernelHistory, mistake: np.n
         return VotedKernelHypothesis.from_history(kernel, h, a, b), {"spans": [(a, b)]}
     raise ValueError(f"conversion {type(conv).__name__} has no kernel form; kernel learners take 'last', "
                      "'average', 'suffix', 'interval', 'tree' or 'vote'")
+
+
+#: The ridge of the distillation's Gram system, relative to the mean self-kernel: it only keeps the
+#: solve defined when two cached patterns (nearly) coincide in feature space.
+DISTIL_RIDGE = 1e-8
+
+
+def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """The coefficients ``B`` (one row per pattern of ``Z``) of the projection of ``f = sum_i A[i] k(S[i], .)``
+    onto the span of ``k(Z[j], .)`` in the kernel's feature space, per output column.
+
+    ``B`` minimizes ``||f - sum_j B[j] k(Z[j], .)||^2`` (the RKHS norm): the normal equations are
+    ``K_ZZ B = f(Z)``, ``K_ZZ[j, l] = k(Z[j], Z[l])`` and ``f(Z)`` the scores of the expansion on the
+    rows of ``Z`` (:func:`~distlearn.learners.kernel.kernel_decision`, blocked, never the
+    ``|S| x |Z|`` matrix at once), solved by Cholesky with the ridge ``DISTIL_RIDGE`` times the mean
+    of ``diag K_ZZ`` (a least-squares solve if it still fails).  Cost ``O(|S| |Z| d + |Z|^3)``.
+    """
+    import scipy.linalg as sla
+
+    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    if Z.shape[0] == 0:
+        return np.zeros((0, A.shape[1]))
+    rhs = kernel_decision(kernel, S, A, Z)
+    G = kernel_matrix(kernel, Z, Z)
+    G = (G + G.T) / 2.0
+    lam = DISTIL_RIDGE * max(float(np.mean(np.diag(G))), np.finfo(float).tiny)
+    G[np.diag_indices_from(G)] += lam
+    try:
+        return sla.cho_solve(sla.cho_factor(G, lower=True, check_finite=False), rhs, check_finite=False)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(G, rhs, rcond=None)[0]

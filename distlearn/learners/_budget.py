@@ -693,6 +693,22 @@ def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn):
     c.meta[1] -= 1
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _twin(n_slots, x, sqx, yc, S, sq, lab, alive):
+    """The earliest live slot holding exactly the row ``x`` with class ``yc`` (-1 if none): an update on
+    a cached pattern replaces that slot by one pattern with the summed coefficients, never a duplicate."""
+    for i in range(n_slots):
+        if alive[i] and lab[i] == yc and sq[i] == sqx:
+            same = True
+            for j in range(x.shape[0]):
+                if S[i, j] != x[j]:
+                    same = False
+                    break
+            if same:
+                return i
+    return -1
+
+
 @njit(**NUMBA_FLAGS)
 def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked):
     """All rounds of one dense block, in ``order``: the rule ``rule`` (:class:`StepRule`) with the
@@ -817,6 +833,13 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
+            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive)
+            if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
+                for k in range(K):
+                    steps[k] += A[v, k]
+                    m[k] -= A[v, k] * krow[v]
+                _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
+                n_rem += 1
             if budget.code == BUDGET_FIXED and meta[1] >= budget.size and budget.removal != REMOVE_MERGE:
                 v = _victim(budget.removal, n_slots, meta[1], uniforms[ii], mode, K, A, F, c.kd, c.lab, c.born,
                             alive, ub, cand)

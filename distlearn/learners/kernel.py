@@ -27,6 +27,15 @@ an integer ``n``
     same class whose merge loses least are replaced by one synthetic pattern
     ``z = h x_m + (1 - h) x_n`` (:func:`distlearn.learners._budget.merge_step`).
 
+An update on a row that is already cached with its class (a later epoch's
+round on a support pattern) does not insert a duplicate: that pattern leaves
+and the row returns with the summed coefficients -- the same hypothesis, one
+slot (logged as one removal and one insertion, so the averaged hypothesis keeps
+every coefficient's lifetime).  Under every budget but the Projectron's, the
+cache therefore never holds more patterns than the data has distinct rows,
+however many epochs run.  (The kernel OBPM's members, which share a pool of
+rows, do not do this.)
+
 The removal margin ``mu_p`` of a cached pattern is its margin under the
 hypothesis without its own term: ``s_p (f(x_p) - a_p k(x_p, x_p))`` in the
 binary case; for native multiclass rules, the score of its class minus the

@@ -101,3 +101,50 @@ def test_vote_decision_is_the_vote_share():
     shares = clf.decision_function(X[:20])
     np.testing.assert_allclose(shares.sum(axis=1), 1.0)
     assert clf.score(X, y) > 0.6
+
+
+def _poly2_features(X, gamma, coef0):
+    """The explicit feature map of (gamma x.x' + coef0)^2: [coef0, sqrt(2 coef0 gamma) x, gamma x (x) x]."""
+    quad = np.einsum("ni,nj->nij", X, X).reshape(len(X), -1)
+    return np.hstack([np.full((len(X), 1), coef0), np.sqrt(2 * coef0 * gamma) * X, gamma * quad])
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("kernel", ["linear", "poly"])
+def test_distilled_average_is_the_feature_space_projection_onto_the_cache(kernel, k):
+    """distill=True: the average's expansion projected onto the span of the final cache's patterns, checked
+    in an explicit feature space: w_avg = Phi(S_hist)' A_avg projected by least squares onto the rows
+    Phi(Z) gives the same scores on fresh rows; the support is the cache's."""
+    X, y = _data(n=150, d=3, seed=4, k=k)
+    Xt, _ = _data(n=40, d=3, seed=5, k=k)
+    kw = dict(kernel=kernel, gamma=0.5, degree=2, coef0=1.0, budget="variable", epochs=3, conversion="average",
+              random_state=0)
+    full = distlearn.KernelMIRA(distill=False, beta=0.3, **kw).fit(X, y)
+    dist = distlearn.KernelMIRA(beta=0.3, **kw).fit(X, y)
+    phi = (lambda M: M) if kernel == "linear" else (lambda M: _poly2_features(M, 0.5, 1.0))
+    w_avg = phi(full.support_vectors_).T @ full.dual_coef_.T  # (features, K)
+    Z = dist.support_vectors_
+    assert len(Z) == dist.cache_size_[-1] == dist.n_support_.sum() < full.n_support_.sum()
+    assert dist.conversion_info_["distilled_from"] == full.n_support_.sum()
+    coef, *_ = np.linalg.lstsq(phi(Z).T, w_avg, rcond=None)  # brute force: min ||w_avg - Phi(Z)' B||
+    want = phi(Xt) @ (phi(Z).T @ coef)
+    got = dist.decision_function(Xt).reshape(len(Xt), -1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # the same patterns and order as the cache of the "last" conversion
+    last = distlearn.KernelMIRA(beta=0.3, **{**kw, "conversion": "last"}).fit(X, y)
+    np.testing.assert_array_equal(last.support_vectors_, Z)
+
+
+def test_distilled_average_rbf_solves_the_gram_system():
+    """RBF: B solves K_ZZ B = f_avg(Z) (numpy's dense solve against explicit kernel sums), and the distilled
+    hypothesis agrees with the full average on most rows."""
+    X, y = _data(n=200, d=4, seed=6, k=3)
+    kw = dict(gamma=0.3, budget="variable", epochs=2, conversion="average", random_state=0)
+    full = distlearn.KernelPA(distill=False, **kw).fit(X, y)
+    dist = distlearn.KernelPA(**kw).fit(X, y)
+    S, A, Z = full.support_vectors_, full.dual_coef_.T, dist.support_vectors_
+    d2 = ((Z[:, None, :] - S[None, :, :]) ** 2).sum(-1)
+    f_z = np.exp(-0.3 * d2) @ A
+    G = np.exp(-0.3 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(G @ dist.dual_coef_.T, f_z, rtol=1e-4, atol=1e-4 * np.abs(f_z).max())
+    assert np.mean(dist.predict(X) == full.predict(X)) >= 0.9

@@ -304,13 +304,15 @@ def test_kernel_permutation_bpm_has_no_linear_only_parameters_and_permutation_bp
         assert "\n" not in str(e.value) and not hasattr(est, "classes_")
 
 
-def test_kernel_permutation_bpm_model_files_from_before_the_split_load_and_are_refitted_bit_for_bit(tmp_path):
+def test_kernel_permutation_bpm_model_files_from_before_the_split_load_and_predict_as_saved(tmp_path):
     """kernel_permutation_bpm_before_issue27.npz was saved by PermutationBPM(base=KernelPerceptron(...)) before
-    KernelPermutationBPM existed: it loads as a kernel model, and KernelPermutationBPM with the same parameters
-    is the same model, bit for bit."""
+    KernelPermutationBPM existed: it loads as a kernel model and predicts with its saved expansion.  (Its refit
+    was bit for bit the same model until issue 29: since then a later epoch's update on a cached row replaces
+    that pattern instead of caching the row twice, so epochs=2 follows another trajectory.)"""
     from pathlib import Path
 
     from distlearn import KernelPerceptron, KernelPermutationBPM
+    from distlearn.learners.kernel import kernel_decision
     from distlearn.model import KernelModel, load_model, save_model
 
     rs = np.random.default_rng(11)
@@ -319,16 +321,16 @@ def test_kernel_permutation_bpm_model_files_from_before_the_split_load_and_are_r
     old = load_model(Path(__file__).with_name("kernel_permutation_bpm_before_issue27.npz"))
     assert isinstance(old, KernelModel) and old.meta["estimator"] == "PermutationBPM"
     assert old.meta["params"]["n_estimators"] == 3 and old.meta["params"]["weights"] == "uniform"
+    want = kernel_decision(old.kernel_, old.support_vectors_, old.dual_coef_.T, X[100:])
+    np.testing.assert_allclose(old.decision_function(X[100:]), want, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(old.predict(X[100:]), old.classes_[np.argmax(want, axis=1)])
     # removal="margin": the fixed cache's default when the file was saved (since issue 29 "auto" merges RBF caches)
     est = KernelPermutationBPM(n_estimators=3, base=KernelPerceptron(beta=0.1, gamma=0.5, budget=15, removal="margin"),
                                epochs=2, conversion="average", random_state=7).fit(X[:100], y[:100])
-    assert np.array_equal(est.support_vectors_, old.support_vectors_)
-    assert np.array_equal(est.dual_coef_, old.dual_coef_)
-    assert np.array_equal(est.decision_function(X[100:]), old.decision_function(X[100:]))
-    assert np.array_equal(est.predict(X[100:]), old.predict(X[100:]))
+    assert np.mean(est.predict(X[100:]) == old.predict(X[100:])) >= 0.9
     new = load_model(save_model(est, tmp_path / "k.npz"))
     assert new.meta["estimator"] == "KernelPermutationBPM" and new.meta["params"]["epochs"] == 2
-    assert np.array_equal(new.decision_function(X[100:]), old.decision_function(X[100:]))
+    assert np.array_equal(new.decision_function(X[100:]), est.decision_function(X[100:]))
 
 
 def test_kernel_bases_by_name_and_where_they_do_not_apply():

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Benchmark: candidate defaults of the kernel learners beside a tuned SVC, in one run (issue 29).
+
+    .venv/bin/python benchmarks/bench_kernel_defaults.py                       # every data set found
+    .venv/bin/python benchmarks/bench_kernel_defaults.py --datasets six digits --json out.json
+    .venv/bin/python benchmarks/bench_kernel_defaults.py --datasets letter --candidates defaults
+
+Data sets (features min-max scaled to [0, 1] on the training rows; a set whose files are absent
+is skipped with one line on stderr):
+
+  six       make_classification(n_samples=4500, n_features=36, n_informative=20, n_classes=6,
+            random_state=0): the first 3,600 rows train, the last 900 test
+  digits    scikit-learn's 8x8 digits: the first 1,500 rows train, the rest (297) test
+  cancer    scikit-learn's breast cancer: a seeded 80/20 split
+  letter    UCI LETTER (``distlearn data fetch letter`` or ``$DISTLEARN_LETTER``): the first
+            16,000 rows train, the last 4,000 test
+  fashion-PAIR, fashion10
+            Fashion-MNIST (``distlearn data fetch fashion-mnist`` or ``$DISTLEARN_FASHION_MNIST``):
+            the pairs 0/6 (T-shirt vs shirt) and 2/4 (pullover vs coat), and all 10 classes; a seeded
+            subsample of ``--fashion-train`` training rows (10,000) and ``--fashion-test`` test rows
+            (2,000) of those classes
+
+Rows per data set:
+
+  svc-tuned      SVC(kernel="rbf") with C and gamma chosen by 3-fold CV on the training rows
+                 (GridSearchCV over ``--svc-C`` x ``--svc-gamma``; gamma as a multiple of SVC's
+                 "scale"), refit on all of them: its fit time is the refit's, the search's time is
+                 reported apart; a grid of one point is that SVC, not searched
+  NAME           our candidates (``--candidates``): every learner with ``budget="variable"``,
+                 ``--epochs`` (1 and 3), ``--gamma`` ("auto" and "scale") and the conversions "last"
+                 and "average" (distilled, and the full expansion with ``--candidates grid``);
+                 "defaults" runs the estimators of ``--rules`` with ``budget="variable"`` and every
+                 other parameter at its default
+
+Columns: test error (%), fit seconds, support patterns (``n_support_.sum()``; SVC's
+``n_support_.sum()``), and for ours the gap to the tuned SVC in points.  Runs alternate ours and
+SVC's fit per data set (SVC first); one timed run each (``--repeat`` for medians).  Nothing is
+asserted: the targets (within 1 point of the tuned SVC, no more support patterns) are printed beside
+the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from distlearn import KernelMIRA, KernelPA, KernelPerceptron
+from distlearn.data.public import fashion_mnist_dir, letter_file, load_fashion_mnist
+
+ALL = ("six", "digits", "cancer", "letter", "fashion-0v6", "fashion-2v4", "fashion10")
+
+
+def _minmax(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = Xtr.min(0), Xtr.max(0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return (Xtr - lo) / span, (Xte - lo) / span
+
+
+def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
+    if name == "six":
+        from sklearn.datasets import make_classification
+
+        X, y = make_classification(n_samples=4500, n_features=36, n_informative=20, n_classes=6, random_state=0)
+        return (*_minmax(X[:3600], X[3600:]), y[:3600], y[3600:])
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        return (*_minmax(X[:1500], X[1500:]), y[:1500], y[1500:])
+    if name == "cancer":
+        from sklearn.datasets import load_breast_cancer
+        from sklearn.model_selection import train_test_split
+
+        X, y = load_breast_cancer(return_X_y=True)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0)
+        return (*_minmax(Xtr, Xte), ytr, yte)
+    if name == "letter":
+        path = letter_file(None)
+        if path is None or not path.exists():
+            print("# letter: no data (`distlearn data fetch letter` or $DISTLEARN_LETTER); skipped", file=sys.stderr)
+            return None
+        from sklearn.datasets import load_svmlight_file
+
+        X, y = load_svmlight_file(str(path))
+        X = np.asarray(X.todense())
+        return (*_minmax(X[:16000], X[16000:]), y[:16000], y[16000:])
+    if name.startswith("fashion"):
+        d = fashion_mnist_dir(None)
+        if d is None:
+            print(f"# {name}: no Fashion-MNIST (`distlearn data fetch fashion-mnist` or $DISTLEARN_FASHION_MNIST); "
+                  "skipped", file=sys.stderr)
+            return None
+        Xtr, ytr, Xte, yte = load_fashion_mnist(d)
+        if name != "fashion10":
+            a, b = (int(v) for v in name.split("-")[1].split("v"))
+            ktr, kte = np.isin(ytr, (a, b)), np.isin(yte, (a, b))
+            Xtr, ytr, Xte, yte = Xtr[ktr], ytr[ktr], Xte[kte], yte[kte]
+        rs = np.random.default_rng(0)
+        itr = np.sort(rs.permutation(len(ytr))[: args.fashion_train])
+        ite = np.sort(rs.permutation(len(yte))[: args.fashion_test])
+        Xtr, Xte = np.asarray(Xtr[itr], dtype=np.float64), np.asarray(Xte[ite], dtype=np.float64)
+        return (*_minmax(Xtr, Xte), np.asarray(ytr)[itr], np.asarray(yte)[ite])
+    raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL)}")
+
+
+def candidates(which: str, gammas: list[str], epochs: list[int], only: list[str]) -> list[tuple[str, Any]]:
+    """(name, estimator factory) of our candidates."""
+    if which == "defaults":
+        return [(f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0))
+                for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA))
+                if name in only]
+    out: list[tuple[str, Any]] = []
+    rules = {"perceptron": (KernelPerceptron, {}), "mira": (KernelMIRA, {}), "pa": (KernelPA, {})}
+    if which == "grid":
+        rules.update({"pa-C10": (KernelPA, {"C": 10.0}), "mira-b0.1": (KernelMIRA, {"beta": 0.1}),
+                      "mira-b0.5": (KernelMIRA, {"beta": 0.5})})
+    convs = (("last", True), ("average", True)) + ((("average", False),) if which == "grid" else ())
+    for rname, (cls, kw) in rules.items():
+        if rname.split("-")[0] not in only:
+            continue
+        for g in gammas:
+            for ep in epochs:
+                for conv, dist in convs:
+                    tag = f"{rname}-{g}-e{ep}-{conv}{'' if dist or conv == 'last' else '-full'}"
+                    out.append((tag, lambda cls=cls, kw=kw, ep=ep, conv=conv, dist=dist, g=g:
+                                cls(budget="variable", gamma=g, epochs=ep, conversion=conv, distill=dist,
+                                    random_state=0, **kw)))
+    return out
+
+
+def svc_tuned(Xtr: np.ndarray, ytr: np.ndarray, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.svm import SVC
+
+    scale = 1.0 / (Xtr.shape[1] * Xtr.var())
+    grid = {"C": list(args.svc_C), "gamma": [g * scale for g in args.svc_gamma]}
+    if len(grid["C"]) * len(grid["gamma"]) == 1:  # one point: nothing to search
+        C, g = grid["C"][0], grid["gamma"][0]
+        return (lambda: SVC(kernel="rbf", C=C, gamma=g)), {"C": C, "gamma_x_scale": args.svc_gamma[0], "search_s": 0}
+    t0 = time.perf_counter()
+    gs = GridSearchCV(SVC(kernel="rbf"), grid, cv=StratifiedKFold(3, shuffle=True, random_state=0), n_jobs=1)
+    gs.fit(Xtr, ytr)
+    search = time.perf_counter() - t0
+    C, g = gs.best_params_["C"], gs.best_params_["gamma"]
+    return (lambda: SVC(kernel="rbf", C=C, gamma=g)), {"C": C, "gamma_x_scale": round(g / scale, 3),
+                                                       "search_s": round(search, 2)}
+
+
+def run(factory: Any, Xtr, ytr, Xte, yte) -> dict[str, Any]:
+    est = factory()
+    t0 = time.perf_counter()
+    est.fit(Xtr, ytr)
+    fit = time.perf_counter() - t0
+    err = float(np.mean(est.predict(Xte) != yte))
+    n_sv = int(np.sum(est.n_support_))
+    return {"err": 100.0 * err, "fit_s": fit, "n_sv": n_sv}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME", help=f"of {', '.join(ALL)}")
+    ap.add_argument("--candidates", choices=("defaults", "main", "grid"), default="main",
+                    help="defaults: the estimators' defaults only; main: rules x --gamma x --epochs x last/distilled "
+                         "average; grid: also the full average, beta and C variants")
+    ap.add_argument("--gamma", nargs="+", default=["auto", "scale"], help="our candidates' gamma values")
+    ap.add_argument("--rules", nargs="+", default=["perceptron", "mira", "pa"], help="our candidates' rules")
+    ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="our candidates' epochs")
+    ap.add_argument("--svc-C", type=float, nargs="+", default=[1.0, 10.0, 100.0])
+    ap.add_argument("--svc-gamma", type=float, nargs="+", default=[1.0, 4.0],
+                    help="multiples of SVC's gamma='scale' (default 1 and 4)")
+    ap.add_argument("--fashion-train", type=int, default=10000)
+    ap.add_argument("--fashion-test", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs per row (median)")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    with open("/proc/loadavg") as fh:
+        print(f"# load at start: {fh.read().split()[:3]}")
+    rows = []
+    for name in args.datasets:
+        data = load(name, args)
+        if data is None:
+            continue
+        Xtr, Xte, ytr, yte = data
+        print(f"# {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1]} features, "
+              f"{len(np.unique(ytr))} classes", flush=True)
+        svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
+        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules)
+        res: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(args.repeat):  # A B A B: SVC's refit, then each candidate, per repeat
+            res.setdefault("svc-tuned", []).append(run(svc_factory, Xtr, ytr, Xte, yte))
+            for tag, f in cands:
+                res.setdefault(tag, []).append(run(f, Xtr, ytr, Xte, yte))
+        svc = {k: statistics.median(r[k] for r in res["svc-tuned"]) for k in ("err", "fit_s", "n_sv")}
+        print(f"  {'row':34s} {'err %':>7s} {'gap':>6s} {'fit s':>7s} {'SVs':>6s}   SVC {svc_info}")
+        for tag, rr in res.items():
+            med = {k: statistics.median(r[k] for r in rr) for k in ("err", "fit_s", "n_sv")}
+            gap = med["err"] - svc["err"]
+            ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 and med["n_sv"] <= svc["n_sv"] else "  MISS")
+            print(f"  {tag:34s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6d}{ok}", flush=True)
+            rows.append({"dataset": name, "row": tag, **med, "gap": gap, **({"svc": svc_info} if tag == "svc-tuned"
+                                                                             else {})})
+    with open("/proc/loadavg") as fh:
+        print(f"# load at end: {fh.read().split()[:3]}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
