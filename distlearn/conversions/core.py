@@ -595,7 +595,8 @@ class CutoffTracker(Tracker):
         """``(s, G_s)`` of the closed hypotheses with ``s > above``, in order of first appearance."""
         if self._kg is None:
             return [(sv, Gs) for sv, Gs in self.G.items() if sv > above]
-        return [(int(sv), self._kg.value(g, state)) for g, sv in enumerate(self._kg.surv.tolist()) if sv > above]
+        slots = [g for g, sv in enumerate(self._kg.surv.tolist()) if sv > above]
+        return list(zip(self._kg.surv[slots].tolist(), self._kg.values(state, slots)))
 
     def begin(self, state: LinearState) -> None:
         self.halted = False

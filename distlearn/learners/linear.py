@@ -162,9 +162,12 @@ class GroupSums:
         cfg[K._G_GROW] = 0
         self.P, self.q, self.cfg = P, q, cfg
 
-    def value(self, g: int, state: LinearState) -> np.ndarray:
-        """Slot ``g``'s sum, shape (1, n_features + 1), true units."""
-        return (self.P[:, g] + self.q[g] * state.W[:, 0].astype(np.float64))[None, :]
+    def values(self, state: LinearState, slots: list[int]) -> list[np.ndarray]:
+        """The sums of these slots, each of shape (1, n_features + 1), true units (their columns of
+        ``P`` read once, transposed, so that each sum is one contiguous pass)."""
+        Pt = np.ascontiguousarray(self.P[:, slots].T)
+        w = state.W[:, 0].astype(np.float64)
+        return [(Pt[i] + self.q[g] * w)[None, :] for i, g in enumerate(slots)]
 
     @property
     def nbytes(self) -> int:
