@@ -70,8 +70,9 @@ class Cell:
                 conversion=Cutoff(loss="hinge", mode="groups") if conv == "cutoff" else conv)
         classes, seen = np.array([-1, 1]), 0
         for size in sizes:
+            Xp, yp = Xc[seen:size], yc[seen:size]  # sliced once per size, as run_cell does
             for e in self.ests.values():
-                e.partial_fit(Xc[seen:size], yc[seen:size], classes=classes)
+                e.partial_fit(Xp, yp, classes=classes)
             seen = size
             for e in self.ests.values():
                 np.append(np.ravel(e.coef_), np.ravel(e.intercept_))

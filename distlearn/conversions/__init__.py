@@ -155,7 +155,9 @@ class Cutoff:
     ``mode``: ``"replay"`` (two passes, O(n_features) memory) or ``"groups"``
     (one pass, so ``partial_fit`` works, and ``summary_.hypothesis(state, k)``
     gives the cutoff-k hypothesis at any time; keeps one weight vector per
-    survival time, at most sqrt(2m) of them).  ``stop_below``: stop training
+    survival time, at most sqrt(2m) of them; with one output column and a
+    binary rule an update costs O(nnz x groups) in the kernel, otherwise a
+    copy of the weights per update).  ``stop_below``: stop training
     at the first check, every ``check_every`` rounds, where the Theorem 2 bound
     of the best k is below this value (``summary_.stopped_``,
     ``summary_.stop_round_``); in groups mode later ``partial_fit`` calls then

@@ -27,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from ..learners._adaptive import FIRST_ADAPTIVE
 from ..learners.linear import (
+    GroupSums,
     LinearState,
     RoundLog,
     RunningSum,
@@ -539,10 +541,14 @@ class CutoffTracker(Tracker):
 
     ``mode="groups"`` (one pass, ``partial_fit``): also keeps, per survival time
     s, the sum ``G_s`` of the hypotheses that survived exactly s rounds (each
-    captured when it ends), so the cutoff-k hypothesis
+    added when it ends), so the cutoff-k hypothesis
     ``(sum_{s>k} (s-k) G_s + [k>0] h_0) / sum_B(k)`` is available at any time for
     every k (:meth:`hypothesis`).  Memory: groups x n_outputs x (n_features + 1)
-    floats, at most sqrt(2m) groups.
+    floats, at most sqrt(2m) groups.  With one output column and a binary rule the
+    kernels keep the sums in update-event form (:class:`~distlearn.learners.linear.GroupSums`:
+    an update costs O(nnz x groups), a chunk runs in one call); otherwise the driver cuts
+    the chunk after every update (found by a probe run) and each ended hypothesis is copied
+    into its group, O(n_features) per update.
 
     ``stop_below``: end training at the first check (every ``check_every``
     rounds) where the best bound is below it; the replay stops at the same round.
@@ -572,6 +578,25 @@ class CutoffTracker(Tracker):
         self.G: dict[int, np.ndarray] = {}
         self._h0: np.ndarray | None = None
         self._open: np.ndarray | None = None
+        self._kg: GroupSums | None = None  # the kernels' group sums (binary rounds)
+
+    def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
+                  fit_intercept: bool, sample_weight: np.ndarray | None = None) -> RoundLog:
+        if (self.mode == "groups" and self._kg is None and not self.G and self.groups.m == 0
+                and state.W.shape[1] == 1 and not rule.native and rule.code < FIRST_ADAPTIVE):
+            # Binary rounds: the kernels keep the group sums, no per-update pieces.
+            self._kg = GroupSums(state.W.shape[0])
+            self._kg.q[-1] = state.scale[0]
+            self.acc = self._kg
+            self.capture_updates = False
+        return super().run_chunk(rule, state, X, y, order, fit_intercept, sample_weight)
+
+    def _group_items(self, state: LinearState, above: int = 0) -> list[tuple[int, np.ndarray]]:
+        """``(s, G_s)`` of the closed hypotheses with ``s > above``, in order of first appearance."""
+        if self._kg is None:
+            return [(sv, Gs) for sv, Gs in self.G.items() if sv > above]
+        slots = [g for g, sv in enumerate(self._kg.surv.tolist()) if sv > above]
+        return list(zip(self._kg.surv[slots].tolist(), self._kg.values(state, slots)))
 
     def begin(self, state: LinearState) -> None:
         self.halted = False
@@ -605,7 +630,7 @@ class CutoffTracker(Tracker):
         else:
             self._observe_long(upd, loss, age0)
         g.m += hi - lo
-        if self.mode == "groups" and hi > lo and upd[-1]:
+        if self.mode == "groups" and self._kg is None and hi > lo and upd[-1]:
             # The piece ends at an update (the driver cuts there): the open
             # hypothesis survived age0 + (hi - lo) rounds.
             sv = age0 + (hi - lo)
@@ -671,10 +696,11 @@ class CutoffTracker(Tracker):
         """This stream's mergeable summary (``mode="groups"``): the hypothesis open at the end
         of the stream is closed there, with its age so far."""
         groups = self._final_groups(state)
-        G = dict(self.G)
+        G = dict(self._group_items(state))
         age = int(state.age[0])
         if age > 0:
-            G[age] = G[age] + self._open if age in G else self._open.copy()
+            h = hypothesis(state) if self._kg is not None else self._open
+            G[age] = G[age] + h if age in G else h.copy()
         return CutoffSummary(self.C, self.delta, groups, G, self._h0 if groups.m else None)
 
     def _final_groups(self, state: LinearState) -> CutoffGroups:
@@ -705,12 +731,11 @@ class CutoffTracker(Tracker):
         if not 0 <= k < len(self.sum_b_):
             raise ValueError(f"k must be in [0, {len(self.sum_b_) - 1}], got {k}")
         total = np.zeros_like(self._h0)
-        for sv, Gs in self.G.items():
-            if sv > k:
-                total += (sv - k) * Gs
+        for sv, Gs in self._group_items(state, k):
+            total += (sv - k) * Gs
         age = int(state.age[0])
         if age > k:
-            total += (age - k) * self._open
+            total += (age - k) * (hypothesis(state) if self._kg is not None else self._open)
         if k > 0:
             total += self._h0
         return total / self.sum_b_[k]
@@ -727,7 +752,8 @@ class CutoffTracker(Tracker):
         extra = [a for a in (self._h0, self._open) if a is not None]
         if len(extra) == 2 and extra[0] is extra[1]:
             extra = extra[:1]
-        return sum(a.nbytes for a in self.G.values()) + sum(a.nbytes for a in extra)
+        kg = self._kg.nbytes if self._kg is not None else 0
+        return sum(a.nbytes for a in self.G.values()) + sum(a.nbytes for a in extra) + kg
 
 
 class SurvivorTracker(Tracker):

@@ -208,6 +208,45 @@ def _zero_column(W, scale, sqnorm, k, accP, accq):
     sqnorm[k] = 0.0
 
 
+# Cutoff averaging's survival-time group sums (``CutoffTracker(mode="groups")``), kept by the
+# binary round of :func:`_learn_csr` in the running-sum arrays when ``acc_cfg`` is longer than
+# ``_G_HEAD``: slot ``g``'s sum is ``accP[j * cap + g] + accq[g] * W[j, 0]`` (true units, feature
+# ``j``), ``accq[cap]`` the scale at the last rebase, ``acc_cfg[_G_HEAD + g]`` the slot's survival
+# time (``learners/linear.py: GroupSums``).
+_G_CAP = 4    #: acc_cfg slot: the slots' capacity
+_G_USED = 5   #: acc_cfg slot: slots in use
+_G_GROW = 6   #: acc_cfg slot: set to 1 when the kernel stopped at a round that needs a new slot
+_G_HEAD = 8   #: acc_cfg slots before the survival times
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _group_slot(acc_cfg, s):
+    """The slot of survival time ``s`` (a new slot if it has none), or -1 when all are taken."""
+    n = acc_cfg[_G_USED]
+    for g in range(n):
+        if acc_cfg[_G_HEAD + g] == s:
+            return g
+    if n == acc_cfg[_G_CAP]:
+        return -1
+    acc_cfg[_G_HEAD + n] = s
+    acc_cfg[_G_USED] = n + 1
+    return n
+
+
+@njit(**NUMBA_FLAGS)
+def _group_fold(W, accP, accq, acc_cfg):
+    """Every group's ``q * W`` into its ``P`` (O(d x groups); at a rebase or a zeroed column)."""
+    cap = acc_cfg[_G_CAP]
+    n = acc_cfg[_G_USED]
+    for j in range(W.shape[0]):
+        wj = W[j, 0]
+        b = j * cap
+        for g in range(n):
+            accP[b + g] += accq[g] * wj
+    for g in range(n):
+        accq[g] = 0.0
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _tiny(vx):
     """The smallest normal number of the row's dtype: a square below it has lost its digits."""
@@ -720,7 +759,10 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
     m = np.zeros(K, dtype=np.float64)
     tau = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
-    acc_on = accq.shape[0] > 0  # accq = [q (K), scale at the last rebase (K)]
+    grp = acc_cfg.shape[0] > _G_HEAD  # survival-time group sums (binary rounds only)
+    acc_on = accq.shape[0] > 0 and not grp  # accq = [q (K), scale at the last rebase (K)]
+    g_cap = acc_cfg[_G_CAP] if grp else 0
+    no_acc = np.zeros(0, np.float64)
     acc_start = acc_cfg[0]
     acc_cut = acc_cfg[1]
     base = acc_cfg[2]
@@ -780,10 +822,22 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 xsq = _guard(xsq, m0, c, u, need_norm, data, lo, hi, fit_intercept, bias)
                 if xsq != xsq:
                     return ii  # a step that is not finite, or ||x||^2 out of range; nothing updated
+                if grp:
+                    # The hypothesis of this round ends, used age + 1 rounds: into its group.
+                    g = _group_slot(acc_cfg, age[0] + 1)
+                    if g < 0:
+                        acc_cfg[_G_GROW] = 1
+                        return ii  # the driver adds slots and resumes here; nothing updated
+                    accq[g] += scale[0]
                 # _rescale written out: through the helper this binary loop measured 7-10 % slower
                 # (benchmarks/bench_learners.py, RCV1-like, float64)
                 if c == 0.0:
-                    _zero_column(W, scale, sqnorm, 0, accP, accq)
+                    if grp:
+                        _group_fold(W, accP, accq, acc_cfg)
+                        accq[g_cap] = 1.0
+                        _zero_column(W, scale, sqnorm, 0, no_acc, no_acc)
+                    else:
+                        _zero_column(W, scale, sqnorm, 0, accP, accq)
                     m0 = 0.0
                 elif c != 1.0:
                     scale[0] *= c
@@ -800,6 +854,22 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                         if fit_intercept:
                             w[d] += bias * inv
                             accP[d] -= bias * qi
+                    elif grp:
+                        # Every group's P + q * W kept fixed while W moves: O(nnz x groups).
+                        n_g = acc_cfg[_G_USED]
+                        for jj in range(lo, hi):
+                            j = indices[jj]
+                            dv = data[jj] * inv
+                            w[j] += dv
+                            b = j * g_cap
+                            for g in range(n_g):
+                                accP[b + g] -= accq[g] * dv
+                        if fit_intercept:
+                            dv = bias * inv
+                            w[d] += dv
+                            b = d * g_cap
+                            for g in range(n_g):
+                                accP[b + g] -= accq[g] * dv
                     else:
                         for jj in range(lo, hi):
                             w[indices[jj]] += data[jj] * inv
@@ -817,9 +887,20 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                         sqnorm[0] = sqnorm[0] / (nrm * nrm)
                 sk = abs(scale[0])
                 if sk < _TINY or sk > _HUGE:
-                    _fold_scale(W, scale, 0, accq)
+                    if grp:
+                        for g in range(acc_cfg[_G_USED]):
+                            accq[g] /= scale[0]
+                        accq[g_cap] /= scale[0]
+                        _fold_scale(W, scale, 0, no_acc)
+                    else:
+                        _fold_scale(W, scale, 0, accq)
                 if acc_on:
                     _check_rebase(W, scale, 0, accP, accq)
+                elif grp:
+                    rr = abs(scale[0] / accq[g_cap])
+                    if rr < 1.0 / _REBASE or rr > _REBASE:  # as _check_rebase, for every group
+                        _group_fold(W, accP, accq, acc_cfg)
+                        accq[g_cap] = scale[0]
                 n_updates[0] += 1
         else:
             mis, h, upd = _row_multi(w, indices, data, lo, hi, yi, rule, p, fit_intercept, bias, d, K,

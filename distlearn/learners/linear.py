@@ -33,6 +33,7 @@ from . import _kernels as K
 __all__ = [
     "NonFiniteError",
     "RunningSum",
+    "GroupSums",
     "running_sum",
     "running_value",
     "RULES",
@@ -114,6 +115,63 @@ def running_sum(state: LinearState, *, start: int = 0, cut: int = 0) -> RunningS
 def running_value(acc: RunningSum, state: LinearState) -> np.ndarray:
     """The sum so far, shape (n_outputs, n_features + 1), true units (bias last)."""
     return (acc.P + acc.q[0][None, :] * state.W.astype(np.float64)).T.copy()
+
+
+class GroupSums:
+    """Cutoff averaging's survival-time group sums, kept by the kernels (binary rounds: one
+    output column, a binary rule).
+
+    Slot ``g`` holds the sum ``G_s`` of the hypotheses used for exactly ``s = surv[g]`` rounds,
+    as ``P[:, g] + q[g] * W[:, 0]`` in true units: a hypothesis is added when the update that
+    ends it fires (``q[g] += scale``, O(1)), and an update adds ``-q[g] * delta`` to ``P`` on the
+    row's nonzeros only (O(nnz x groups)), so the sums stay fixed while ``W`` moves.  Every
+    fold (``P += q * W``: a scale drift of 16x, a scale folded into ``W``, a zeroed column)
+    happens at a round the data decide, never at a read, a chunk boundary or a memory cap, so
+    the sums are the same bit for bit however the rounds are chunked.  Slots are added in order
+    of first appearance; when all are taken the kernel stops before the round and the driver
+    (:func:`learn_chunk`) doubles the capacity (an exact copy) and resumes.
+    """
+
+    def __init__(self, n_rows_w: int, cap: int = 8) -> None:
+        self.P = np.zeros((n_rows_w, cap), np.float64)
+        self.q = np.zeros(cap + 1, np.float64)
+        self.q[cap] = 1.0  # the scale at the last rebase (set by begin)
+        self.cfg = np.zeros(K._G_HEAD + cap, np.int64)
+        self.cfg[K._G_CAP] = cap
+
+    @property
+    def n_used(self) -> int:
+        return int(self.cfg[K._G_USED])
+
+    @property
+    def surv(self) -> np.ndarray:
+        """Survival time of each slot in use."""
+        return self.cfg[K._G_HEAD:K._G_HEAD + self.n_used]
+
+    def grow(self) -> None:
+        """Double the capacity (the sums copied exactly)."""
+        cap = self.P.shape[1]
+        P = np.zeros((self.P.shape[0], 2 * cap), np.float64)
+        P[:, :cap] = self.P
+        q = np.zeros(2 * cap + 1, np.float64)
+        q[:cap] = self.q[:cap]
+        q[2 * cap] = self.q[cap]
+        cfg = np.zeros(len(self.cfg) + cap, np.int64)
+        cfg[:len(self.cfg)] = self.cfg
+        cfg[K._G_CAP] = 2 * cap
+        cfg[K._G_GROW] = 0
+        self.P, self.q, self.cfg = P, q, cfg
+
+    def values(self, state: LinearState, slots: list[int]) -> list[np.ndarray]:
+        """The sums of these slots, each of shape (1, n_features + 1), true units (their columns of
+        ``P`` read once, transposed, so that each sum is one contiguous pass)."""
+        Pt = np.ascontiguousarray(self.P[:, slots].T)
+        w = state.W[:, 0].astype(np.float64)
+        return [(Pt[i] + self.q[g] * w)[None, :] for i, g in enumerate(slots)]
+
+    @property
+    def nbytes(self) -> int:
+        return self.P.nbytes + self.q.nbytes + self.cfg.nbytes
 
 
 class RoundLog(NamedTuple):
@@ -434,24 +492,35 @@ def learn_chunk(
 
         def kernel(o: np.ndarray, *args: Any) -> int:
             return dense(Xd, y, o, *args)
+    groups = isinstance(acc, GroupSums)
+    if groups and (adaptive or rule.native or state.W.shape[1] != 1 or acc.P.shape[0] != state.W.shape[0]):
+        raise ValueError("survival-time group sums need a binary rule with one output column")
     cuts = [0, *sorted({int(c) for c in splits if 0 < int(c) < n}), n]
     for lo, hi in zip(cuts[:-1], cuts[1:]):
-        if acc is None:
-            accP, accq, cfg = _NO_P, _NO_Q, np.zeros(4, np.int64)
-        else:
-            if acc.P.shape != state.W.shape:
-                raise ValueError(f"running sum of shape {acc.P.shape} does not fit weights {state.W.shape}")
-            accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
-            cfg[2] = state.n_rounds[0]
         age0 = int(state.age[0])
-        arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
-        st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays, step)
-        bad = kernel(order[lo:hi] if (lo, hi) != (0, n) else order, rule.code, rule.params, bool(fit_intercept),
-                     float(bias), st, log, int(offset) + lo)
-        if bad >= 0:
-            state.n_rounds[0] += bad
-            raise_bad_round(X, int(order[lo + bad]), int(lo + bad), dt)
-        state.n_rounds[0] += hi - lo
+        start = lo
+        while True:
+            if acc is None:
+                accP, accq, cfg = _NO_P, _NO_Q, np.zeros(4, np.int64)
+            else:
+                if not groups and acc.P.shape != state.W.shape:
+                    raise ValueError(f"running sum of shape {acc.P.shape} does not fit weights {state.W.shape}")
+                accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
+                cfg[2] = state.n_rounds[0]
+            arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
+            st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays, step)
+            bad = kernel(order[start:hi] if (start, hi) != (0, n) else order, rule.code, rule.params,
+                         bool(fit_intercept), float(bias), st, log, int(offset) + start)
+            if bad >= 0 and groups and acc.cfg[K._G_GROW]:
+                state.n_rounds[0] += bad  # every slot taken: add slots, resume at that round
+                start += bad
+                acc.grow()
+                continue
+            if bad >= 0:
+                state.n_rounds[0] += bad
+                raise_bad_round(X, int(order[start + bad]), int(start + bad), dt)
+            state.n_rounds[0] += hi - start
+            break
         if on_piece is not None:
             acc = on_piece(lo, hi, age0)
     return log

@@ -203,3 +203,41 @@ def test_cutoff_groups_of_blocks_merge_to_one_pass(m, seed, fracs):
 
     assert _as_tuple(CutoffGroups().merge(whole.groups)) == _as_tuple(whole.groups)  # identity
     assert _as_tuple(whole.groups.merge(CutoffGroups())) == _as_tuple(whole.groups)
+
+
+@pytest.mark.parametrize("case", ["perceptron-binary", "margin-binary", "alma-binary"])
+def test_groups_mode_kernel_sums_are_the_same_bits_for_any_chunking(case):
+    """Binary rounds keep the group sums in the kernels (``GroupSums``, update-event form): their folds
+    happen at rounds the data decide, never at a read or a chunk boundary, so partial_fit in uneven
+    pieces (dense and CSR, read after every piece, slots added mid-piece) gives the same bits as one
+    fit, for every cutoff k."""
+    X, y = data(CASES[case][3])
+    n = len(y)
+
+    def make():  # the margin perceptron's step from the same horizon, whether fit or partial_fit
+        est = estimator(case, Cutoff(mode="groups"), 1)
+        return est.set_params(horizon=n) if case.startswith("margin") else est
+
+    whole = make().fit(X, y)
+    kg = whole.summary_._kg
+    assert kg is not None
+    if case == "perceptron-binary":
+        assert kg.P.shape[1] > 8  # the 8 first slots filled up: the kernel stopped and resumed
+    assert kg.n_used == whole.summary_.peak_groups == whole.summary_.groups.n_groups
+    if case == "alma-binary":
+        assert kg.q[-1] != 1.0  # the projections moved the scale 16-fold: the sums were rebased
+    part = make()
+    for lo, hi in [(0, 1), (1, 8), (8, n // 3), (n // 3, n // 3 + 1), (n // 3 + 1, n - 5), (n - 5, n)]:
+        part.partial_fit(sp.csr_matrix(X[lo:hi]) if lo % 2 else X[lo:hi], y[lo:hi], classes=[0, 1])
+        assert part.summary_._kg is not None
+        batch_hypothesis(part)
+    assert np.array_equal(batch_hypothesis(part), batch_hypothesis(whole))
+    for k in range(len(whole.summary_.bounds_)):
+        assert np.array_equal(part.summary_.hypothesis(part._state, k), whole.summary_.hypothesis(whole._state, k))
+
+
+def test_groups_mode_multiclass_keeps_the_copies():
+    """K > 1 columns (one-vs-rest or native): the driver cuts at every update and copies (no kernel sums)."""
+    X, y = data("ovr3")
+    est = estimator("pa-ovr3", Cutoff(mode="groups"), 1).fit(X, y)
+    assert est.summary_._kg is None and est.summary_.G
