@@ -262,15 +262,24 @@ def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> d
     return out
 
 
+def _arrays_of(state: Any) -> dict[str, np.ndarray]:
+    """A group state as named arrays: its own ``to_arrays()`` (the kernel OBPM's), else the linear
+    ensemble's fields."""
+    if hasattr(state, "to_arrays"):
+        return {name: np.asarray(a) for name, a in state.to_arrays().items()}
+    return {name: np.asarray(getattr(state, name)) for name in _FIELDS}
+
+
 def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, state: Any) -> None:
-    """Write learner group ``g``'s state after (epoch, segment): whole or not at all."""
+    """Write learner group ``g``'s state after (epoch, segment): whole or not at all.  ``state``: the
+    linear ensemble's :class:`EnsembleState`, or any state with ``to_arrays()`` (a dict of arrays)."""
     cut = at(path) / _cut(epoch, segment)
     cut.mkdir(parents=True, exist_ok=True)
     final = cut / f"g{int(g):04d}"
     tmp = cut / f".g{int(g):04d}.tmp-{uuid.uuid4().hex[:8]}"
     grp = _group(tmp, "w")
-    for name in _FIELDS:
-        a = np.asarray(getattr(state, name))
+    arrays = _arrays_of(state)
+    for name, a in arrays.items():
         row_bytes = max(1, a.itemsize * (int(np.prod(a.shape[1:])) if a.ndim > 1 else 1))
         chunks = (max(1, min(a.shape[0] if a.ndim else 1, (16 << 20) // row_bytes)),) + tuple(max(1, n) for n in a.shape[1:])
         arr = grp.create_array(name, shape=a.shape, dtype=a.dtype, chunks=chunks[: a.ndim] if a.ndim else ())
@@ -278,8 +287,7 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
             arr[...] = a
     grp.attrs["complete"] = True
     manifest = {"files": _file_digests(tmp),
-                "arrays": {name: {"shape": list(np.shape(getattr(state, name))),
-                                  "dtype": np.asarray(getattr(state, name)).dtype.str} for name in _FIELDS}}
+                "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}}
     _write_json(tmp / _MANIFEST, manifest)
     try:
         if final.exists():  # a retried task: the same bits, keep the first copy
@@ -293,9 +301,12 @@ def write_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int, s
         raise
 
 
-def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) -> EnsembleState:
+def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int,
+              restore: Any = None) -> Any:
     """Learner group ``g``'s state saved after (epoch, segment), checked against the cut's record
-    where it is read: every file of its size and sha256, every array of its shape and dtype."""
+    where it is read: every file of its size and sha256, every array of its shape and dtype.
+    ``restore``: builds the state from its arrays by name (a state with ``to_arrays()``);
+    default the linear :class:`EnsembleState`."""
     cut = at(path) / _cut(epoch, segment)
     part = cut / f"g{int(g):04d}"
     rec = _record(cut)
@@ -308,15 +319,21 @@ def read_part(path: str | os.PathLike[str], epoch: int, segment: int, g: int) ->
         raise CheckpointError(f"{cut}: {why}; the checkpoint is damaged: start over without --resume (resume=False)")
     try:
         grp = _group(part, "r")
-        arrays = [np.asarray(grp[name][...]) for name in _FIELDS]
+        names = _FIELDS if restore is None else tuple(manifest.get("arrays", {}))
+        arrays = {name: np.asarray(grp[name][...]) for name in names}
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{part}: cannot be read ({exc}); the checkpoint is damaged") from None
-    for name, a in zip(_FIELDS, arrays):
+    for name, a in arrays.items():
         want = manifest.get("arrays", {}).get(name, {})
         if list(a.shape) != want.get("shape") or a.dtype.str != want.get("dtype"):
             raise CheckpointError(f"{part}/{name}: {a.dtype.str} {a.shape}, its manifest says {want.get('dtype')} "
                                   f"{want.get('shape')}; the checkpoint is damaged")
-    return EnsembleState(*arrays)
+    if restore is None:
+        return EnsembleState(*arrays.values())
+    try:
+        return restore(arrays)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise CheckpointError(f"{part}: not a state of this job ({exc!r}); the checkpoint is damaged") from None
 
 
 def mark_complete(path: str | os.PathLike[str], epoch: int, segment: int, counters: dict[str, Any]) -> None:

@@ -25,6 +25,13 @@ complete cut.
 The weights are bit-identical to in-process training (:class:`distlearn.OBPM`
 without a scheduler), for any G, segment size, worker count, retries or
 resume: each member's updates depend only on the stream and its own draws.
+
+The kernel OBPM (:class:`distlearn.KernelOBPM`) runs the same job with a
+:class:`KernelObpmJob`: each group's members share the group's own pool of
+patterns (:mod:`distlearn.ensembles.kernel`), so a worker holds its members'
+budgets, one block and one kernel row, never the data; at the end the groups'
+pools merge into one (:func:`~distlearn.ensembles.kernel.concat_kernel_states`)
+and every member, and so the Bayes point, is the same bits for any G.
 """
 
 from __future__ import annotations
@@ -41,7 +48,14 @@ import numpy as np
 from .. import stream
 from ..ensembles import EnsembleState, concat_states, init_ensemble, learn_ensemble_chunk
 from ..ensembles import _kernels as EK
+from ..ensembles.kernel import (
+    KernelEnsembleState,
+    concat_kernel_states,
+    init_kernel_ensemble,
+    learn_kernel_ensemble_chunk,
+)
 from ..learners import NonFiniteError, Rule
+from ..learners.kernel import Kernel
 from . import checkpoint as ckpt
 from .executor import Executor
 
@@ -96,6 +110,29 @@ class ObpmJob:
     def segment(self, epoch: int, s: int) -> np.ndarray:
         return self.block_order(epoch)[s * self.segment_blocks : (s + 1) * self.segment_blocks]
 
+    # -- what the learners are: the linear engine here, the kernel one in KernelObpmJob ----------------
+    def initial_state(self, g: int) -> Any:
+        """Group ``g``'s learners before the first example."""
+        a, b = self.groups[g]
+        return init_ensemble(self.n_features, b - a, self.n_outputs, dtype=self.dtype,
+                             running_sum=self.acc_mode != EK.ACC_NONE)
+
+    def learn(self, st: Any, ch: Any, epoch: int, first: int) -> tuple[np.ndarray, Any]:
+        """Run group state ``st`` (learners ``first ..``) over chunk ``ch``: the group's summed
+        margins ``(rows, [T,] K)`` in visiting order and its updates (an int, or per tau group)."""
+        m, u = learn_ensemble_chunk(self.rule, st, ch.X, ch.y, ch.tids, seed=self.seed, tau=self.tau, epoch=epoch,
+                                    order=ch.order, fit_intercept=self.fit_intercept, acc_mode=self.acc_mode,
+                                    first_learner=first, tau_block=self.tau_block)
+        return m, (u.sum(axis=0).astype(np.int64) if self.n_taus else int(u.sum()))
+
+    def combine(self, parts: list[Any]) -> Any:
+        """The whole ensemble's state from the groups' states, in group order."""
+        return concat_states(parts)
+
+    #: How a checkpointed group state is built from its arrays (:func:`~distlearn.distributed.checkpoint.read_part`;
+    #: None: the linear :class:`EnsembleState`).
+    restore = None
+
     def fingerprint(self) -> dict[str, Any]:
         """What must match for a checkpoint to be resumed (``epochs`` may grow)."""
         return {
@@ -110,10 +147,52 @@ class ObpmJob:
         }
 
 
+@dataclass(frozen=True, eq=False)
+class KernelObpmJob(ObpmJob):
+    """The kernel OBPM's job: group ``g``'s members on their own pool of patterns.
+
+    ``rule`` is the kernel rule, ``kernel`` its kernel, ``beta``/``budget``/``removal`` the base
+    learner's; ``keep_retired`` keeps removed slots for the ``"average"`` conversion; ``native``
+    is the multiclass form.  ``tau`` is one float, ``fit_intercept`` False, ``dtype`` float64.
+    A member's pool holds only its own group's patterns, so a worker's memory is its groups'
+    budgets (each member's cache, their union the pool), one block and one kernel row.
+    """
+
+    kernel: Kernel | None = None
+    beta: float = 0.0
+    budget: Any = None
+    removal: str = "margin"
+    native: bool = False
+    keep_retired: bool = False
+
+    def initial_state(self, g: int) -> KernelEnsembleState:
+        a, b = self.groups[g]
+        return init_kernel_ensemble(self.n_features, b - a, self.n_outputs, native=self.native,
+                                    keep_retired=self.keep_retired)
+
+    def learn(self, st: Any, ch: Any, epoch: int, first: int) -> tuple[np.ndarray, Any]:
+        log = learn_kernel_ensemble_chunk(self.rule, self.kernel, st, ch.X, ch.y, ch.tids, seed=self.seed,
+                                          tau=float(self.tau), epoch=epoch, order=ch.order, beta=self.beta,
+                                          budget=self.budget, removal=self.removal, first_member=first)
+        return log.margin, int(log.updates.sum())
+
+    def combine(self, parts: list[Any]) -> KernelEnsembleState:
+        return concat_kernel_states(parts)
+
+    restore = staticmethod(KernelEnsembleState.from_arrays)
+
+    def fingerprint(self) -> dict[str, Any]:
+        assert self.kernel is not None
+        return {**super().fingerprint(), "kind": "kernel-obpm", "kernel": self.kernel.name,
+                "kernel_params": [float(v) for v in self.kernel.params], "beta": float(self.beta),
+                "budget": self.budget, "removal": self.removal, "native": bool(self.native),
+                "keep_retired": bool(self.keep_retired)}
+
+
 class SegmentResult(NamedTuple):
     """A group's state after a segment, and what the driver needs from the segment."""
 
-    state: EnsembleState   #: the group's learners
+    state: Any             #: the group's learners (EnsembleState; KernelEnsembleState for the kernel job)
     margin: np.ndarray     #: (rows, K) group sum of member margins, in visiting order
     y: np.ndarray | None   #: (rows,) class indices in visiting order (group 0 only)
     updates: int           #: member updates in the segment
@@ -127,12 +206,6 @@ class SegmentReport(NamedTuple):
     n_blocks: int
 
 
-def _initial_group_state(job: ObpmJob, g: int) -> EnsembleState:
-    a, b = job.groups[g]
-    return init_ensemble(job.n_features, b - a, job.n_outputs, dtype=job.dtype,
-                         running_sum=job.acc_mode != EK.ACC_NONE)
-
-
 def obpm_segment(job: ObpmJob, g: int, prev: SegmentResult | tuple | None, epoch: int, s: int) -> SegmentResult:
     """Run learner group ``g`` over segment ``s`` of epoch ``epoch``.
 
@@ -143,9 +216,9 @@ def obpm_segment(job: ObpmJob, g: int, prev: SegmentResult | tuple | None, epoch
     before the task returns.
     """
     if prev is None:
-        st = _initial_group_state(job, g)
+        st = job.initial_state(g)
     elif isinstance(prev, tuple) and len(prev) == 3 and prev[0] == "checkpoint":
-        st = ckpt.read_part(job.checkpoint, prev[1], prev[2], g)
+        st = ckpt.read_part(job.checkpoint, prev[1], prev[2], g, restore=job.restore)
     else:
         st = prev.state.copy()
     a, _ = job.groups[g]
@@ -156,15 +229,13 @@ def obpm_segment(job: ObpmJob, g: int, prev: SegmentResult | tuple | None, epoch
     for ch in stream.epoch_chunks(ds, seed=job.seed, epoch=epoch, shuffle=job.shuffle, classes=job.classes,
                                   dtype=job.dtype, blocks=blocks):
         try:
-            m, u = learn_ensemble_chunk(job.rule, st, ch.X, ch.y, ch.tids, seed=job.seed, tau=job.tau, epoch=epoch,
-                                        order=ch.order, fit_intercept=job.fit_intercept, acc_mode=job.acc_mode,
-                                        first_learner=a, tau_block=job.tau_block)
+            m, u = job.learn(st, ch, epoch, a)
         except NonFiniteError as exc:
             row = ch.first_row + int(exc.row)
             raise NonFiniteError(f"store {job.path}, block {ch.block}, store row {row} (epoch {epoch}): {exc}",
                                  row, exc.round) from None
         margins.append(m)
-        updates = updates + (u.sum(axis=0).astype(np.int64) if job.n_taus else int(u.sum()))
+        updates = updates + u
         if g == 0:
             ys.append(ch.y if ch.order is None else ch.y[ch.order])
     if job.checkpoint is not None:
@@ -313,14 +384,15 @@ def run_obpm(job: ObpmJob, runner: Executor, *, resume: bool = False, progress: 
         while window:
             settle()
         if start is not None and not todo:
-            parts = [ckpt.read_part(job.checkpoint, int(start["epoch"]), int(start["segment"]), g) for g in range(G)]
+            parts = [ckpt.read_part(job.checkpoint, int(start["epoch"]), int(start["segment"]), g, restore=job.restore)
+                     for g in range(G)]
         else:
             states = [runner.submit((f"obpm-state-{nonce}", g), state_of, prev[g]) for g in range(G)]
             parts = [runner.result(h) for h in states]
     finally:
         if bar is not None:
             bar.close()
-    return {"state": concat_states(parts), **counters, "group_blocks": group_blocks,
+    return {"state": job.combine(parts), **counters, "group_blocks": group_blocks,
             "mistakes": np.concatenate(mistakes) if mistakes else np.zeros(0, np.uint8),
             "resumed_from": None if start is None else (int(start["epoch"]), int(start["segment"])),
             "seconds": time.perf_counter() - t0}

@@ -13,6 +13,7 @@ coefficients (:meth:`KernelEnsembleState.bayes_point`).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +36,8 @@ from ..learners.kernel import (
 from ..learners.linear import Rule
 from ._budget import EnsembleCache, KernelEnsembleLog, Members, Pool, learn_kernel_ensemble_block
 
-__all__ = ["KernelEnsembleState", "KernelEnsembleLog", "init_kernel_ensemble", "learn_kernel_ensemble_chunk",
-           "member_seed"]
+__all__ = ["KernelEnsembleState", "KernelEnsembleLog", "concat_kernel_states", "init_kernel_ensemble",
+           "learn_kernel_ensemble_chunk", "member_seed"]
 
 MEMBER_SEED_STREAM = rng.stream_id("kernel-obpm-member")
 
@@ -82,6 +83,36 @@ class KernelEnsembleState:
     #: Whether the members' scores ``F`` are current (kept only under margin-based removal, as
     #: :class:`~distlearn.learners.kernel.BudgetState` keeps them).
     scores_kept: bool = True
+
+    _ARRAYS = ("PS", "psq", "pkd", "plab", "pkey", "pref", "palive", "pmeta", "Abar", "pidx", "A", "F", "kdm", "labm",
+               "born", "died", "gborn", "gdied", "alive", "mmeta")
+    _RETIRED = ("retired_S", "retired_A", "retired_key", "retired_life", "retired_lab", "retired_member")
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays (a checkpoint's part, :mod:`distlearn.distributed.checkpoint`); the
+        retired slots as one set.  :meth:`from_arrays` builds the same state back."""
+        out = {name: getattr(self, name) for name in self._ARRAYS}
+        out["info"] = np.array([self.n_features, self.n_members, self.n_outputs, self.native, self.keep_retired,
+                                self.n_inserted, self.n_removed, self.scores_kept], dtype=np.int64)
+        empty = (np.zeros((0, self.n_features)), np.zeros((0, self.n_outputs)), np.zeros(0, np.int64),
+                 np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        for i, name in enumerate(self._RETIRED):
+            out[name] = np.concatenate([empty[i]] + [np.asarray(r[i]).astype(empty[i].dtype, copy=False)
+                                                     for r in self.retired])
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> KernelEnsembleState:
+        d, N, K, native, keep, ins, rem, kept = (int(v) for v in arrays["info"])
+        st = cls(d, N, K, bool(native), bool(keep), **{name: np.array(arrays[name]) for name in cls._ARRAYS})
+        retired = tuple(np.array(arrays[name]) for name in cls._RETIRED)
+        st.retired = [retired] if retired[0].shape[0] else []
+        st.n_inserted, st.n_removed, st.scores_kept = ins, rem, bool(kept)
+        return st
+
+    def copy(self) -> KernelEnsembleState:
+        """A deep copy (a learner-parallel task never modifies its input state)."""
+        return copy.deepcopy(self)
 
     def refresh_scores(self, kernel: Kernel) -> None:
         """Recompute every member's ``F`` from its live slots and mark it kept."""
@@ -221,6 +252,67 @@ class KernelEnsembleState:
         return S[first[keep]], coef[keep], lab[first[keep]]
 
 
+def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleState:
+    """One state of the members of contiguous learner groups (members in group order), each group
+    run on its own pool over the same rounds.
+
+    The pools merge by a pattern's key (the ensemble round that inserted it: the same example in
+    every group), in insertion order; each member's slots, coefficients and scores are copied, its
+    pool indices remapped, so every member and the Bayes point (:meth:`KernelEnsembleState.bayes_point`)
+    are the same bits as one group's.  ``Abar`` and ``pref`` add over the groups (``Abar``, which
+    scores only the running Bayes point's online margin, may round differently).  Each part is
+    compacted first (dead slots retired, as the next chunk would)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    t = first.t
+    if any(p.t != t or p.n_outputs != first.n_outputs or p.n_features != first.n_features for p in parts):
+        raise ValueError("learner groups of one kernel OBPM must have run the same rounds and outputs")
+    for p in parts:
+        p.compact()
+    N = sum(p.n_members for p in parts)
+    K, d = first.n_outputs, first.n_features
+    sizes = [int(p.pmeta[0]) for p in parts]
+    keys = np.concatenate([p.pkey[:n] for p, n in zip(parts, sizes)])
+    uniq, at, inv = np.unique(keys, return_index=True, return_inverse=True)
+    U = uniq.size
+    cap = max(1, U)
+    st = KernelEnsembleState(d, N, K, first.native, first.keep_retired)
+    pool = lambda name: np.concatenate([getattr(p, name)[:n] for p, n in zip(parts, sizes)])  # noqa: E731
+    st.PS = np.zeros((cap, d))
+    st.PS[:U] = pool("PS")[at]
+    st.psq, st.pkd, st.plab, st.pkey = (np.zeros(cap, dtype=getattr(first, a).dtype) for a in ("psq", "pkd", "plab", "pkey"))
+    for a in ("psq", "pkd", "plab", "pkey"):
+        getattr(st, a)[:U] = pool(a)[at]
+    st.pref = np.zeros(cap, dtype=np.int64)
+    np.add.at(st.pref, inv, pool("pref"))
+    st.Abar = np.zeros((cap, K))
+    np.add.at(st.Abar, inv, pool("Abar"))
+    st.palive = np.zeros(cap, dtype=bool)
+    st.palive[:U] = True
+    st.pmeta = np.array([U, U, t], dtype=np.int64)
+    S = max(1, max(int(p.mmeta[:, 0].max(initial=0)) for p in parts))
+    member_arrays = ("pidx", "A", "F", "kdm", "labm", "born", "died", "gborn", "gdied", "alive")
+    for name in member_arrays:
+        a = getattr(first, name)
+        fill = -1 if name in ("died", "gdied") else 0
+        setattr(st, name, np.full((N, S) + a.shape[2:], fill, dtype=a.dtype))
+    st.mmeta = np.concatenate([p.mmeta for p in parts])
+    j0, off = 0, 0
+    for p, n in zip(parts, sizes):
+        m = int(p.mmeta[:, 0].max(initial=0))
+        rows = slice(j0, j0 + p.n_members)
+        for name in member_arrays:
+            getattr(st, name)[rows, :m] = getattr(p, name)[:, :m]
+        st.pidx[rows, :m] = np.where(p.alive[:, :m], inv[off + np.minimum(p.pidx[:, :m], max(n - 1, 0))], 0)
+        st.retired.extend((*r[:5], r[5] + j0) for r in p.retired)
+        j0, off = j0 + p.n_members, off + n
+    st.n_inserted = sum(p.n_inserted for p in parts)
+    st.n_removed = sum(p.n_removed for p in parts)
+    st.scores_kept = all(p.scores_kept for p in parts)
+    return st
+
+
 def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, native: bool = False,
                          keep_retired: bool = False, capacity: int = 64) -> KernelEnsembleState:
     """An empty pool and ``n_members`` empty caches with ``n_outputs`` columns (1 = binary)."""
@@ -250,9 +342,13 @@ NO_PROJECTRON = ("is not available to the kernel OBPM (each member would need it
 def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembleState, X: Any, y: np.ndarray,
                                 tids: np.ndarray, *, seed: int, tau: float, epoch: int = 0,
                                 order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
-                                removal: str = "margin") -> KernelEnsembleLog:
+                                removal: str = "margin", first_member: int = 0) -> KernelEnsembleLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``; ``tids[i]`` the
-    global index of row ``i``, which keys the draws) in ``order``."""
+    global index of row ``i``, which keys the draws) in ``order``.
+
+    ``first_member``: the state holds members ``first_member .. first_member + N - 1`` of a larger
+    ensemble (a learner group, :mod:`distlearn.distributed.learner_parallel`): their draws and
+    random removals are those members', so each is the same bits as in the whole ensemble."""
     bcode, n_budget = budget_code(budget)
     if bcode == B.BUDGET_PROJECTRON:
         raise ValueError(f"budget='projectron' {NO_PROJECTRON}")
@@ -274,9 +370,9 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     rec_rule, rec_kern = step_rule(rule, beta), kernel.record()
     spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], 0.0)
     random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
-    seeds = [member_seed(seed, j) for j in range(N)] if random else []
+    seeds = [member_seed(seed, first_member + j) for j in range(N)] if random else []
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
-        mask = rng.obpm_mask(seed, epoch, tids[rows], N, tau)
+        mask = rng.obpm_mask(seed, epoch, tids[rows], N, tau, first=first_member)
         if random:
             # member j's draw for its own round counter t_j, as the single learner keys them
             tj = state.mmeta[:, 2][None, :] + np.cumsum(mask, axis=0) - 1

@@ -17,11 +17,17 @@ the state into its fitted hypothesis (``_finish``).
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import numpy as np
 
+from .._urls import absolute
+from .._validation import effective_n_jobs
 from ..conversions import Average, Last
+from ..distributed import learner_parallel
+from ..distributed.executor import executor_for
+from ..stream import store_token
 from ._base_learners import resolve_base
 from .base import OnlineLinearClassifier
 
@@ -158,3 +164,48 @@ class OnlineBayesPoint(OnlineLinearClassifier):
 
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
         self.epoch_online_errors_ = self._epoch_errors.copy()
+
+    # -- fit on a store: the learner-parallel job ----------------------------------------
+    def _store_job(self, common: dict[str, Any], n_groups: int) -> learner_parallel.ObpmJob:
+        """The subclass's job (:class:`~distlearn.distributed.learner_parallel.ObpmJob` or its kernel
+        form) from the fields every job shares and the number of learner groups."""
+        raise NotImplementedError
+
+    def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
+        """``fit`` on a store: the learner-parallel job (:mod:`distlearn.distributed.learner_parallel`), in
+        this process or on ``scheduler``; ``partial_fit`` streams through this process."""
+        if partial:
+            return super()._fit_store(X, y, partial=partial, classes=classes)
+        ds = self._open_store(X, y)
+        if self.resume and self.checkpoint is None:
+            raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
+        self._begin(ds.classes, ds.n_features, ds, ds.n_samples * self.epochs)
+        self.n_features_in_ = ds.n_features
+        with executor_for(self.scheduler, n_jobs=effective_n_jobs(self.n_jobs)) as ex:
+            G = self.learner_groups if self.learner_groups is not None else (
+                effective_n_jobs(self.n_jobs) if ex.kind == "in-process" else ex.n_workers)
+            common = dict(
+                path=absolute(ds.path, resolve=True), token=store_token(ds), n_samples=ds.n_samples,
+                n_features=ds.n_features, n_blocks=ds.n_blocks, block_bounds=tuple(int(v) for v in ds.block_bounds),
+                classes=np.asarray(self.classes_), n_outputs=self._state.n_outputs, seed=int(self._seed),
+                epochs=self.epochs, shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
+                checkpoint=None if self.checkpoint is None else absolute(self.checkpoint, resolve=True))
+            job = self._store_job(common, G)
+            where = ex.describe()
+            if self.progress:
+                print(f"distlearn: {type(self).__name__} on {where}", file=sys.stderr)
+            out = learner_parallel.run_obpm(job, ex, resume=self.resume, progress=self.progress,
+                                            record=self.record_online)
+        self._state = out["state"]
+        T = len(self._taus)  # per tau group (a single tau: one group)
+        self._tau_epoch = np.asarray(out["epoch_errors"], np.int64).reshape(self.epochs, T)
+        self._tau_online = self._tau_epoch[0].copy()
+        self._tau_updates = np.asarray(out["epoch_updates"][0], np.int64).reshape(T)
+        self.t_ = int(out["epoch_rows"][0])
+        self.n_iter_ = self.epochs
+        if self.record_online:
+            self._tau_mistakes = np.asarray(out["mistakes"], np.uint8).reshape(-1, T)
+        self.job_ = {"group_blocks": int(out["group_blocks"]), "groups": [list(g) for g in job.groups],
+                     "runner": where, "resumed_from": out["resumed_from"],
+                     "seconds": float(out["seconds"])}
+        self._finish()

@@ -20,19 +20,16 @@ kernel one (:class:`~distlearn.KernelPermutationBPM`) is their base,
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
-from .._urls import absolute
 from .._validation import Boolean, Integral, NJobs, OptionalPath, Options, Real, Scheduler, effective_n_jobs
 from ..data.store import open_dataset
 from ..distributed import learner_parallel
-from ..distributed.executor import executor_for
 from ..ensembles import _kernels as EK
 from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
-from ..stream import is_store, store_token
+from ..stream import is_store
 from ._base_learners import refuse_adaptive, shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
 from ._permutation_bayes_point import PermutationBayesPoint
@@ -424,50 +421,15 @@ class OBPM(OnlineBayesPoint):
             bound_weights(self, self.members_, X, yi)
             self._finish()
 
-    # -- fit on a store: the learner-parallel job ----------------------------------------
-    def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
-        if partial:  # partial_fit: streamed through this process
-            return super()._fit_store(X, y, partial=partial, classes=classes)
-        ds = self._open_store(X, y)
-        if self.resume and self.checkpoint is None:
-            raise ValueError("resume=True needs checkpoint= (the directory to resume from)")
-        self._begin(ds.classes, ds.n_features, ds, ds.n_samples * self.epochs)
-        self.n_features_in_ = ds.n_features
-        with executor_for(self.scheduler, n_jobs=effective_n_jobs(self.n_jobs)) as ex:
-            G = self.learner_groups if self.learner_groups is not None else (
-                effective_n_jobs(self.n_jobs) if ex.kind == "in-process" else ex.n_workers)
-            job = learner_parallel.ObpmJob(
-                path=absolute(ds.path, resolve=True), token=store_token(ds), n_samples=ds.n_samples,
-                n_features=ds.n_features, n_blocks=ds.n_blocks,
-                block_bounds=tuple(int(v) for v in ds.block_bounds), classes=np.asarray(self.classes_),
-                n_outputs=self._state.n_outputs, rule=self._rule_obj, seed=int(self._seed),
-                tau=self._taus[0] if len(self._taus) == 1 else self._taus,
-                tau_block=None if len(self._taus) == 1 else self.n_estimators,
-                fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
-                n_learners=self._state.n_learners,
-                groups=tuple(learner_groups(self._state.n_learners, G, taus=np.repeat(self._taus, self.n_estimators)
-                                            if len(self._taus) > 1 else None)),
-                epochs=self.epochs,
-                shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
-                checkpoint=None if self.checkpoint is None else absolute(self.checkpoint, resolve=True))
-            where = ex.describe()
-            if self.progress:
-                print(f"distlearn: OBPM on {where}", file=sys.stderr)
-            out = learner_parallel.run_obpm(job, ex, resume=self.resume, progress=self.progress,
-                                            record=self.record_online)
-        self._state = out["state"]
-        T = len(self._taus)  # per tau group (a single tau: one group)
-        self._tau_epoch = np.asarray(out["epoch_errors"], np.int64).reshape(self.epochs, T)
-        self._tau_online = self._tau_epoch[0].copy()
-        self._tau_updates = np.asarray(out["epoch_updates"][0], np.int64).reshape(T)
-        self.t_ = int(out["epoch_rows"][0])
-        self.n_iter_ = self.epochs
-        if self.record_online:
-            self._tau_mistakes = np.asarray(out["mistakes"], np.uint8).reshape(-1, T)
-        self.job_ = {"group_blocks": int(out["group_blocks"]), "groups": [list(g) for g in job.groups],
-                     "runner": where, "resumed_from": out["resumed_from"],
-                     "seconds": float(out["seconds"])}
-        self._finish()
+    # -- fit on a store: the learner-parallel job (OnlineBayesPoint._fit_store) ---------------
+    def _store_job(self, common: dict[str, Any], n_groups: int) -> learner_parallel.ObpmJob:
+        return learner_parallel.ObpmJob(
+            **common, rule=self._rule_obj, tau=self._taus[0] if len(self._taus) == 1 else self._taus,
+            tau_block=None if len(self._taus) == 1 else self.n_estimators,
+            fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
+            n_learners=self._state.n_learners,
+            groups=tuple(learner_groups(self._state.n_learners, n_groups, taus=np.repeat(self._taus, self.n_estimators)
+                                        if len(self._taus) > 1 else None)))
 
 
 class PermutationBPM(PermutationBayesPoint):

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import Boolean, Integral, RandomState, Real, in_memory
+from .._validation import Boolean, Integral, NJobs, OptionalPath, RandomState, Real, Scheduler, in_memory
+from ..distributed.learner_parallel import KernelObpmJob
+from ..ensembles import learner_groups
 from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
 from ..stream import encode_labels, is_store
@@ -76,9 +78,15 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
     learner run on the examples it was shown (its random removals seeded by
     :func:`distlearn.ensembles.kernel.member_seed`).  The Bayes point is one
     kernel expansion over the pool, the mean of the members' coefficients
-    (``"average"``: over the ensemble's rounds).  It fits in this process
-    (arrays, or a store streamed block by block), in float64; to run many fits
-    on a cluster use :func:`distlearn.run_grid`.
+    (``"average"``: over the ensemble's rounds).  It fits in float64.  Arrays
+    fit in this process on one pool.  ``fit`` on a store is learner-parallel,
+    as :class:`OBPM`'s: the members split into ``learner_groups`` contiguous
+    groups, each a task chain over the store's blocks (in this process or on
+    ``scheduler``) with its own pool of its members' patterns, so a worker
+    holds its members' budgets, one block and one kernel row, never the data;
+    the pools merge at the end.  Every member, and so the Bayes point, is the
+    same bits for any number of groups and wherever they ran.  To run many
+    fits on a cluster use :func:`distlearn.run_grid`.
 
     Parameters
     ----------
@@ -115,6 +123,27 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         Bayes point (one byte per round).
     random_state : int, RandomState, Generator or None, default=None
         Seed of every draw ``b_{j,t}``, of the shuffles and of random removals.
+    scheduler : None, str or distributed.Client, default=None
+        Where ``fit`` on a *store* runs, as :class:`OBPM`'s
+        (:func:`distlearn.distributed.executor_for`): ``None`` this process
+        (``n_jobs`` threads), ``"local"``, an address, a scheduler file or a
+        Client.  Arrays always fit in this process.
+    learner_groups : int, default=None
+        Store fits: the members split into this many contiguous groups, each
+        with its own pool (default: ``n_jobs`` in this process, one per worker
+        on Dask).  The model does not depend on it; the work per round is
+        about the group's pool size times ``n_features``.
+    n_jobs : int or None, default=1
+        Threads running the learner groups of an in-process store fit.
+    checkpoint : str or path, default=None
+        Store fits: a directory where every group's state is saved after
+        every ``checkpoint_every`` blocks (as :class:`OBPM`'s).
+    checkpoint_every : int, default=8
+        Blocks per task (and per checkpoint).
+    resume : bool, default=False
+        Continue from the last complete checkpoint in ``checkpoint``.
+    progress : bool, default=False
+        A progress bar over blocks x groups for store fits.
 
     Attributes
     ----------
@@ -126,6 +155,8 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         The kernel width used.
     gammas_, gamma_online_errors_, gamma_race_rows_
         The base's ``gamma="auto"`` race, as on the kernel learners.
+    job_ : dict
+        Store fits: ``group_blocks``, ``groups``, ``runner``, ``resumed_from`` and ``seconds``.
     pool_size_ : int
         ``n_patterns``, the patterns of the shared pool (the union of the members' caches).
     member_n_support_ : ndarray of shape (n_estimators,)
@@ -159,17 +190,20 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
 
     _common = {"epochs": Integral(1, None), "shuffle": Boolean(), "random_state": RandomState()}
     _params = {"n_estimators": Integral(1, None), "tau": Real(0.0, 1.0, "right"), "conversion": ConversionChoice(),
-               "record_online": Boolean()}
+               "record_online": Boolean(), "scheduler": Scheduler(), "n_jobs": NJobs(), "checkpoint": OptionalPath(),
+               "checkpoint_every": Integral(1, None), "resume": Boolean(), "progress": Boolean()}
     _FITTED = OnlineBayesPoint._FITTED + ("support_vectors_", "dual_coef_", "n_support_", "gamma_", "_kernel_obj",
                                           "pool_size_", "member_n_support_", "n_removed_", "gammas_",
-                                          "gamma_online_errors_", "gamma_race_rows_", "_gamma_pending")
+                                          "gamma_online_errors_", "gamma_race_rows_", "_gamma_pending", "job_")
     #: a kernel expansion has no bias and computes in float64
     fit_intercept = False
     dtype = "float64"
 
     def __init__(self, *, n_estimators: int = 20, tau: float = 0.3, base: Any = "kernel-perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 10, shuffle: bool = True,
-                 conversion: Any = "average", record_online: bool = False, random_state: Any = None) -> None:
+                 conversion: Any = "average", record_online: bool = False, random_state: Any = None,
+                 scheduler: Any = None, learner_groups: int | None = None, n_jobs: int = 1, checkpoint: Any = None,
+                 checkpoint_every: int = 8, resume: bool = False, progress: bool = False) -> None:
         self.n_estimators = n_estimators
         self.tau = tau
         self.base = base
@@ -179,8 +213,20 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         self.conversion = conversion
         self.record_online = record_online
         self.random_state = random_state
+        self.scheduler = scheduler
+        self.learner_groups = learner_groups
+        self.n_jobs = n_jobs
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.resume = resume
+        self.progress = progress
 
     # -- parameters and the base learner -------------------------------------------------
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.learner_groups is not None:
+            Integral(1, None).check("learner_groups", self.learner_groups)
+
     def _check_base(self, base: Any) -> None:
         require_kernel("KernelOBPM", "OBPM", self.base, base)
         base._check_params()
@@ -236,8 +282,18 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         self.n_removed_ += int(log.removed.sum())
         return log.margin[:, None, :], log.updates[:, None]  # one tau group
 
+    def _store_job(self, common: dict[str, Any], n_groups: int) -> KernelObpmJob:
+        """The learner-parallel job of a store fit: groups of members, each on its own pool."""
+        b = self._base_est
+        return KernelObpmJob(**common, rule=self._rule_obj, tau=float(self.tau), fit_intercept=False, acc_mode=0,
+                             dtype="float64", n_learners=self.n_estimators,
+                             groups=tuple(learner_groups(self.n_estimators, n_groups)), kernel=self._kernel_obj,
+                             beta=float(b._beta()), budget=b.budget, removal=b.removal, native=self._state.native,
+                             keep_retired=self._averaging)
+
     def _finish(self) -> None:
         """The kernel Bayes point: one expansion, the mean of the members' coefficients per pattern."""
+        self.n_removed_ = self._state.n_removed
         self._choose_tau()
         st = self._state
         S, coef, lab = st.bayes_point(average=self._averaging)

@@ -198,10 +198,14 @@ def test_kernel_obpm_has_no_linear_only_parameters_and_obpm_refuses_a_kernel_bas
     from distlearn import OBPM, KernelOBPM
 
     X, y = _data(n=40)
-    with pytest.raises(TypeError, match="n_jobs"):
-        KernelOBPM(n_jobs=2)
+    for linear_only in ("normalize", "conversion_scope", "weights", "fit_intercept", "dtype"):
+        with pytest.raises(TypeError, match=linear_only):
+            KernelOBPM(**{linear_only: None})
     assert set(KernelOBPM().get_params()) == {"n_estimators", "tau", "base", "base_params", "epochs", "shuffle",
-                                              "conversion", "record_online", "random_state"}
+                                              "conversion", "record_online", "random_state",
+                                              # the learner-parallel store fit, as OBPM's
+                                              "scheduler", "learner_groups", "n_jobs", "checkpoint",
+                                              "checkpoint_every", "resume", "progress"}
     for base in (KernelPA(), "kernel-mira"):
         est = OBPM(base=base)
         with pytest.raises(ValueError, match=r"OBPM runs linear rules; the kernel OBPM is KernelOBPM\(base=") as e:
