@@ -185,6 +185,9 @@ def test_ensembles_choose_once_and_give_every_member_the_width(tmp_path):
     assert {e.gamma_ for e in s.estimators_} == {s.gamma_} and s.gamma_ in s.gammas_
     o = KernelOBPM(n_estimators=3, base=KernelPA(gamma="auto"), epochs=1, random_state=0).fit(path)
     assert o.gamma_ in o.gammas_ and (o.gamma_race_rows_ == 650).all()  # the first block
+    # the store fit is the learner-parallel job: it races before the job, then equals the job at gamma_
+    at = KernelOBPM(n_estimators=3, base=KernelPA(gamma=o.gamma_), epochs=1, random_state=0).fit(path)
+    assert np.array_equal(o.dual_coef_, at.dual_coef_) and np.array_equal(o.support_vectors_, at.support_vectors_)
 
 
 def test_cli_trains_with_gamma_auto(tmp_path, capsys):

@@ -171,6 +171,9 @@ class OnlineBayesPoint(OnlineLinearClassifier):
         form) from the fields every job shares and the number of learner groups."""
         raise NotImplementedError
 
+    def _before_store_job(self, ds: Any) -> None:
+        """What the subclass decides from the data before the job is built (the kernel width's race)."""
+
     def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
         """``fit`` on a store: the learner-parallel job (:mod:`distlearn.distributed.learner_parallel`), in
         this process or on ``scheduler``; ``partial_fit`` streams through this process."""
@@ -190,6 +193,7 @@ class OnlineBayesPoint(OnlineLinearClassifier):
                 classes=np.asarray(self.classes_), n_outputs=self._state.n_outputs, seed=int(self._seed),
                 epochs=self.epochs, shuffle=bool(self.shuffle), segment_blocks=int(self.checkpoint_every),
                 checkpoint=None if self.checkpoint is None else absolute(self.checkpoint, resolve=True))
+            self._before_store_job(ds)
             job = self._store_job(common, G)
             where = ex.describe()
             if self.progress:

@@ -30,7 +30,7 @@ from ..distributed.learner_parallel import KernelObpmJob
 from ..ensembles import learner_groups
 from ..ensembles.kernel import NO_PROJECTRON, init_kernel_ensemble, learn_kernel_ensemble_chunk
 from ..learners.kernel import kernel_decision
-from ..stream import encode_labels, is_store
+from ..stream import encode_labels, epoch_chunks, is_store
 from ._base_learners import resolve_base, shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
 from ._permutation_bayes_point import PermutationBayesPoint
@@ -256,6 +256,18 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (r.gammas_, r.gamma_online_errors_,
                                                                          r.gamma_race_rows_)
         self._gamma_pending = False
+
+    def _before_store_job(self, ds: Any) -> None:
+        """gamma="auto" on a store fit: the race over the first chunk of the first epoch, in the order
+        the members see it (as the streaming fit races), before the groups' job takes the width."""
+        if self._gamma_pending:
+            chunks = epoch_chunks(ds, seed=self._seed, epoch=0, shuffle=bool(self.shuffle), classes=self.classes_,
+                                  dtype="float64")
+            try:
+                first = next(chunks)
+            finally:
+                chunks.close()
+            self._choose_gamma(first.X, first.y, first.order)
 
     # -- the shared-pool engine ----------------------------------------------------------------
     def _new_state(self, n_features: int, n_outputs: int) -> Any:
