@@ -745,19 +745,56 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
     """Slot ``v`` (pattern ``rows[idx[v]]``, squared norm ``sq[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
     slots ``< n_slots`` (0 when the scores are not kept), and with ``bounded`` their margin bounds
     grow (:func:`_pick_bounded`).  The single learner's slots hold their rows (``idx`` the
-    identity); an OBPM member's point into the pool."""
+    identity); an OBPM member's point into the pool.
+
+    The kernel row of ``x_v`` runs over ``SLOT_BLOCK`` slots at a time: their dot products are
+    independent sums in registers, each over the features in order as :func:`_dot` sums it (the same
+    bits as :func:`_kval`), so the row is bound by throughput, not by the latency of one long sum."""
     xv = rows[idx[v]]
     sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
     if bounded:
         _bound_table(mode, K, A[v], -1.0, Dp, Dn)
-    for i in range(n_slots):
-        if alive[i] and i != v:
-            kv = _kval(kern, xv, sqv, rows[idx[i]], sq[idx[i]])
+    grp = np.empty(SLOT_BLOCK, dtype=np.int64)
+    dv = np.empty(SLOT_BLOCK, dtype=np.float64)
+    d = xv.shape[0]
+    ng = 0
+    for i in range(n_slots + 1):
+        if i < n_slots:
+            if not alive[i] or i == v:
+                continue
+            grp[ng] = i
+            ng += 1
+            if ng < SLOT_BLOCK:
+                continue
+        elif ng == 0:
+            break
+        if ng == SLOT_BLOCK:
+            r0, r1, r2, r3 = rows[idx[grp[0]]], rows[idx[grp[1]]], rows[idx[grp[2]]], rows[idx[grp[3]]]
+            r4, r5, r6, r7 = rows[idx[grp[4]]], rows[idx[grp[5]]], rows[idx[grp[6]]], rows[idx[grp[7]]]
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+            for j in range(d):
+                xj = xv[j]
+                a0 += xj * r0[j]
+                a1 += xj * r1[j]
+                a2 += xj * r2[j]
+                a3 += xj * r3[j]
+                a4 += xj * r4[j]
+                a5 += xj * r5[j]
+                a6 += xj * r6[j]
+                a7 += xj * r7[j]
+            dv[0], dv[1], dv[2], dv[3], dv[4], dv[5], dv[6], dv[7] = a0, a1, a2, a3, a4, a5, a6, a7
+        else:
+            for p in range(ng):
+                dv[p] = _dot(xv, rows[idx[grp[p]]])
+        for p in range(ng):
+            i2 = grp[p]
+            kv = _kfin(kern, dv[p], sqv, sq[idx[i2]])
             for q in range(nz):
-                F[i, cols[q]] -= A[v, cols[q]] * kv
+                F[i2, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
+                _grow_bound(ub, i2, _bound_step(Dp, Dn, lab[i2], kv))
+        ng = 0
 
 
 @njit(inline="always", **NUMBA_FLAGS)
