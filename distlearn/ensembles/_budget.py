@@ -16,7 +16,8 @@ pool index, coefficients ``A[j, s, :]``, incremental scores ``F[j, s, :]``,
 self-kernel, class, birth round (its own round counter) -- so its removal
 tests, removals and budget are the single learner's, applied to the examples
 it was shown: every member is bit for bit the single kernel learner run on its
-examples (kernel values are the same bits however they are computed, and every
+examples (a kernel value is one function of its pair, the same bits whichever
+block or pool slot computes it -- :func:`~distlearn.learners._budget._block_rows` -- and every
 sum runs over the member's slots in insertion order).  The budget (None,
 DistillCache, fixed size) is therefore each member's own; the pool is their
 union.
@@ -47,6 +48,7 @@ from ..learners._budget import (
     REMOVE_MARGIN,
     REMOVE_RANDOM,
     ROW_BLOCK,
+    SLOT_BLOCK,
     _insert_scores,
     _kval,
     _next_block,
@@ -114,7 +116,7 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
     K = mem.A.shape[2]
     A = mem.A
     pv = mem.pidx[j, v]
-    _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, mem.pidx[j], A[j], mem.F[j],
+    _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, pool.sq, mem.pidx[j], A[j], mem.F[j],
                    mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn)
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
@@ -152,8 +154,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     N = mask.shape[1]
     K = A.shape[2]
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
+    sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
-    acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
+    live = np.zeros(PS.shape[0], dtype=np.int64)
     kpool = np.zeros(PS.shape[0], dtype=np.float64)  # the round's kernel row against the pool
     m = np.zeros(K, dtype=np.float64)
     steps = np.zeros(K, dtype=np.float64)
@@ -175,7 +179,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         if ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = pmeta[0]
-            _next_block(kern, X, order, ii, PS, palive, n0, Xt, G, acc)
+            _next_block(kern, X, order, ii, PS, pool.sq, palive, n0, Xt, sqt, G, acc, live)
         r = order[ii]
         x = X[r]
         yc = y[r]
@@ -190,7 +194,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 kpool[i] = gb[i]
         for i in range(n0, n_pool):
             if palive[i]:
-                kpool[i] = _kval(kern, PS[i], x)
+                kpool[i] = _kval(kern, PS[i], pool.sq[i], x, sqx)
         finite = math.isfinite(kxx)
         for k in range(K):
             log.margin[ii, k] = 0.0

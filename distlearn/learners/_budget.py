@@ -49,7 +49,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .._config import NUMBA_FLAGS
 from ._kernels import (
@@ -155,76 +156,164 @@ class BudgetLog(NamedTuple):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _kval(kern, a, b):
-    """k(a, b) for rows ``a``, ``b`` (``kern`` a :class:`KernelParams`; RBF uses the direct
-    sum of squared differences, which is exact where a ~ b)."""
-    if kern.code == RBF_KERNEL:
-        acc = 0.0
-        for j in range(a.shape[0]):
-            t = a[j] - b[j]
-            acc += t * t
-        return math.exp(-kern.gamma * acc)
+def _dot(a, b):
+    """``a . b`` summed over the features in order (the one sum every kernel value starts from)."""
     acc = 0.0
     for j in range(a.shape[0]):
         acc += a[j] * b[j]
-    if kern.code == POLY_KERNEL:
-        return (kern.gamma * acc + kern.coef0) ** kern.degree
     return acc
+
+
+@intrinsic
+def _bits_to_float(typingctx, v):
+    """The float64 whose IEEE bits are the int64 ``v`` (a bit cast; builds ``2^n`` in :func:`_exp_neg`)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts (Cody & Waite): n * _LN2_HI is exact for |n| < 2^11
+_LN2_LO = 1.90821492927058770002e-10
+_C2, _C3, _C4, _C5, _C6, _C7 = 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720, 1 / 5040
+_C8, _C9, _C10, _C11, _C12, _C13 = 1 / 40320, 1 / 362880, 1 / 3628800, 1 / 39916800, 1 / 479001600, 1 / 6227020800
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _exp_neg(x):
+    """``exp(x)`` for ``x <= 0`` (the RBF kernel's argument) without a library call, so a loop of
+    them vectorises (3x libm's ``exp`` in a loop, measured): ``x = n ln 2 + r``, ``|r| <= ln(2)/2``,
+    ``exp(r)`` by its Taylor polynomial of degree 13 (truncation < 5e-18), times ``2^n`` built from
+    its bits in two normal factors (so a subnormal result rounds once).  Within 1 ulp of ``math.exp``
+    on [-708, 0] (measured 2.2e-16 relative over 10^6 draws); below -746, 0."""
+    if x < -746.0:
+        x = -746.0
+    n = math.floor(x * _LOG2E + 0.5)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    p = _C13
+    p = p * r + _C12
+    p = p * r + _C11
+    p = p * r + _C10
+    p = p * r + _C9
+    p = p * r + _C8
+    p = p * r + _C7
+    p = p * r + _C6
+    p = p * r + _C5
+    p = p * r + _C4
+    p = p * r + _C3
+    p = p * r + _C2
+    p = p * r + 1.0
+    p = p * r + 1.0
+    k = np.int64(n)
+    h = k >> 1
+    return (p * _bits_to_float((h + 1023) << 52)) * _bits_to_float((k - h + 1023) << 52)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _kfin(kern, dot, sqa, sqb):
+    """The kernel value of a pair from its dot product and squared norms: RBF
+    ``exp(-gamma max(0, ||a||^2 + ||b||^2 - 2 a.b))`` (:func:`_exp_neg`), poly ``(gamma a.b + coef0)^degree``, linear ``a.b``."""
+    if kern.code == RBF_KERNEL:
+        d2 = (sqa - dot) + (sqb - dot)  # never inf - inf for finite norms (|a.b| <= max(||a||^2, ||b||^2))
+        if d2 < 0.0:
+            d2 = 0.0
+        return _exp_neg(-kern.gamma * d2)
+    if kern.code == POLY_KERNEL:
+        return (kern.gamma * dot + kern.coef0) ** kern.degree
+    return dot
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _kval(kern, a, sqa, b, sqb):
+    """k(a, b) for rows ``a``, ``b`` of squared norms ``sqa``, ``sqb`` (``kern`` a :class:`KernelParams`;
+    :func:`_kfin` of :func:`_dot`, so every kernel value of a pair is the same bits however it is reached)."""
+    return _kfin(kern, _dot(a, b), sqa, sqb)
 
 
 #: Rows whose kernel rows against the cache are computed together (one pass over the cache per block).
 ROW_BLOCK = 16
+#: Cached patterns whose dot products with a block's rows are accumulated together (register blocking:
+#: each loaded block column feeds SLOT_BLOCK products).
+SLOT_BLOCK = 8
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _block_rows(kern, S, alive, n0, Xt, nb, G, acc):
+def _block_rows(kern, S, sq, alive, n0, Xt, sqt, nb, G, acc, live):
     """``G[b, i] = k(S[i], x_b)`` for the live slots ``i < n0`` and the ``nb`` rows held
-    transposed in ``Xt[:, :nb]``.
+    transposed in ``Xt[:, :nb]`` with squared norms ``sqt``: a blocked matrix product
+    ``X_block S^T`` of ``SLOT_BLOCK`` cached patterns by ``ROW_BLOCK`` rows at a time, then
+    :func:`_kfin` of each entry (RBF from the squared norms, clipped at 0).
 
-    Every pair's sum runs over the features in order, exactly as :func:`_kval`
-    sums it, so a blocked value is bit for bit the per-row value; the block only
-    reorders *which* pairs are computed when -- each cached row is read once
-    per block instead of once per round, and the inner loop over the block's
-    rows vectorises.
+    Every pair's dot product runs over the features in order with float64 products and sums,
+    exactly as :func:`_dot` sums it (no fused or reordered arithmetic), so a blocked value is bit
+    for bit the per-row value :func:`_kval` -- whichever block, block size or slot position the pair
+    lands in.  Hence a model does not depend on how rounds fall into blocks (chunking), and an OBPM
+    member (kernel rows over the pool) computes the same bits as the single learner (over its
+    cache).  The block only reorders *which* pairs are computed when: each cached row is read once
+    per block, each loaded block column feeds ``SLOT_BLOCK`` products, and the inner loop over the
+    block's rows vectorises.  ``acc`` is ``(SLOT_BLOCK, ROW_BLOCK)`` scratch, ``live`` int scratch
+    of ``n0`` entries.
     """
     d = S.shape[1]
+    nl = 0
     for i in range(n0):
-        if not alive[i]:
-            continue
-        for b in range(ROW_BLOCK):
-            acc[b] = 0.0
-        if kern.code == RBF_KERNEL:
+        if alive[i]:
+            live[nl] = i
+            nl += 1
+    q = 0
+    while q < nl:
+        w = min(SLOT_BLOCK, nl - q)
+        for p in range(SLOT_BLOCK):
+            for b in range(ROW_BLOCK):
+                acc[p, b] = 0.0
+        if w == SLOT_BLOCK:
+            i0, i1, i2, i3 = live[q], live[q + 1], live[q + 2], live[q + 3]
+            i4, i5, i6, i7 = live[q + 4], live[q + 5], live[q + 6], live[q + 7]
             for j in range(d):
-                s = S[i, j]
+                s0, s1, s2, s3 = S[i0, j], S[i1, j], S[i2, j], S[i3, j]
+                s4, s5, s6, s7 = S[i4, j], S[i5, j], S[i6, j], S[i7, j]
                 for b in range(ROW_BLOCK):
-                    t = s - Xt[j, b]
-                    acc[b] += t * t
-            for b in range(nb):
-                G[b, i] = math.exp(-kern.gamma * acc[b])
+                    xb = Xt[j, b]
+                    acc[0, b] += s0 * xb
+                    acc[1, b] += s1 * xb
+                    acc[2, b] += s2 * xb
+                    acc[3, b] += s3 * xb
+                    acc[4, b] += s4 * xb
+                    acc[5, b] += s5 * xb
+                    acc[6, b] += s6 * xb
+                    acc[7, b] += s7 * xb
         else:
-            for j in range(d):
-                s = S[i, j]
-                for b in range(ROW_BLOCK):
-                    acc[b] += s * Xt[j, b]
-            if kern.code == POLY_KERNEL:
-                for b in range(nb):
-                    G[b, i] = (kern.gamma * acc[b] + kern.coef0) ** kern.degree
-            else:
-                for b in range(nb):
-                    G[b, i] = acc[b]
+            for p in range(w):
+                i = live[q + p]
+                for j in range(d):
+                    s = S[i, j]
+                    for b in range(ROW_BLOCK):
+                        acc[p, b] += s * Xt[j, b]
+        for p in range(w):  # finish in place (a vectorised loop), then scatter into G
+            i = live[q + p]
+            sqi = sq[i]
+            for b in range(ROW_BLOCK):
+                acc[p, b] = _kfin(kern, acc[p, b], sqi, sqt[b])
+            for b in range(nb):
+                G[b, i] = acc[p, b]
+        q += w
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _next_block(kern, X, order, ii, S, alive, n0, Xt, G, acc):
-    """Load the rows ``order[ii:ii + ROW_BLOCK]`` transposed into ``Xt`` and compute their kernel
-    rows ``G`` against the live slots ``< n0`` (:func:`_block_rows`)."""
+def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
+    """Load the rows ``order[ii:ii + ROW_BLOCK]`` transposed into ``Xt`` (their squared norms into
+    ``sqt``) and compute their kernel rows ``G`` against the live slots ``< n0`` (:func:`_block_rows`)."""
     nb = min(ROW_BLOCK, order.shape[0] - ii)
     d = X.shape[1]
     for b in range(nb):
         xr = X[order[ii + b]]
         for j in range(d):
             Xt[j, b] = xr[j]
-    _block_rows(kern, S, alive, n0, Xt, nb, G, acc)
+        sqt[b] = _dot(xr, xr)
+    _block_rows(kern, S, sq, alive, n0, Xt, sqt, nb, G, acc, live)
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -652,41 +741,77 @@ def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, u
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _remove_scores(v, n_slots, kern, mode, K, rows, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn):
-    """Slot ``v`` (pattern ``rows[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
+def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn):
+    """Slot ``v`` (pattern ``rows[idx[v]]``, squared norm ``sq[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
     slots ``< n_slots`` (0 when the scores are not kept), and with ``bounded`` their margin bounds
     grow (:func:`_pick_bounded`).  The single learner's slots hold their rows (``idx`` the
-    identity); an OBPM member's point into the pool."""
+    identity); an OBPM member's point into the pool.
+
+    The kernel row of ``x_v`` runs over ``SLOT_BLOCK`` slots at a time: their dot products are
+    independent sums in registers, each over the features in order as :func:`_dot` sums it (the same
+    bits as :func:`_kval`), so the row is bound by throughput, not by the latency of one long sum."""
     xv = rows[idx[v]]
+    sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
     if bounded:
         _bound_table(mode, K, A[v], -1.0, Dp, Dn)
-    for i in range(n_slots):
-        if alive[i] and i != v:
-            kv = _kval(kern, xv, rows[idx[i]])
+    grp = np.empty(SLOT_BLOCK, dtype=np.int64)
+    dv = np.empty(SLOT_BLOCK, dtype=np.float64)
+    d = xv.shape[0]
+    ng = 0
+    for i in range(n_slots + 1):
+        if i < n_slots:
+            if not alive[i] or i == v:
+                continue
+            grp[ng] = i
+            ng += 1
+            if ng < SLOT_BLOCK:
+                continue
+        elif ng == 0:
+            break
+        if ng == SLOT_BLOCK:
+            r0, r1, r2, r3 = rows[idx[grp[0]]], rows[idx[grp[1]]], rows[idx[grp[2]]], rows[idx[grp[3]]]
+            r4, r5, r6, r7 = rows[idx[grp[4]]], rows[idx[grp[5]]], rows[idx[grp[6]]], rows[idx[grp[7]]]
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+            for j in range(d):
+                xj = xv[j]
+                a0 += xj * r0[j]
+                a1 += xj * r1[j]
+                a2 += xj * r2[j]
+                a3 += xj * r3[j]
+                a4 += xj * r4[j]
+                a5 += xj * r5[j]
+                a6 += xj * r6[j]
+                a7 += xj * r7[j]
+            dv[0], dv[1], dv[2], dv[3], dv[4], dv[5], dv[6], dv[7] = a0, a1, a2, a3, a4, a5, a6, a7
+        else:
+            for p in range(ng):
+                dv[p] = _dot(xv, rows[idx[grp[p]]])
+        for p in range(ng):
+            i2 = grp[p]
+            kv = _kfin(kern, dv[p], sqv, sq[idx[i2]])
             for q in range(nz):
-                F[i, cols[q]] -= A[v, cols[q]] * kv
+                F[i2, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
-                _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
+                _grow_bound(ub, i2, _bound_step(Dp, Dn, lab[i2], kv))
+        ng = 0
 
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _self_kernel(kern, x):
     """``(ok, ||x||^2, k(x, x))`` of a round's row; ``ok`` is False when ``||x||^2`` overflows or
     underflows float64 (every kernel value would be 0, 1 or inf: the round is refused)."""
-    sqx = 0.0
-    for j in range(x.shape[0]):
-        sqx += x[j] * x[j]
+    sqx = _dot(x, x)
     if _out_of_range(sqx, x, 0, x.shape[0]):
         return False, sqx, 0.0
-    return True, sqx, _kval(kern, x, x)
+    return True, sqx, _kfin(kern, sqx, sqx, sqx)
 
 
 @njit(**NUMBA_FLAGS)
 def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn):
     """Remove slot ``v`` of the cache ``c`` at round ``t`` (:func:`_remove_scores`; ``ident`` the
     identity slot -> row map)."""
-    _remove_scores(v, c.meta[0] if keep_scores else 0, kern, mode, c.A.shape[1], c.S, ident, c.A, c.F, c.lab,
+    _remove_scores(v, c.meta[0] if keep_scores else 0, kern, mode, c.A.shape[1], c.S, c.sq, ident, c.A, c.F, c.lab,
                    c.alive, bounded, ub, cols, Dp, Dn)
     c.alive[v] = False
     c.died[v] = t
@@ -739,8 +864,10 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     cap = c.S.shape[0]
     projectron = budget.code == BUDGET_PROJECTRON
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
+    sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((ROW_BLOCK, cap), dtype=np.float64)
-    acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
+    live = np.zeros(cap, dtype=np.int64)
     krow = np.zeros(cap, dtype=np.float64)  # the round's kernel row against the slots
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
@@ -766,7 +893,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = meta[0]
-            _next_block(kern, X, order, ii, S, alive, n0, Xt, G, acc)
+            _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
         r = order[ii]
         x = X[r]
         yc = y[r]
@@ -789,7 +916,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             first = n0
         for i in range(first, n_slots):
             if alive[i]:
-                kv = _kval(kern, S[i], x)
+                kv = _kval(kern, S[i], c.sq[i], x, sqx)
                 krow[i] = kv
                 for k in range(K):
                     m[k] += A[i, k] * kv
@@ -894,18 +1021,25 @@ def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
     of equal hypotheses votes once with its length.  ``out[r, 0]`` counts the
     binary votes for the positive class; ``out[r, k]`` the multiclass votes for
     class ``k`` (argmax, first on ties).  O(P d + E K) per row.  ``kernel``, ``kp``: the
-    kernel's code and ``[gamma, degree, coef0]`` (``sq`` is unused: kept for the callers).
+    kernel's code and ``[gamma, degree, coef0]``; ``sq`` the patterns' squared norms.  The kernel
+    rows are the engine's blocked products (:func:`_block_rows`, ``ROW_BLOCK`` rows at a time).
     """
     kern = KernelParams(kernel, kp[0], kp[1], kp[2])
     P = S.shape[0]
     K = coef.shape[1]
     E = ev_t.shape[0]
-    kx = np.zeros(P, dtype=np.float64)
+    order = np.arange(X.shape[0])
+    every = np.ones(P, dtype=np.bool_)
+    Xt = np.zeros((X.shape[1], ROW_BLOCK), dtype=np.float64)
+    sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
+    G = np.zeros((ROW_BLOCK, P), dtype=np.float64)
+    acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
+    live = np.zeros(P, dtype=np.int64)
     f = np.zeros(K, dtype=np.float64)
     for r in range(X.shape[0]):
-        x = X[r]
-        for p in range(P):
-            kx[p] = _kval(kern, S[p], x)
+        if r % ROW_BLOCK == 0:
+            _next_block(kern, X, order, r, S, sq, every, P, Xt, sqt, G, acc, live)
+        kx = G[r % ROW_BLOCK]
         for k in range(K):
             f[k] = 0.0
         e = 0

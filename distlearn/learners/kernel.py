@@ -446,8 +446,8 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
     """``k(x_r, S_i)`` for the rows of ``Xb`` (dense or CSR) and ``S``, through one matrix product.
 
     RBF uses ``||x||^2 + ||s||^2 - 2 x.s`` (clipped at 0), as scikit-learn's
-    SVC does; the engine's own rows sum the squared differences, so the two
-    agree to rounding, not bit for bit.
+    SVC does and as the engine's own blocked rows do (:func:`distlearn.learners._budget._block_rows`);
+    BLAS sums the products in its own order, so the two agree to rounding, not bit for bit.
     """
     G = np.asarray(Xb @ S.T, dtype=np.float64)
     kp = kernel.record()

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from tests.naive_budget import KERNEL_RTOL
 
 from distlearn import KernelPA, rng
 from distlearn.ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk, member_seed
@@ -213,9 +214,11 @@ def test_kernel_obpm_has_no_linear_only_parameters_and_obpm_refuses_a_kernel_bas
         assert "\n" not in str(e.value) and not hasattr(est, "classes_")
 
 
-def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted_bit_for_bit(tmp_path):
+def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted(tmp_path):
     """kernel_obpm_before_issue27.npz was saved by OBPM(base=KernelMIRA(...)) before KernelOBPM existed: it
-    loads as a kernel model, and KernelOBPM with the same parameters is the same model, bit for bit."""
+    loads as a kernel model, and KernelOBPM with the same parameters is the same model: the same support
+    patterns and predictions, coefficients and scores at KERNEL_RTOL (the file predates kernel rows from
+    squared norms, issue 29; a refit saved and loaded is the refit bit for bit)."""
     from pathlib import Path
 
     from distlearn import KernelMIRA, KernelOBPM
@@ -229,12 +232,13 @@ def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted_bit
     est = KernelOBPM(n_estimators=4, tau=0.5, base=KernelMIRA(gamma=0.5, budget=12), epochs=2,
                      random_state=7).fit(X[:100], y[:100])
     assert np.array_equal(est.support_vectors_, old.support_vectors_)
-    assert np.array_equal(est.dual_coef_, old.dual_coef_)
-    assert np.array_equal(est.decision_function(X[100:]), old.decision_function(X[100:]))
+    np.testing.assert_allclose(est.dual_coef_, old.dual_coef_, rtol=KERNEL_RTOL, atol=1e-12)
+    np.testing.assert_allclose(est.decision_function(X[100:]), old.decision_function(X[100:]), rtol=KERNEL_RTOL,
+                               atol=1e-9)
     assert np.array_equal(est.predict(X[100:]), old.predict(X[100:]))
     new = load_model(save_model(est, tmp_path / "k.npz"))
     assert new.meta["estimator"] == "KernelOBPM" and new.meta["params"]["tau"] == 0.5
-    assert np.array_equal(new.decision_function(X[100:]), old.decision_function(X[100:]))
+    assert np.array_equal(new.decision_function(X[100:]), est.decision_function(X[100:]))
 
 
 def test_kernel_permutation_bpm_is_the_mean_of_its_members():

@@ -349,3 +349,40 @@ def test_three_epochs_are_no_worse_than_one(cls):
                 size[ep].append(clf.cache_size_[-1])
         assert np.mean(err[3]) <= np.mean(err[1]) + 0.01, (name, err)
         assert np.mean(size[3]) <= 1.25 * np.mean(size[1]), (name, size)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_blocked_kernel_values_are_the_per_pair_values_wherever_the_block_falls(kernel):
+    """A kernel value is one function of its pair: the blocked product (8 cached patterns x 16 rows at a
+    time, from squared norms) gives the per-row value bit for bit at every block offset and size and
+    slot position -- so a model cannot depend on how its rounds fall into blocks or chunks, and an OBPM
+    member (rows over the pool) equals the single learner (rows over its cache).  The values agree with
+    the direct sum of squared differences (the oracle's) at KERNEL_RTOL and with kernel_matrix (BLAS)."""
+    from tests.naive_budget import KERNEL_RTOL
+
+    from distlearn.learners import _budget as B
+    from distlearn.learners.kernel import kernel_matrix
+
+    rs = np.random.default_rng(3)
+    n, d = 45, 37
+    S = rs.random((n, d))
+    X = rs.random((40, d))
+    alive = rs.random(n) < 0.8
+    sq = np.array([B._dot(s, s) for s in S])
+    kern = make_kernel(kernel, gamma=0.07, degree=3, coef0=1.0)
+    kp = kern.record()
+    want = np.array([[B._kval(kp, S[i], sq[i], x, B._dot(x, x)) for i in range(n)] for x in X])
+    ref = kernel_matrix(kern, X, S)
+    np.testing.assert_allclose(want, ref, rtol=1e-12)
+    if kernel == "rbf":  # the direct sum of squared differences, as the oracle computes it
+        direct = np.exp(-0.07 * ((X[:, None, :] - S[None, :, :]) ** 2).sum(-1))
+        np.testing.assert_allclose(want, direct, rtol=KERNEL_RTOL)
+    R = B.ROW_BLOCK
+    for start, n0 in [(0, n), (5, n), (29, 33), (33, 9), (38, 45)]:  # offsets, a short last block, fewer slots
+        order = np.arange(X.shape[0], dtype=np.int64)
+        G = np.full((R, n), np.nan)
+        B._next_block(kp, X, order, start, S, sq, alive, n0, np.zeros((d, R)), np.zeros(R), G,
+                      np.zeros((B.SLOT_BLOCK, R)), np.zeros(n, dtype=np.int64))
+        nb = min(R, X.shape[0] - start)
+        live = np.flatnonzero(alive[:n0])
+        assert np.array_equal(G[:nb][:, live], want[start:start + nb][:, live]), (start, n0)

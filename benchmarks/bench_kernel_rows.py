@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Benchmark: the kernel budget engine's kernel rows, before/after and against SVC, alternating runs.
+
+    .venv/bin/python benchmarks/bench_kernel_rows.py --before /path/to/old/checkout
+    .venv/bin/python benchmarks/bench_kernel_rows.py --rows letter-variable,svc --repeat 5
+    .venv/bin/python benchmarks/bench_kernel_rows.py --rows fashion-500,fashion-variable --fashion-rows 10000
+
+Every measurement is one fresh child process (``--child ROW``) that loads the data, compiles on a
+few rows (untimed) and times one fit in CPU seconds of the process (every fit here runs on one
+thread: the engine, libsvm, and OpenBLAS pinned to one thread; on a shared machine CPU seconds move
+far less with the load than wall seconds, which are kept in the JSON); the rows and the two code versions (this checkout, and
+``--before DIR``, an older checkout put first on ``PYTHONPATH``) alternate: A B A B ..., so load
+from other jobs falls on both alike.  Medians, and the after/before and row/SVC ratios, are
+printed with the issue's targets beside them; nothing is asserted.
+
+Rows:
+
+  svc               sklearn SVC(C=10, gamma="scale") fit on LETTER (version-independent: run once per round)
+  letter-variable   KernelMIRA(kernel="rbf", budget="variable") with its defaults, LETTER (target: <= SVC's fit)
+  letter-mira       KernelMIRA(kernel="rbf") with its defaults, no budget: one kernel epoch
+  obpm-100          KernelOBPM(n_estimators=100, tau=0.3, base=KernelMIRA(kernel="rbf"), epochs=1,
+                    conversion="last"): one epoch of 100 members (target: <= 5x letter-mira)
+  fashion-500       KernelMIRA(kernel="poly", degree=9, gamma=1, budget=500) on ``--fashion-rows`` unit-norm
+                    Fashion-MNIST rows (d = 784)
+  fashion-variable  the same with budget="variable"
+
+LETTER comes from ``$DISTLEARN_LETTER`` or the fetched copy (``distlearn data fetch letter``),
+the first 16,000 rows train and the last 4,000 test, min-max scaled on the training rows;
+Fashion-MNIST from ``$DISTLEARN_FASHION_MNIST`` or the fetched copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable")
+HERE = Path(__file__).resolve().parent.parent
+
+
+def _letter():
+    import numpy as np
+    from sklearn.datasets import load_svmlight_file
+
+    from distlearn.data.public import letter_file
+
+    path = letter_file()
+    if path is None or not path.exists():
+        raise SystemExit("no LETTER data: set $DISTLEARN_LETTER or run `distlearn data fetch letter`")
+    X, y = load_svmlight_file(str(path))
+    X = np.asarray(X.todense())
+    lo, hi = X[:16000].min(0), X[:16000].max(0)
+    X = (X - lo) / np.where(hi > lo, hi - lo, 1.0)
+    return X[:16000], y[:16000], X[16000:], y[16000:]
+
+
+def _fashion(n):
+    from sklearn.preprocessing import normalize
+
+    from distlearn.data.public import fashion_mnist_dir, load_fashion_mnist
+
+    d = fashion_mnist_dir()
+    if d is None or not Path(d).exists():
+        raise SystemExit("no Fashion-MNIST data: set $DISTLEARN_FASHION_MNIST or run `distlearn data fetch fashion-mnist`")
+    Xtr, ytr, Xte, yte = load_fashion_mnist(d)
+    return normalize(Xtr[:n]), ytr[:n], normalize(Xte), yte
+
+
+def child(row: str, fashion_rows: int) -> dict:
+    import numpy as np
+
+    from distlearn import KernelMIRA, KernelOBPM
+
+    if row.startswith("fashion"):
+        Xtr, ytr, Xte, yte = _fashion(fashion_rows)
+        budget = 500 if row == "fashion-500" else "variable"
+
+        def make():
+            return KernelMIRA(kernel="poly", degree=9, gamma=1.0, budget=budget, random_state=0)
+    else:
+        Xtr, ytr, Xte, yte = _letter()
+        if row == "svc":
+            from sklearn.svm import SVC
+
+            def make():
+                return SVC(C=10.0, gamma="scale")
+        elif row == "obpm-100":
+            def make():
+                return KernelOBPM(n_estimators=100, tau=0.3, base=KernelMIRA(kernel="rbf"), epochs=1,
+                                  conversion="last", random_state=0)
+        else:
+            budget = "variable" if row == "letter-variable" else None
+
+            def make():
+                return KernelMIRA(kernel="rbf", budget=budget, random_state=0)
+    make().fit(Xtr[:300], ytr[:300])  # compile (numba's cache), untimed
+    t, c = time.perf_counter(), time.process_time()
+    clf = make().fit(Xtr, ytr)
+    fit_s, cpu_s = time.perf_counter() - t, time.process_time() - c
+    support = int(np.sum(clf.n_support_))
+    return {"fit_s": cpu_s, "wall_s": fit_s, "test_error": float(np.mean(clf.predict(Xte) != yte)), "support": support}
+
+
+def run(row: str, version: str, path: Path, fashion_rows: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(path), OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, __file__, "--child", row, "--fashion-rows", str(fashion_rows)],
+                         env=env, capture_output=True, text=True, timeout=3600, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{row} ({version}) failed: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--rows", default="svc,letter-variable,letter-mira,fashion-500,fashion-variable",
+                   help=f"comma-separated subset of {','.join(ROWS)}")
+    p.add_argument("--before", type=Path, default=None, help="an older checkout to time against (alternating)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--fashion-rows", type=int, default=10000)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.fashion_rows)))
+        return 0
+    rows = [r for r in args.rows.split(",") if r]
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        p.error(f"--rows: unknown {bad}; choose from {','.join(ROWS)}")
+    versions = [("after", HERE)] + ([("before", args.before.resolve())] if args.before else [])
+    res: dict = {}
+    for rep in range(args.repeat):
+        for row in rows:
+            for version, path in (versions[:1] if row == "svc" else versions):
+                r = run(row, version, path, args.fashion_rows)
+                res.setdefault(row, {}).setdefault(version, []).append(r)
+                print(f"# round {rep}: {row:<17} {version:<6} fit {r['fit_s']:7.2f} cpu s ({r['wall_s']:.2f} wall)  error "
+                      f"{100 * r['test_error']:5.2f} %  support {r['support']}  (load {os.getloadavg()[0]:.1f})",
+                      flush=True)
+    med = {row: {v: statistics.median(x["fit_s"] for x in runs) for v, runs in by.items()} for row, by in res.items()}
+    print(f"\n{'row':<18}{'after s':>9}{'before s':>10}{'after/before':>14}{'error %':>9}{'support':>9}")
+    for row, by in med.items():
+        a, b = by["after"], by.get("before")
+        last = res[row]["after"][-1]
+        print(f"{row:<18}{a:>9.2f}{(b if b else float('nan')):>10.2f}{(a / b if b else float('nan')):>14.2f}"
+              f"{100 * last['test_error']:>9.2f}{last['support']:>9d}")
+    for v in [v for v, _ in versions]:
+        if "svc" in med and "letter-variable" in med:
+            r = med["letter-variable"][v] / med["svc"]["after"]
+            print(f"target ({v}): LETTER variable-cache fit <= SVC fit: {r:.2f}x ({'PASS' if r <= 1 else 'FALL SHORT'})")
+        if "obpm-100" in med and "letter-mira" in med:
+            r = med["obpm-100"][v] / med["letter-mira"][v]
+            print(f"target ({v}): kernel OBPM-100 <= 5x one kernel epoch: {r:.1f}x ({'PASS' if r <= 5 else 'FALL SHORT'})")
+    print(f"load at the end: {open('/proc/loadavg').read().strip()}")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": res, "medians": med}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
