@@ -829,9 +829,9 @@ def _parser_train(sub: Any) -> None:
         help="train a model on a store (in process, on a LocalCluster, or on a Dask cluster)",
         description=(
             "Train a classifier on a zarr store and report its online (progressive) error, time and,\n"
-            "with --test, its test error. OBPM runs its learners as Dask task chains over the store's\n"
-            "blocks (learner-parallel) with --scheduler/--workers; the weights are bit-identical to an\n"
-            "in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
+            "with --test, its test error. OBPM and kernel-obpm run their learners as Dask task chains\n"
+            "over the store's blocks (learner-parallel) with --scheduler/--workers; the model is\n"
+            "bit-identical to an in-process run. Long jobs: --checkpoint DIR saves the state every --checkpoint-every blocks,\n"
             "and --resume continues from the last complete checkpoint after a crash or Ctrl-C.\n\n"
             "models:\n" + "".join(f"  {name:<12} {text}\n" for name, text in sorted(MODELS.items()))
             + "(estimator parameters with --param NAME=VALUE, e.g. --param tau=0.3 --param base=alma)"
@@ -905,7 +905,8 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         a.test = a.test and f"{a.test}#{a.target}"
     takes = est.get_params(deep=False)
     if (a.checkpoint or a.resume) and "checkpoint" not in takes:
-        raise ValueError(f"--checkpoint/--resume apply to --model obpm (a store job); {a.model} trains in process")
+        raise ValueError(f"--checkpoint/--resume apply to --model obpm or kernel-obpm (a store job); {a.model} "
+                         "trains in process")
     if a.resume and not a.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
     if a.overwrite and not a.save:
@@ -930,8 +931,8 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
     if "scheduler" not in takes and (where or sec):
-        raise ValueError(f"--scheduler/--workers apply to --model obpm or --shards (so do --tls-*); {a.model} "
-                         "alone trains in process")
+        raise ValueError(f"--scheduler/--workers apply to --model obpm, kernel-obpm or --shards (so do --tls-*); "
+                         f"{a.model} alone trains in process")
     if "scheduler" in takes and (a.in_process or where or sec):  # plain data: the estimator's executor connects
         est.set_params(scheduler="in-process" if a.in_process else
                        SchedulerAddress(where or "local", sec) if sec is not None else where)

@@ -97,7 +97,7 @@ def test_adaptive_errors_exit_2_in_one_line(art_stores, capsys):
         (["--model", "arow", "--param", "eta=1"], "--param 'eta' is not a parameter of AROW"),
         (["--model", "arow", "--shards", "2"], "shards (parameter mixing) do not apply to arow"),
         (["--model", "obpm", "--param", "base=nag"], "base='nag': OBPM runs its members in one fused ensemble"),
-        (["--model", "nag", "--workers", "2"], "--scheduler/--workers apply to --model obpm or --shards"),
+        (["--model", "nag", "--workers", "2"], "--scheduler/--workers apply to --model obpm, kernel-obpm or --shards"),
     ]
     for args, msg in cases:
         assert main(["train", str(train), *args]) == 2, args
