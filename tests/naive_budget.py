@@ -137,7 +137,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
         the scale of its rounding -- 0 when the coefficients agree, so a structural tie is exact on both sides."""
         return sum(abs(p["a"][j] - (p["a"][r] if r is not None else 0.0)) * abs(kfun(p["x"], x)) for p in cache)
 
-    def test(value: float, threshold: float, scale: float) -> None:
+    def mark_near_tie(value: float, threshold: float, scale: float) -> None:
         if scale > 0.0 and abs(value - threshold) <= KERNEL_RTOL * scale:  # scale 0: exact on both sides
             ties[0] = True
 
@@ -158,7 +158,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
         g = scores(p["x"], without=p)
         v = _mu(p, g)
         if floor is not None:
-            test(v, floor, mass(p["x"], without=p))
+            mark_near_tie(v, floor, mass(p["x"], without=p))
         return v
 
     def _mu(p: dict[str, Any], g: list[float]) -> float:
@@ -194,23 +194,23 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
         kxx = kfun(x, x)
         if mode == "binary":
             mistake = (f[0] >= 0.0) != (c == 1)
-            test(f[0], 0.0, dmass(x, 0))
+            mark_near_tie(f[0], 0.0, dmass(x, 0))
         else:
             top = max(range(K), key=lambda j: (f[j], -j))
             mistake = top != c
             for r in range(K):
                 if r != top:
-                    test(f[top] - f[r], 0.0, dmass(x, top, r))
+                    mark_near_tie(f[top] - f[r], 0.0, dmass(x, top, r))
         update_at = 1.0 if rule == "pa" else beta
         if mode == "native":
             rv = max((r for r in range(K) if r != c), key=lambda r: (f[r], -r))
-            test(f[c] - f[rv], update_at, dmass(x, c, rv))
+            mark_near_tie(f[c] - f[rv], update_at, dmass(x, c, rv))
             for r in range(K):  # the rival itself: another column within rounding of f[rv]
                 if r not in (c, rv):
-                    test(f[rv] - f[r], 0.0, dmass(x, rv, r))
+                    mark_near_tie(f[rv] - f[r], 0.0, dmass(x, rv, r))
         else:
             for j in range(K):
-                test(label(c, j) * f[j], update_at, dmass(x, j))
+                mark_near_tie(label(c, j) * f[j], update_at, dmass(x, j))
         u = [0.0] * K
         if mode == "native":
             rival = None
@@ -270,7 +270,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     cut = best - TIE_RTOL * max(1.0, abs(best))
                     for p, m in zip(cache, mus):
                         if m != best:
-                            test(m, cut, mass(p["x"], without=p))
+                            mark_near_tie(m, cut, mass(p["x"], without=p))
                     victim = cache[min(i for i, m in enumerate(mus) if m >= cut)]  # earliest of the (near-)largest
                 elif removal == "oldest":
                     victim = cache[0]
@@ -306,7 +306,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     cut = best - TIE_RTOL * max(1.0, abs(best))
                     for m, i in cand:
                         if m != best:
-                            test(m, cut, mass(cache[i]["x"], without=cache[i]))
+                            mark_near_tie(m, cut, mass(cache[i]["x"], without=cache[i]))
                     i = min(i for m, i in cand if m >= cut)
                     removed.append(cache[i]["id"])
                     del cache[i]
