@@ -30,7 +30,8 @@ Rows per data set:
                  ``--epochs`` (1 and 3), ``--gamma`` ("auto" and "scale") and the conversions "last"
                  and "average" (distilled, and the full expansion with ``--candidates grid``);
                  "defaults" runs the estimators of ``--rules`` with ``budget="variable"`` and every
-                 other parameter at its default
+                 other parameter at its default (``--compress 0 auto``: a row without the post-fit
+                 compression and one with it, fitted apart)
 
 Columns: test error (%), fit seconds, support patterns (``n_support_.sum()``; SVC's
 ``n_support_.sum()``), and for ours the gap to the tuned SVC in points.  Runs alternate ours and
@@ -109,12 +110,18 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
     raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL)}")
 
 
-def candidates(which: str, gammas: list[str], epochs: list[int], only: list[str]) -> list[tuple[str, Any]]:
+def _compress_value(text: str) -> Any:
+    return text if text == "auto" else float(text)
+
+
+def candidates(which: str, gammas: list[str], epochs: list[int], only: list[str],
+               compress: tuple[str, ...] = ("auto",)) -> list[tuple[str, Any]]:
     """(name, estimator factory) of our candidates."""
     if which == "defaults":
-        return [(f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0))
+        return [(f"{cls.__name__}(budget='variable'{'' if c == 'auto' else f', compress={c}'})",
+                 lambda cls=cls, c=c: cls(budget="variable", compress=_compress_value(c), random_state=0))
                 for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA))
-                if name in only]
+                if name in only for c in compress]
     out: list[tuple[str, Any]] = []
     rules = {"perceptron": (KernelPerceptron, {}), "mira": (KernelMIRA, {}), "pa": (KernelPA, {})}
     if which == "grid":
@@ -171,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gamma", nargs="+", default=["auto", "scale"], help="our candidates' gamma values")
     ap.add_argument("--rules", nargs="+", default=["perceptron", "mira", "pa"], help="our candidates' rules")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="our candidates' epochs")
+    ap.add_argument("--compress", nargs="+", default=["auto"],
+                    help="the defaults' compress values, one row each (e.g. 0 auto: before and after the "
+                         "compression; default: auto)")
     ap.add_argument("--svc-C", type=float, nargs="+", default=[1.0, 10.0, 100.0])
     ap.add_argument("--svc-gamma", type=float, nargs="+", default=[1.0, 4.0],
                     help="multiples of SVC's gamma='scale' (default 1 and 4)")
@@ -190,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1]} features, "
               f"{len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
-        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules)
+        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress))
         res: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.repeat):  # A B A B: SVC's refit, then each candidate, per repeat
             res.setdefault("svc-tuned", []).append(run(svc_factory, Xtr, ytr, Xte, yte))

@@ -30,6 +30,7 @@ most ``B/2`` inserted inside it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -42,7 +43,7 @@ from .core import TreeNode, TreeSummary
 from .interval import best_interval
 
 __all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion",
-           "distil_expansion"]
+           "distil_expansion", "compress_expansion", "Compressed", "COMPRESS_BATCH"]
 
 
 class KernelHistory(NamedTuple):
@@ -215,17 +216,158 @@ def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray
     ``|S| x |Z|`` matrix at once), solved by Cholesky with the ridge ``DISTIL_RIDGE`` times the mean
     of ``diag K_ZZ`` (a least-squares solve if it still fails).  Cost ``O(|S| |Z| d + |Z|^3)``.
     """
-    import scipy.linalg as sla
-
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     if Z.shape[0] == 0:
         return np.zeros((0, A.shape[1]))
     rhs = kernel_decision(kernel, S, A, Z)
     G = kernel_matrix(kernel, Z, Z)
-    G = (G + G.T) / 2.0
-    lam = DISTIL_RIDGE * max(float(np.mean(np.diag(G))), np.finfo(float).tiny)
-    G[np.diag_indices_from(G)] += lam
+    return _gram_solve((G + G.T) / 2.0, rhs)
+
+
+def _ridged(G: np.ndarray) -> np.ndarray:
+    """``G`` plus ``DISTIL_RIDGE`` times the mean of its diagonal on the diagonal (a copy)."""
+    G = G.copy()
+    G[np.diag_indices_from(G)] += DISTIL_RIDGE * max(float(np.mean(np.diag(G))), np.finfo(float).tiny)
+    return G
+
+
+def _gram_solve(G: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``B`` with ``(G + ridge) B = rhs`` for a symmetric Gram matrix ``G``: Cholesky, else least squares."""
+    import scipy.linalg as sla
+
+    G = _ridged(G)
     try:
         return sla.cho_solve(sla.cho_factor(G, lower=True, check_finite=False), rhs, check_finite=False)
     except np.linalg.LinAlgError:
         return np.linalg.lstsq(G, rhs, rcond=None)[0]
+
+
+def _joint_loss(H: np.ndarray, b: np.ndarray, R: np.ndarray) -> tuple[float, np.ndarray, Any, np.ndarray]:
+    """``(b_R' (H_RR)^-1 b_R, R sorted, the Cholesky factor of H_RR, (H_RR)^-1 b_R)``: the rise of the squared
+    residual when the patterns ``R`` are dropped (``inf`` if ``H_RR`` is not positive definite)."""
+    import scipy.linalg as sla
+
+    R = np.sort(R)
+    try:
+        fac = sla.cho_factor(H[np.ix_(R, R)], lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return math.inf, R, None, np.zeros(0)
+    X = sla.cho_solve(fac, b[R], check_finite=False)
+    d = float(np.sum(b[R] * X))
+    return (d if d >= 0 else math.inf), R, fac, X
+
+
+def _gram_of_columns(K: np.ndarray) -> np.ndarray:
+    """``K K`` of a symmetric C-ordered ``K`` by BLAS ``syrk`` (``K.T`` is the same matrix, Fortran-ordered:
+    no copy): half the products of a general matrix product."""
+    import scipy.linalg as sla
+
+    low = sla.blas.dsyrk(1.0, K.T, trans=1, lower=1)
+    return np.tril(low) + np.tril(low, -1).T
+
+
+def _spd_inverse(G: np.ndarray) -> np.ndarray:
+    """The inverse of a symmetric positive definite ``G`` from its Cholesky factor (LAPACK potrf + potri);
+    the pseudo-inverse if the factorization fails."""
+    import scipy.linalg as sla
+
+    c, info = sla.lapack.dpotrf(G, lower=True, clean=True, overwrite_a=False)
+    if info == 0:
+        inv, info = sla.lapack.dpotri(c, lower=True, overwrite_c=True)
+    if info != 0:
+        return np.linalg.pinv(G, hermitian=True)
+    low = np.tril(inv)
+    return low + np.tril(low, -1).T
+
+
+#: Patterns :func:`compress_expansion` removes at once, as a share of those left (at least one): the ranking by
+#: each pattern's own loss is recomputed after every batch.
+COMPRESS_BATCH = 0.05
+
+
+class Compressed(NamedTuple):
+    """The result of :func:`compress_expansion`: the kept patterns' indices into ``S`` (ascending), their
+    coefficients, and the relative RKHS residual ``||f - f_M|| / ||f||`` of the compressed expansion."""
+
+    keep: np.ndarray
+    coef: np.ndarray
+    residual: float
+
+
+def compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, norm: str = "rkhs") -> Compressed:
+    """``f = sum_i A[i] k(S[i], .)`` on the fewest of its own patterns ``M`` that greedy backward elimination
+    finds with ``||f - f_M|| <= tol ||f||``, ``f_M`` the best expansion over ``M`` in that norm.
+
+    ``norm="rkhs"``: the kernel's feature-space norm, summed over the output columns; ``f_M`` is the
+    projection of ``f`` onto the span of ``k(S[j], .)``, ``j`` in ``M`` (as :func:`distil_expansion`), and
+    ``|f(x) - f_M(x)| <= ||f - f_M|| sqrt(k(x, x))`` for every ``x``.  ``norm="data"``: the scores on the
+    patterns themselves, ``||f(S) - f_M(S)||`` (Frobenius), ``f_M`` the least-squares fit of ``f(S)`` by the
+    kernel columns of ``M``.  Both are least squares ``min ||y - Phi_M b||`` with the Gram matrix
+    ``G = Phi' Phi`` (``K`` or ``K K``, ``K = K_SS``), and every pattern kept gives zero residual (``b = A``).
+
+    With ``H`` the inverse of the Gram matrix of the patterns kept and ``b`` their coefficients, dropping a
+    set ``R`` raises the squared residual by exactly ``b_R' (H_RR)^-1 b_R`` (one pattern: ``||b_j||^2 / H_jj``)
+    and leaves ``b - H_{:R} (H_RR)^-1 b_R`` and ``H - H_{:R} (H_RR)^-1 H_{R:}``.  Each step ranks the patterns
+    by their own loss and drops the :data:`COMPRESS_BATCH` share of cheapest ones, or if that overshoots the
+    tolerance the longest prefix of the ranking that does not (bisection; none: stop).  The kept coefficients are then
+    solved afresh (the ridge of :func:`distil_expansion`) and the residual returned is that solution's.  No
+    data rows, no labels: ``O(|S|^3)`` time and ``O(|S|^2)`` memory.  ``tol = 0`` (or ``f = 0``) keeps every
+    pattern with ``A`` unchanged.
+    """
+    import scipy.linalg as sla
+
+    m = S.shape[0]
+    A = np.asarray(A, dtype=np.float64).reshape(m, -1)
+    everything = Compressed(np.arange(m), A, 0.0)
+    if tol <= 0 or m <= 1:
+        return everything
+    S = np.ascontiguousarray(S, dtype=np.float64)
+    K = kernel_matrix(kernel, S, S)
+    K = (K + K.T) / 2.0
+    F = K @ A  # f(S)
+    if norm == "rkhs":
+        G, target = K, F  # ||f||^2 = A' K A; the normal equations G b = target
+        nf2 = float(np.sum(A * F))
+    elif norm == "data":
+        G, target = _gram_of_columns(K), K @ F
+        nf2 = float(np.sum(F * F))
+    else:
+        raise ValueError(f"norm={norm!r}: 'rkhs' or 'data'")
+    if not nf2 > 0 or not np.isfinite(nf2):
+        return everything
+    H = _spd_inverse(_ridged(G))
+    b = A.copy()
+    left = np.arange(m)  # indices into S of the patterns kept, matching H's and b's rows
+    room = tol * tol * nf2
+    res2 = 0.0
+    while len(left) > 1:
+        loss = np.sum(b * b, axis=1) / np.maximum(np.diag(H), np.finfo(float).tiny)
+        order = np.argsort(loss, kind="stable")
+        r = min(len(left) - 1, max(1, int(COMPRESS_BATCH * len(left))))
+        step = _joint_loss(H, b, order[:r])
+        if res2 + step[0] > room:  # the longest prefix of the ranking that fits (the loss grows with the prefix)
+            lo, hi, step = 0, r, None
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                trial = _joint_loss(H, b, order[:mid])
+                if res2 + trial[0] <= room:
+                    lo, step = mid, trial
+                else:
+                    hi = mid
+            if step is None:
+                break
+            r = lo
+        dloss, R, fac, X = step
+        keep = np.ones(len(left), dtype=bool)
+        keep[R] = False
+        HkR = H[np.ix_(keep, R)]
+        b = b[keep] - HkR @ X
+        H = H[np.ix_(keep, keep)] - HkR @ sla.cho_solve(fac, HkR.T, check_finite=False)
+        left = left[keep]
+        res2 += dloss
+    if len(left) == m:
+        return everything
+    Gm = G[np.ix_(left, left)]
+    coef = _gram_solve(Gm, target[left])
+    r2 = nf2 - 2.0 * float(np.sum(coef * target[left])) + float(np.sum(coef * (Gm @ coef)))
+    return Compressed(left, coef, math.sqrt(max(0.0, r2) / nf2))

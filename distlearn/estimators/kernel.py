@@ -22,7 +22,7 @@ from .._validation import Boolean, Budget, Integral, Options, RandomState, Real,
 from ..data.store import open_dataset
 from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
-from ..conversions.kernel import VotedKernelHypothesis, distil_expansion, history, kernel_conversion
+from ..conversions.kernel import VotedKernelHypothesis, compress_expansion, distil_expansion, history, kernel_conversion
 from ..learners.kernel import (
     budget_code,
     init_budget_state,
@@ -35,7 +35,7 @@ from ..learners.kernel import (
 from ..stream import array_order, epoch_chunks, is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
+__all__ = ["COMPRESS_AUTO", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
            "KernelPA", "race_gamma", "race_length"]
 
 #: ``gamma="auto"``'s candidate widths: the "scale" width ``1 / (n_features * X.var())`` times ``2**k`` for
@@ -47,6 +47,11 @@ GAMMA_POWERS = tuple(range(-1, 6))
 #: then each stage keeps the better half (fewest progressive mistakes; ties: the smaller width) and doubles
 #: the rows, until one is left: 7 candidates -> 4 after 1024 rows -> 2 after 2048 -> 1 after 4096.
 GAMMA_RACE_ROWS = 1024
+
+#: ``compress="auto"``'s tolerance with ``budget="variable"``: the relative residual of the fitted expansion's
+#: scores on its own patterns, ``||f(S) - f_M(S)|| / ||f(S)||``, that the compression may leave (measured:
+#: ``benchmarks/bench_kernel_defaults.py``, the README's kernel table).
+COMPRESS_AUTO = 0.2
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
@@ -61,6 +66,7 @@ KERNEL_PARAMS = {
     "random_state": RandomState(),
     "conversion": None,  # replaced below
     "distill": Boolean(),
+    "compress": Real(0, 1, "left", also=("auto",)),
 }
 
 
@@ -175,6 +181,23 @@ _KERNEL_DOC = """
         (:func:`distlearn.conversions.kernel.distil_expansion`) -- so ``support_vectors_``
         and ``n_support_`` are the cache's, at most the budget.  ``False`` keeps the full
         expansion (``n_support_`` then counts every pattern ever cached).
+    compress : float in [0, 1) or "auto", default="auto"
+        After the fit, drop support patterns while the fitted expansion
+        ``f = sum_i a_i k(s_i, .)`` changes little on its own patterns: greedy backward elimination
+        (:func:`distlearn.conversions.kernel.compress_expansion`, ``norm="data"``) keeps the fewest
+        patterns ``M`` it finds with ``||f(S) - f_M(S)|| <= compress * ||f(S)||``, where ``f(S)`` are
+        the scores on the patterns ``S`` (Frobenius over the outputs) and ``f_M`` the least-squares
+        refit of those scores by the kernel columns of ``M`` -- new coefficients, a subset of the
+        patterns, no data rows and no labels.  It costs ``O(|S|^3)`` time and ``O(|S|^2)`` memory after
+        each fit or partial_fit call (the learner itself is untouched: ``partial_fit`` continues from
+        the cache).  ``0`` keeps the expansion as fitted; ``"auto"`` is :data:`COMPRESS_AUTO` (0.2)
+        with ``budget="variable"`` and 0 otherwise.  Measured with ``budget="variable"`` and the other
+        defaults (``benchmarks/bench_kernel_defaults.py``): 0.2 keeps the test error within 1 point of
+        the uncompressed one on every data set of the README's kernel table with 30-70 % of the
+        patterns; the scores on the patterns, not the feature-space norm, decide which patterns go
+        (at the same error it kept fewer).  ``conversion="vote"`` is not compressed (no single
+        expansion).  ``conversion_info_`` records ``compressed_from`` (the patterns before) and
+        ``compress_residual`` (the relative residual reached).
 
     Attributes
     ----------
@@ -447,12 +470,30 @@ class KernelClassifier(OnlineLinearClassifier):
                 if isinstance(conv, Average) and self.distill and self.budget is not None and len(S) > len(Z):
                     self.conversion_info_["distilled_from"] = len(S)
                     S, A, lab = Z, distil_expansion(self._kernel_obj, S, A, Z), lab_z
+        if "hypothesis_" not in self.__dict__:
+            S, A, lab = self._compress(S, A, lab)
         self.support_vectors_ = S
         self.dual_coef_ = np.ascontiguousarray(A.T)
         self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
         self._support_lab = lab
         self.cache_size_ = np.concatenate(self._sizes) if self._sizes else np.zeros(0, dtype=np.int32)
         self.summary_ = self.conversion
+
+    def _compress_tol(self) -> float:
+        """The tolerance ``compress`` names: itself, or for "auto" :data:`COMPRESS_AUTO` with a variable budget."""
+        if self.compress == "auto":
+            return COMPRESS_AUTO if self.budget == "variable" else 0.0
+        return float(self.compress)
+
+    def _compress(self, S: np.ndarray, A: np.ndarray, lab: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The expansion ``(S, A, lab)`` compressed as ``compress`` says (recorded in ``conversion_info_``)."""
+        tol = self._compress_tol()
+        if tol <= 0 or len(S) <= 1:
+            return S, A, lab
+        c = compress_expansion(self._kernel_obj, S, A, tol, norm="data")
+        self.conversion_info_["compressed_from"] = len(S)
+        self.conversion_info_["compress_residual"] = c.residual
+        return np.ascontiguousarray(S[c.keep]), c.coef, lab[c.keep]
 
     # -- prediction ---------------------------------------------------------------------
     def decision_function(self, X: Any) -> np.ndarray:
@@ -528,7 +569,8 @@ class KernelPerceptron(KernelClassifier):
     def __init__(self, *, beta: Any = "auto", multiclass: str = "native", kernel: str = "rbf",
                  gamma: Any = "auto", degree: int = 3, coef0: float = 0.0, budget: Any = None,
                  removal: str = "auto", eta: float = 0.1, epochs: int = 3, shuffle: bool = True, random_state: Any = None,
-                 conversion: str = "last", distill: bool = True) -> None:
+                 conversion: str = "last", distill: bool = True,
+                 compress: Any = "auto") -> None:
         self.beta = beta
         self.multiclass = multiclass
         self.kernel = kernel
@@ -543,6 +585,7 @@ class KernelPerceptron(KernelClassifier):
         self.random_state = random_state
         self.conversion = conversion
         self.distill = distill
+        self.compress = compress
 
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         return "perceptron", {}, self.multiclass == "native" and n_classes > 2
@@ -593,7 +636,8 @@ class KernelMIRA(KernelClassifier):
     def __init__(self, *, beta: float = 0.01, multiclass: str = "native", kernel: str = "rbf",
                  gamma: Any = "auto", degree: int = 3, coef0: float = 0.0, budget: Any = None,
                  removal: str = "auto", eta: float = 0.1, epochs: int = 3, shuffle: bool = True, random_state: Any = None,
-                 conversion: str = "last", distill: bool = True) -> None:
+                 conversion: str = "last", distill: bool = True,
+                 compress: Any = "auto") -> None:
         self.beta = beta
         self.multiclass = multiclass
         self.kernel = kernel
@@ -608,6 +652,7 @@ class KernelMIRA(KernelClassifier):
         self.random_state = random_state
         self.conversion = conversion
         self.distill = distill
+        self.compress = compress
 
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         native = self.multiclass == "native" and n_classes > 2
@@ -649,7 +694,8 @@ class KernelPA(KernelClassifier):
     def __init__(self, *, variant: str = "PA-I", C: float = 1.0, beta: float = 1.0, multiclass: str = "native",
                  kernel: str = "rbf", gamma: Any = "auto", degree: int = 3, coef0: float = 0.0,
                  budget: Any = None, removal: str = "auto", eta: float = 0.1, epochs: int = 3, shuffle: bool = True,
-                 random_state: Any = None, conversion: str = "last", distill: bool = True) -> None:
+                 random_state: Any = None, conversion: str = "last", distill: bool = True,
+                 compress: Any = "auto") -> None:
         self.variant = variant
         self.C = C
         self.beta = beta
@@ -666,6 +712,7 @@ class KernelPA(KernelClassifier):
         self.random_state = random_state
         self.conversion = conversion
         self.distill = distill
+        self.compress = compress
 
     def _rule(self, n_classes: int) -> tuple[str, dict[str, Any], bool]:
         native = self.multiclass == "native" and n_classes > 2

@@ -118,7 +118,7 @@ def test_distilled_average_is_the_feature_space_projection_onto_the_cache(kernel
     X, y = _data(n=150, d=3, seed=4, k=k)
     Xt, _ = _data(n=40, d=3, seed=5, k=k)
     kw = dict(kernel=kernel, gamma=0.5, degree=2, coef0=1.0, budget="variable", epochs=3, conversion="average",
-              random_state=0)
+              random_state=0, compress=0)  # the distillation alone (compress: test_kernel_compress.py)
     full = distlearn.KernelMIRA(distill=False, beta=0.3, **kw).fit(X, y)
     dist = distlearn.KernelMIRA(beta=0.3, **kw).fit(X, y)
     phi = (lambda M: M) if kernel == "linear" else (lambda M: _poly2_features(M, 0.5, 1.0))
@@ -139,7 +139,7 @@ def test_distilled_average_rbf_solves_the_gram_system():
     """RBF: B solves K_ZZ B = f_avg(Z) (numpy's dense solve against explicit kernel sums), and the distilled
     hypothesis agrees with the full average on most rows."""
     X, y = _data(n=200, d=4, seed=6, k=3)
-    kw = dict(gamma=0.3, budget="variable", epochs=2, conversion="average", random_state=0)
+    kw = dict(gamma=0.3, budget="variable", epochs=2, conversion="average", random_state=0, compress=0)
     full = distlearn.KernelPA(distill=False, **kw).fit(X, y)
     dist = distlearn.KernelPA(**kw).fit(X, y)
     S, A, Z = full.support_vectors_, full.dual_coef_.T, dist.support_vectors_

@@ -1,0 +1,202 @@
+"""Post-fit compression of a kernel expansion onto a subset of its own patterns (issue 29: no more support
+patterns than SVC): the greedy backward elimination against a brute-force one, the residual bound as a law,
+and the estimators' ``compress`` parameter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import distlearn
+import distlearn.conversions.kernel as CK
+from distlearn.conversions.kernel import compress_expansion
+from distlearn.data import create_dataset
+from distlearn.learners.kernel import make_kernel
+
+
+def _expansion(m, d, K, seed, spread=1.0):
+    rs = np.random.default_rng(seed)
+    return rs.normal(size=(m, d)) * spread, rs.normal(size=(m, K))
+
+
+def _rbf(X, Z, gamma):
+    return np.exp(-gamma * ((X[:, None, :] - Z[None, :, :]) ** 2).sum(-1))
+
+
+def _brute_residual(Kss, A, M, norm):
+    """The relative residual of the best expansion over the patterns M, by numpy's least squares on the
+    explicit Gram matrix (RKHS: through its symmetric square root, so ||Phi' b|| is ||K^1/2 b||)."""
+    F = Kss @ A
+    if norm == "data":
+        coef = np.linalg.lstsq(Kss[:, M], F, rcond=None)[0]
+        return np.linalg.norm(F - Kss[:, M] @ coef) / np.linalg.norm(F), coef
+    w, V = np.linalg.eigh(Kss)
+    R = (V * np.sqrt(np.clip(w, 0, None))) @ V.T  # K = R R, R symmetric: the rows of R are the patterns' features
+    coef = np.linalg.lstsq(R[:, M], R @ A, rcond=None)[0]
+    return np.linalg.norm(R @ A - R[:, M] @ coef) / np.linalg.norm(R @ A), coef
+
+
+def _brute_greedy(Kss, A, tol, norm):
+    """Backward elimination one pattern at a time, every candidate tried by brute force: drop the one whose
+    removal leaves the least residual, while that stays within tol."""
+    M = list(range(len(A)))
+    while len(M) > 1:
+        trials = [(_brute_residual(Kss, A, [p for p in M if p != j], norm)[0], j) for j in M]
+        best, j = min(trials)
+        if best > tol:
+            break
+        M.remove(j)
+    return np.array(M)
+
+
+@pytest.mark.parametrize("norm", ["data", "rkhs"])
+@pytest.mark.parametrize("K", [1, 3])
+@pytest.mark.parametrize("tol", [0.1, 0.35])
+def test_one_at_a_time_elimination_equals_the_brute_force_greedy(monkeypatch, norm, K, tol):
+    """With batches of one (COMPRESS_BATCH = 0), the exact loss updates choose the same patterns as trying
+    every removal by brute force, and the expansion is the brute-force least squares on that set."""
+    monkeypatch.setattr(CK, "COMPRESS_BATCH", 0.0)
+    S, A = _expansion(18, 3, K, seed=K + int(100 * tol))
+    gamma = 0.4
+    Kss = _rbf(S, S, gamma)
+    got = compress_expansion(make_kernel("rbf", gamma=gamma), S, A, tol, norm=norm)
+    want = _brute_greedy(Kss, A, tol, norm)
+    assert 1 <= len(want) < len(S)  # the case removes something and keeps something
+    np.testing.assert_array_equal(got.keep, want)
+    res, coef = _brute_residual(Kss, A, list(want), norm)
+    # the expansions agree on the patterns and on fresh rows (the coefficients themselves only as far as the
+    # ridge and the Gram matrix's conditioning let them)
+    Xt, _ = _expansion(25, 3, 1, seed=99)
+    for P in (S, Xt):
+        G = _rbf(P, S[want], gamma)
+        np.testing.assert_allclose(G @ got.coef, G @ coef, rtol=1e-6, atol=1e-6 * np.abs(G @ coef).max())
+    assert got.residual == pytest.approx(res, rel=1e-6, abs=1e-9)
+    assert got.residual <= tol
+
+
+def test_batches_keep_the_bound_and_nearly_the_greedy_size():
+    """The default batches (5 % of the patterns at a time) stop within the tolerance, and keep at most a few
+    patterns more than one-at-a-time elimination."""
+    S, A = _expansion(200, 4, 2, seed=7)
+    kern = make_kernel("rbf", gamma=0.5)
+    batched = compress_expansion(kern, S, A, 0.2)
+    one = CK.COMPRESS_BATCH
+    try:
+        CK.COMPRESS_BATCH = 0.0
+        single = compress_expansion(kern, S, A, 0.2)
+    finally:
+        CK.COMPRESS_BATCH = one
+    assert batched.residual <= 0.2 and single.residual <= 0.2
+    assert len(single.keep) < 200
+    assert abs(len(batched.keep) - len(single.keep)) <= 0.05 * len(single.keep) + 2
+
+
+@given(m=st.integers(1, 40), d=st.integers(1, 4), K=st.integers(1, 3), seed=st.integers(0, 10_000),
+       tol=st.floats(0.0, 0.95), kernel=st.sampled_from(["rbf", "poly", "linear"]), norm=st.sampled_from(["data", "rkhs"]),
+       dup=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_law_never_more_patterns_and_the_residual_bound_holds(m, d, K, seed, tol, kernel, norm, dup):
+    """For any expansion (duplicated patterns included, and rank-deficient linear/poly Gram matrices), the
+    compressed one keeps an ascending subset of the patterns, its residual is within the tolerance (up to the
+    ridge's rounding) and is the residual of its coefficients, recomputed."""
+    S, A = _expansion(m, d, K, seed)
+    if dup and m > 2:
+        S[m // 2:] = S[: m - m // 2]  # every pattern twice
+    kern = make_kernel(kernel, gamma=0.5, degree=2, coef0=1.0)
+    c = compress_expansion(kern, S, A, tol, norm=norm)
+    assert len(c.keep) <= m and c.coef.shape == (len(c.keep), K)
+    assert np.all(np.diff(c.keep) > 0) and (len(c.keep) == 0 or (c.keep[0] >= 0 and c.keep[-1] < m))
+    assert c.residual <= tol + 1e-6
+    if tol == 0:
+        assert len(c.keep) == m and np.array_equal(c.coef, A)
+    from distlearn.learners.kernel import kernel_matrix
+
+    Kss = kernel_matrix(kern, S, S)
+    F = Kss @ A
+    D = Kss[:, c.keep] @ c.coef - F  # f_M - f on the patterns
+    if norm == "data":
+        scale = np.linalg.norm(F)
+        if scale > 1e-6:
+            assert np.linalg.norm(D) / scale == pytest.approx(c.residual, abs=1e-5)
+    else:
+        B = np.zeros_like(A)
+        B[c.keep] = c.coef
+        r2 = np.sum((B - A) * (Kss @ (B - A)))
+        nf2 = np.sum(A * F)
+        if nf2 > 1e-6:
+            assert np.sqrt(max(0.0, r2) / nf2) == pytest.approx(c.residual, abs=1e-5)
+
+
+# --------------------------------------------------------------------------- the estimators' compress
+
+def _data(n=300, d=4, k=3, seed=0):
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(n, d))
+    y = np.argmax(X[:, :k] + 0.4 * rs.normal(size=(n, k)), axis=1) if k > 2 else \
+        (X[:, 0] + 0.5 * X[:, 1] + 0.4 * rs.normal(size=n) > 0).astype(np.int64)
+    return X, y
+
+
+@pytest.mark.parametrize("cls,k,conv", [(distlearn.KernelMIRA, 3, "last"), (distlearn.KernelPerceptron, 2, "last"),
+                                        (distlearn.KernelPA, 3, "average")])
+def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
+    """compress="auto" with budget="variable": the support is a subset of the uncompressed fit's patterns, the
+    coefficients the least-squares refit of its scores on them (residual within COMPRESS_AUTO), and
+    decision_function is exactly dual_coef_ @ k(support_vectors_, x) (numpy's explicit RBF)."""
+    X, y = _data(k=k)
+    kw = dict(gamma=0.5, budget="variable", epochs=2, conversion=conv, random_state=0)
+    full = cls(compress=0, **kw).fit(X, y)
+    comp = cls(**kw).fit(X, y)
+    S, Sm = full.support_vectors_, comp.support_vectors_
+    rows = {r.tobytes(): i for i, r in enumerate(S)}
+    keep = np.array([rows[r.tobytes()] for r in Sm])
+    assert np.all(np.diff(keep) > 0) and len(keep) < len(S)
+    assert comp.n_support_.sum() == len(Sm) == comp.dual_coef_.shape[1]
+    np.testing.assert_array_equal(comp.n_support_, np.bincount(full._support_lab[keep], minlength=len(comp.classes_)))
+    info = comp.conversion_info_
+    assert info["compressed_from"] == len(S) and info["compress_residual"] <= distlearn.estimators.kernel.COMPRESS_AUTO
+    F = _rbf(S, S, 0.5) @ full.dual_coef_.T
+    Fm = _rbf(S, Sm, 0.5) @ comp.dual_coef_.T
+    assert np.linalg.norm(Fm - F) / np.linalg.norm(F) == pytest.approx(info["compress_residual"], rel=1e-6)
+    want = _rbf(X[:50], Sm, 0.5) @ comp.dual_coef_.T
+    np.testing.assert_allclose(comp.decision_function(X[:50]).reshape(50, -1), want, rtol=1e-9, atol=1e-12)
+    assert comp.score(X, y) >= full.score(X, y) - 0.05
+
+
+def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_apply_everywhere():
+    X, y = _data()
+    a = distlearn.KernelMIRA(gamma=0.5, budget=40, random_state=0).fit(X, y)
+    b = distlearn.KernelMIRA(gamma=0.5, budget=40, random_state=0, compress=0.0).fit(X, y)
+    assert np.array_equal(a.support_vectors_, b.support_vectors_) and "compressed_from" not in a.conversion_info_
+    c = distlearn.KernelMIRA(gamma=0.5, random_state=0, compress=0.3).fit(X, y)  # budget=None: every update kept
+    assert c.conversion_info_["compressed_from"] > c.n_support_.sum()
+    assert c.conversion_info_["compress_residual"] <= 0.3
+
+
+def test_compression_is_reproducible_across_chunking(tmp_path):
+    """The same fit from an array, from a store read in blocks of 64 rows and by partial_fit in pieces gives
+    bit-identical compressed models."""
+    X, y = _data(n=300, seed=4)
+    path = tmp_path / "s.zarr"
+    create_dataset(path, X, y, block_rows=64, dtype="float64")
+    kw = dict(budget="variable", gamma=0.5, epochs=1, shuffle=False, random_state=0)
+    a = distlearn.KernelMIRA(**kw).fit(X, y)
+    b = distlearn.KernelMIRA(**kw).fit(str(path))
+    c = distlearn.KernelMIRA(**kw)
+    for part in np.array_split(np.arange(len(y)), 5):
+        c.partial_fit(X[part], y[part], classes=np.unique(y))
+    assert a.conversion_info_["compressed_from"] > a.n_support_.sum()
+    for other in (b, c):
+        assert np.array_equal(a.support_vectors_, other.support_vectors_)
+        assert np.array_equal(a.dual_coef_, other.dual_coef_)
+        assert np.array_equal(a.n_support_, other.n_support_)
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, "yes", float("nan"), True])
+def test_compress_is_validated_in_one_line_naming_it(value):
+    X, y = _data(n=40)
+    with pytest.raises(ValueError, match=r"^compress must be a real number in \[0, 1\) or 'auto', got ") as e:
+        distlearn.KernelMIRA(budget="variable", compress=value).fit(X, y)
+    assert "\n" not in str(e.value)
