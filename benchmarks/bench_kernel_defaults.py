@@ -207,12 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             for tag, f in cands:
                 res.setdefault(tag, []).append(run(f, Xtr, ytr, Xte, yte))
         svc = {k: statistics.median(r[k] for r in res["svc-tuned"]) for k in ("err", "fit_s", "n_sv")}
-        print(f"  {'row':34s} {'err %':>7s} {'gap':>6s} {'fit s':>7s} {'SVs':>6s}   SVC {svc_info}")
+        print(f"  {'row':44s} {'err %':>7s} {'gap':>6s} {'fit s':>7s} {'SVs':>6s}   SVC {svc_info}")
         for tag, rr in res.items():
             med = {k: statistics.median(r[k] for r in rr) for k in ("err", "fit_s", "n_sv")}
             gap = med["err"] - svc["err"]
             ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 and med["n_sv"] <= svc["n_sv"] else "  MISS")
-            print(f"  {tag:34s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6d}{ok}", flush=True)
+            print(f"  {tag:44s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6d}{ok}", flush=True)
             rows.append({"dataset": name, "row": tag, **med, "gap": gap, **({"svc": svc_info} if tag == "svc-tuned"
                                                                              else {})})
     with open("/proc/loadavg") as fh:

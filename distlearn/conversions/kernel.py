@@ -262,8 +262,16 @@ def _gram_of_columns(K: np.ndarray) -> np.ndarray:
     no copy): half the products of a general matrix product."""
     import scipy.linalg as sla
 
-    low = sla.blas.dsyrk(1.0, K.T, trans=1, lower=1)
-    return np.tril(low) + np.tril(low, -1).T
+    return _symmetric_from_lower(sla.blas.dsyrk(1.0, K.T, trans=1, lower=1))
+
+
+def _symmetric_from_lower(L: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose lower triangle is ``L``'s (its upper triangle ignored)."""
+    L = np.tril(L)
+    d = np.diag(L).copy()
+    L += L.T
+    L[np.diag_indices_from(L)] = d
+    return L
 
 
 def _spd_inverse(G: np.ndarray) -> np.ndarray:
@@ -276,8 +284,7 @@ def _spd_inverse(G: np.ndarray) -> np.ndarray:
         inv, info = sla.lapack.dpotri(c, lower=True, overwrite_c=True)
     if info != 0:
         return np.linalg.pinv(G, hermitian=True)
-    low = np.tril(inv)
-    return low + np.tril(low, -1).T
+    return _symmetric_from_lower(inv)
 
 
 #: Patterns :func:`compress_expansion` removes at once, as a share of those left (at least one): the ranking by
@@ -362,7 +369,7 @@ def compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float,
         keep[R] = False
         HkR = H[np.ix_(keep, R)]
         b = b[keep] - HkR @ X
-        H = H[np.ix_(keep, keep)] - HkR @ sla.cho_solve(fac, HkR.T, check_finite=False)
+        H = H[keep][:, keep] - HkR @ sla.cho_solve(fac, HkR.T, check_finite=False)
         left = left[keep]
         res2 += dloss
     if len(left) == m:
