@@ -175,6 +175,22 @@ def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_
     assert c.conversion_info_["compress_residual"] <= 0.3
 
 
+def test_compress_auto_leaves_a_cache_over_its_size_cap(monkeypatch):
+    """compress="auto" skips an expansion of more than COMPRESS_AUTO_MAX patterns (and says so); an explicit
+    tolerance compresses it."""
+    import distlearn.estimators.kernel as EK
+
+    X, y = _data()
+    kw = dict(gamma=0.5, budget="variable", random_state=0)
+    full = distlearn.KernelMIRA(compress=0, **kw).fit(X, y)
+    monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", int(full.n_support_.sum()) - 1)
+    auto = distlearn.KernelMIRA(**kw).fit(X, y)
+    assert np.array_equal(auto.support_vectors_, full.support_vectors_)
+    assert "COMPRESS_AUTO_MAX" in auto.conversion_info_["compress_skipped"]
+    explicit = distlearn.KernelMIRA(compress=0.2, **kw).fit(X, y)
+    assert explicit.n_support_.sum() < full.n_support_.sum()
+
+
 def test_compression_is_reproducible_across_chunking(tmp_path):
     """The same fit from an array, from a store read in blocks of 64 rows and by partial_fit in pieces gives
     bit-identical compressed models."""
