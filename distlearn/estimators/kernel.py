@@ -55,7 +55,7 @@ COMPRESS_AUTO = 0.2
 #: ``compress="auto"`` leaves an expansion of more patterns than this as fitted: the compression's time grows as
 #: the cube of the patterns and its memory as the square (LETTER's 8,155: 305 s under load, three matrices of
 #: 0.5 GB); an explicit ``compress=`` value compresses whatever the size.
-COMPRESS_AUTO_MAX = 10_000
+COMPRESS_AUTO_MAX = 4_096
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
@@ -194,9 +194,11 @@ _KERNEL_DOC = """
         refit of those scores by the kernel columns of ``M`` -- new coefficients, a subset of the
         patterns, no data rows and no labels.  It costs ``O(|S|^3)`` time and ``O(|S|^2)`` memory after
         each fit or partial_fit call (the learner itself is untouched: ``partial_fit`` continues from
-        the cache); on LETTER's 8,155 patterns it took longer than the fit.  ``0`` keeps the expansion
+        the cache; a stream of many ``partial_fit`` calls pays it after each one, so pass ``compress=0``
+        there and compress once at the end); on LETTER's 8,155 patterns it took 20-80 s, longer than
+        the fit.  ``0`` keeps the expansion
         as fitted; ``"auto"`` is :data:`COMPRESS_AUTO` (0.2) with ``budget="variable"`` and 0
-        otherwise, and leaves more than :data:`COMPRESS_AUTO_MAX` (10,000) patterns as fitted
+        otherwise, and leaves more than :data:`COMPRESS_AUTO_MAX` (4,096) patterns as fitted
         (``conversion_info_["compress_skipped"]`` says so).  Measured with ``budget="variable"`` and
         the other defaults (``benchmarks/bench_kernel_defaults.py``, the README's kernel table):
         KernelMIRA keeps 30-75 % of its patterns at most 0.9 point from the uncompressed test error
