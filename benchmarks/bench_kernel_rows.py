@@ -15,7 +15,8 @@ printed with the issue's targets beside them; nothing is asserted.
 
 Rows:
 
-  svc               sklearn SVC(C=10, gamma="scale") fit on LETTER (version-independent: run once per round)
+  svc               sklearn SVC(C=10, gamma="scale") fit on LETTER (version-independent: run once per round,
+                    as is letter-floor)
   letter-variable   KernelMIRA(kernel="rbf", budget="variable") with its defaults, LETTER (target: <= SVC's fit)
   letter-mira       KernelMIRA(kernel="rbf", epochs=1), otherwise its defaults, no budget: one kernel epoch
   obpm-100          KernelOBPM(n_estimators=100, tau=0.3, base=KernelMIRA(kernel="rbf"), epochs=1,
@@ -23,6 +24,11 @@ Rows:
   fashion-500       KernelMIRA(kernel="poly", degree=9, gamma=1, budget=500) on ``--fashion-rows`` unit-norm
                     Fashion-MNIST rows (d = 784)
   fashion-variable  the same with budget="variable"
+  letter-floor      the floor of letter-variable: its "fit" is the CPU seconds of the engine's blocked kernel
+                    rows alone (ROW_BLOCK rounds at a time) for the fit's 48,000 rounds against its final
+                    cache, scaled to the cache sizes the fit had round by round; ``rows_and_sums_s`` adds
+                    the score sums (four rounds per read of the coefficients).  Every round of the fit
+                    pays at least these; the updates, removals and the gamma race come on top.
 
 LETTER comes from ``$DISTLEARN_LETTER`` or the fetched copy (``distlearn data fetch letter``),
 the first 16,000 rows train and the last 4,000 test, min-max scaled on the training rows;
@@ -40,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable")
+ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable", "letter-floor")
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -72,6 +78,42 @@ def _fashion(n):
     return normalize(Xtr[:n]), ytr[:n], normalize(Xte), yte
 
 
+def floor(Xtr, ytr, Xte, yte) -> dict:
+    """The ``letter-floor`` row (module docstring)."""
+    import numpy as np
+    from numba import njit
+
+    from distlearn import KernelMIRA
+    from distlearn.learners._budget import ROW_BLOCK, SLOT_BLOCK, _next_block, _sums_rows
+
+    clf = KernelMIRA(kernel="rbf", budget="variable", random_state=0).fit(Xtr, ytr)
+    S, A = np.ascontiguousarray(clf.support_vectors_), np.ascontiguousarray(clf.dual_coef_.T)
+    sq, n = np.einsum("ij,ij->i", S, S), len(S)
+
+    @njit
+    def rounds(X, order, S, sq, kern, A, sums):
+        Xt, sqt, G = np.zeros((S.shape[1], ROW_BLOCK)), np.zeros(ROW_BLOCK), np.zeros((ROW_BLOCK, S.shape[0]))
+        acc, live = np.zeros((SLOT_BLOCK, ROW_BLOCK)), np.zeros(S.shape[0], np.int64)
+        alive, M, t = np.ones(S.shape[0], np.bool_), np.zeros((ROW_BLOCK, A.shape[1])), 0.0
+        for ii in range(0, order.shape[0] - ROW_BLOCK + 1, ROW_BLOCK):
+            _next_block(kern, X, order, ii, S, sq, alive, S.shape[0], Xt, sqt, G, acc, live)
+            if sums:
+                _sums_rows(A, G, 0, ROW_BLOCK, S.shape[0], M)
+            t += G[0, 0] + M[0, 0]
+        return t
+
+    sizes = clf.cache_size_.astype(np.int64)
+    order = np.concatenate([np.random.default_rng(e).permutation(len(Xtr)) for e in range(clf.epochs)])
+    kern = clf._kernel_obj.record()
+    rounds(Xtr, order[:64], S, sq, kern, A, True)  # compile, untimed
+    out = {}
+    for name, sums in (("fit_s", False), ("rows_and_sums_s", True)):
+        c = time.process_time()
+        rounds(Xtr, order, S, sq, kern, A, sums)
+        out[name] = (time.process_time() - c) * sizes.sum() / (len(order) * n)
+    return {**out, "wall_s": float("nan"), "test_error": float(np.mean(clf.predict(Xte) != yte)), "support": n}
+
+
 def child(row: str, fashion_rows: int) -> dict:
     import numpy as np
 
@@ -85,6 +127,8 @@ def child(row: str, fashion_rows: int) -> dict:
             return KernelMIRA(kernel="poly", degree=9, gamma=1.0, budget=budget, random_state=0)
     else:
         Xtr, ytr, Xte, yte = _letter()
+        if row == "letter-floor":
+            return floor(Xtr, ytr, Xte, yte)
         if row == "svc":
             from sklearn.svm import SVC
 
@@ -140,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {}
     for rep in range(args.repeat):
         for row in rows:
-            for version, path in (versions[:1] if row == "svc" else versions):
+            for version, path in (versions[:1] if row in ("svc", "letter-floor") else versions):
                 r = run(row, version, path, args.fashion_rows)
                 res.setdefault(row, {}).setdefault(version, []).append(r)
                 print(f"# round {rep}: {row:<17} {version:<6} fit {r['fit_s']:7.2f} cpu s ({r['wall_s']:.2f} wall)  error "
@@ -153,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         last = res[row]["after"][-1]
         print(f"{row:<18}{a:>9.2f}{(b if b else float('nan')):>10.2f}{(a / b if b else float('nan')):>14.2f}"
               f"{100 * last['test_error']:>9.2f}{last['support']:>9d}")
+    if "letter-floor" in med and "svc" in med:
+        sums = statistics.median(x["rows_and_sums_s"] for x in res["letter-floor"]["after"])
+        print(f"floor: the fit's kernel rows alone {med['letter-floor']['after']:.2f} s "
+              f"({med['letter-floor']['after'] / med['svc']['after']:.2f}x SVC), with the score sums {sums:.2f} s "
+              f"({sums / med['svc']['after']:.2f}x SVC)")
     for v in [v for v, _ in versions]:
         if "svc" in med and "letter-variable" in med:
             r = med["letter-variable"][v] / med["svc"]["after"]

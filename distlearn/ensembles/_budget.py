@@ -56,6 +56,7 @@ from ..learners._budget import (
     _remove_scores,
     _self_kernel,
     _steps,
+    _sums_rows,
     _victim,
 )
 
@@ -133,6 +134,36 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
             pool.Abar[pv, k] -= A[j, v, k]
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _add_terms(out, K, A, alive, idx, kv, lo, hi):
+    """``out[k] += A[i, k] kv[idx[i]]`` for the live slots ``lo <= i < hi`` in order (a score sum's tail, or all
+    of it); returns whether every ``out[k]`` is finite."""
+    for i in range(lo, hi):
+        if alive[i]:
+            v = kv[idx[i]]
+            for k in range(K):
+                out[k] += A[i, k] * v
+    ok = True
+    for k in range(K):
+        ok = ok and math.isfinite(out[k])
+    return ok
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _block_sum(out, blocked, K, A, alive, idx, kv, at, hi):
+    """A score sum over the live slots ``< hi``: ``out`` holds the block's sum over the slots ``< at``
+    (``blocked``), to which the slots since are added; else, or when that is not finite (a dead slot's
+    non-finite coefficient times 0), the sum over the live slots one by one.  Returns whether it is finite."""
+    if not blocked:
+        for k in range(K):
+            out[k] = 0.0
+    if blocked and _add_terms(out, K, A, alive, idx, kv, at, hi):
+        return True
+    for k in range(K):
+        out[k] = 0.0
+    return _add_terms(out, K, A, alive, idx, kv, 0, hi)
+
+
 @njit(**NUMBA_FLAGS)
 def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log):
     """All rounds of one dense block, in ``order``; member ``j`` is shown round ``ii`` iff ``mask[ii, j]``.
@@ -175,11 +206,54 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     n0 = 0
     b0 = 0
     n_order = order.shape[0]
+    # Score sums a block at a time (each bit for bit the per-round sum, as the single learner's,
+    # :func:`~distlearn.learners._budget._score_rows`): at a block's start, the ensemble margins of its rows
+    # over the live pool (Me) and each member's scores of its shown rows over its slots (Mj), each read of
+    # Abar or A[j] feeding up to four rounds; a round adds the slots appended since.  A removal (which moves
+    # Abar of a pool slot and takes a member slot out of the middle of its order) ends the block sums of the
+    # ensemble and of that member: their later rounds in the block sum over the slots one by one.
+    Me = np.zeros((ROW_BLOCK, K), dtype=np.float64)
+    Mj = np.zeros((N, ROW_BLOCK, K), dtype=np.float64)
+    Mt = np.zeros((ROW_BLOCK, K), dtype=np.float64)
+    KJ = np.zeros((ROW_BLOCK, A.shape[1]), dtype=np.float64)  # a member's kernel rows by slot
+    rows_j = np.zeros(ROW_BLOCK, dtype=np.int64)
+    me_ok = False
+    mj_ok = np.zeros(N, dtype=np.bool_)
+    mj_at = np.zeros(N, dtype=np.int64)
+    ident = np.arange(PS.shape[0])  # pool slot i's kernel value is kpool[i]
     for ii in range(n_order):
         if ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = pmeta[0]
             _next_block(kern, X, order, ii, PS, pool.sq, palive, n0, Xt, sqt, G, acc, live)
+            nb = min(ROW_BLOCK, n_order - ii)
+            for b in range(nb):
+                gb = G[b]
+                for i in range(n0):
+                    if not palive[i]:
+                        gb[i] = 0.0  # a dead pool slot adds +-0 (its Abar is 0)
+            _sums_rows(Abar, G, 0, nb, n0, Me)
+            me_ok = True
+            for j in range(N):
+                nr = 0
+                for b in range(nb):
+                    if mask[ii + b, j]:
+                        rows_j[nr] = b
+                        nr += 1
+                mj_ok[j] = nr > 0
+                if nr == 0:
+                    continue
+                nj = mmeta[j, 0]
+                mj_at[j] = nj
+                for q in range(nr):
+                    gb = G[rows_j[q]]
+                    kq = KJ[q]
+                    for i in range(nj):
+                        kq[i] = gb[pidx[j, i]] if alive[j, i] else 0.0
+                _sums_rows(A[j], KJ, 0, nr, nj, Mt)
+                for q in range(nr):
+                    for k in range(K):
+                        Mj[j, rows_j[q], k] = Mt[q, k]
         r = order[ii]
         x = X[r]
         yc = y[r]
@@ -196,15 +270,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             if palive[i]:
                 kpool[i] = _kval(kern, PS[i], pool.sq[i], x, sqx)
         finite = math.isfinite(kxx)
-        for k in range(K):
-            log.margin[ii, k] = 0.0
-        for i in range(n_pool):
-            if palive[i]:
-                kv = kpool[i]
-                for k in range(K):
-                    log.margin[ii, k] += Abar[i, k] * kv
-        for k in range(K):
-            finite = finite and math.isfinite(log.margin[ii, k])
+        if me_ok:
+            for k in range(K):
+                log.margin[ii, k] = Me[ii - b0, k]
+        finite = _block_sum(log.margin[ii], me_ok, K, Abar, palive, ident, kpool, n0, n_pool) and finite
         if not finite:
             return ii
         pt = -1  # the pool slot of x_t once a member inserts it
@@ -215,17 +284,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 continue
             t_member = mmeta[j, 2]
             n_slots = mmeta[j, 0]
-            for k in range(K):
-                m[k] = 0.0
-            for i in range(n_slots):
-                if alive[j, i]:
-                    kv = kpool[pidx[j, i]]
-                    for k in range(K):
-                        m[k] += A[j, i, k] * kv
-            finite = True
-            for k in range(K):
-                finite = finite and math.isfinite(m[k])
-            if not finite:
+            if mj_ok[j]:
+                for k in range(K):
+                    m[k] = Mj[j, ii - b0, k]
+            if not _block_sum(m, mj_ok[j], K, A[j], alive[j], pidx[j], kpool, mj_at[j], n_slots):
                 return ii
             fire = _steps(rule, mode, K, m, yc, kxx, steps, work, dummy)
             if fire:
@@ -238,6 +300,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols,
                                    Dp, Dn)
                     n_rem += 1
+                    mj_ok[j] = False
+                    me_ok = False
                 if pt < 0:
                     pt = pmeta[0]
                     for jj in range(d):
@@ -288,6 +352,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                         _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores,
                                        cols, Dp, Dn)
                         n_rem += 1
+                        mj_ok[j] = False
+                        me_ok = False
             mmeta[j, 2] = t_member + 1
         log.updates[ii] = n_upd
         log.removed[ii] = n_rem

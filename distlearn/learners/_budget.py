@@ -64,6 +64,9 @@ from ._kernels import (
     PA2,
     PERCEPTRON,
     _binary_step,
+    _margins_dense,
+    _margins_dense_pair,
+    _margins_dense_quad,
     _native_taus,
     _out_of_range,
 )
@@ -235,6 +238,10 @@ def _kval(kern, a, sqa, b, sqb):
 
 #: Rows whose kernel rows against the cache are computed together (one pass over the cache per block).
 ROW_BLOCK = 16
+#: Rounds whose score sums the single learner computes in one pass over the coefficients (:func:`_score_rows`):
+#: a removal voids the sums of the rounds after it, so a longer run wastes more of them (LETTER, a cache of
+#: 8,200 patterns, a removal in a quarter of the rounds: 16 rows were no faster than one at a time).
+SUM_ROWS = 4
 #: Cached patterns whose dot products with a block's rows are accumulated together (register blocking:
 #: each loaded block column feeds SLOT_BLOCK products).
 SLOT_BLOCK = 8
@@ -314,6 +321,50 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
             Xt[j, b] = xr[j]
         sqt[b] = _dot(xr, xr)
     _block_rows(kern, S, sq, alive, n0, Xt, sqt, nb, G, acc, live)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M):
+    """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
+    ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
+
+    First each of those rows of ``G`` is made a full kernel row against the slots ``< n_at``: the live slots
+    ``< n0`` hold the block's values (:func:`_block_rows`), the live slots in ``[n0, n_at)`` (inserted since
+    the block began) get :func:`_kval`, the dead slots 0 (so they add +-0, which leaves a sum that started
+    at +0.0 as it was, while ``A`` is finite -- the caller recomputes a non-finite score over the live slots
+    only).  Then the sums, four rows per read of ``A`` (:func:`_sums_rows`): the cache's
+    coefficients are read once per four rounds instead of once per round, which is what a round of a large
+    cache is bound by (``benchmarks/README.md``, "kernel score sums").  Each value is bit for bit the
+    per-round sum over the live slots."""
+    for rr in range(ii, e):
+        gb = G[rr - b0]
+        xr = X[order[rr]]
+        for i in range(n0):
+            if not alive[i]:
+                gb[i] = 0.0
+        for i in range(n0, n_at):
+            gb[i] = _kval(kern, S[i], sq[i], xr, sqt[rr - b0]) if alive[i] else 0.0
+    _sums_rows(A, G, ii - b0, e - b0, n_at, M)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _sums_rows(A, G, lo, hi, n, M):
+    """``M[b, k] = sum_{i < n} A[i, k] G[b, i]`` for the rows ``lo <= b < hi`` of ``G``, every column a
+    sequential sum over ``i`` from +0.0 (:func:`~distlearn.learners._kernels._margins_dense`, bit for bit),
+    four rows per pass over ``A`` (then two, then one)."""
+    K = A.shape[1]
+    cap = G.shape[1]
+    w = A.reshape(A.shape[0] * K)
+    xf = G.reshape(G.shape[0] * cap)
+    b = lo
+    while hi - b >= 4:
+        _margins_dense_quad(w, K, xf, b * cap, cap, n, M, b)
+        b += 4
+    if hi - b >= 2:
+        _margins_dense_pair(w, K, xf, b * cap, (b + 1) * cap, n, M[b], M[b + 1])
+        b += 2
+    if hi - b == 1:
+        _margins_dense(w, K, xf, b * cap, n, M[b])
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -723,6 +774,14 @@ def _nonzero_columns(K, a, cols):
     return nz
 
 
+#: A score update ``F[i] += c k(x, x_i)`` runs over every column (a contiguous, vectorised loop) when more than
+#: ``1 / DENSE_COLUMNS`` of ``c``'s columns are nonzero, else over those columns only.  The same bits either way:
+#: a zero coefficient adds +-0, which leaves a score as it was (a score is never -0.0: it starts as a sum from
+#: +0.0, and x + (-x) rounds to +0.0); a kernel value that is not finite (a polynomial kernel's overflow)
+#: takes the nonzero columns only, as 0 * inf would be NaN.
+DENSE_COLUMNS = 4
+
+
 @njit(inline="always", **NUMBA_FLAGS)
 def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, ub, cols, Dp, Dn):
     """A pattern of coefficients ``steps`` enters: ``F[i] += steps k(x_t, x_i)`` for the live slots
@@ -731,11 +790,16 @@ def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, u
     nz = _nonzero_columns(K, steps, cols)
     if bounded:
         _bound_table(mode, K, steps, 1.0, Dp, Dn)
+    dense = nz * DENSE_COLUMNS > K
     for i in range(n_slots):
         if alive[i]:
             kv = krow[idx[i]]
-            for q in range(nz):
-                F[i, cols[q]] += steps[cols[q]] * kv
+            if dense and math.isfinite(kv):
+                for k in range(K):
+                    F[i, k] += steps[k] * kv
+            else:
+                for q in range(nz):
+                    F[i, cols[q]] += steps[cols[q]] * kv
             if bounded:
                 _grow_bound(ub, i, _bound_step(Dp, Dn, lab[i], kv))
 
@@ -753,6 +817,7 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
     xv = rows[idx[v]]
     sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
+    dense = nz * DENSE_COLUMNS > K
     if bounded:
         _bound_table(mode, K, A[v], -1.0, Dp, Dn)
     grp = np.empty(SLOT_BLOCK, dtype=np.int64)
@@ -790,8 +855,12 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
         for p in range(ng):
             i2 = grp[p]
             kv = _kfin(kern, dv[p], sqv, sq[idx[i2]])
-            for q in range(nz):
-                F[i2, cols[q]] -= A[v, cols[q]] * kv
+            if dense and math.isfinite(kv):
+                for k in range(K):
+                    F[i2, k] -= A[v, k] * kv
+            else:
+                for q in range(nz):
+                    F[i2, cols[q]] -= A[v, cols[q]] * kv
             if bounded:
                 _grow_bound(ub, i2, _bound_step(Dp, Dn, lab[i2], kv))
         ng = 0
@@ -872,10 +941,17 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
+    # blocked: the rounds [b0 + ..., sums_end) have their scores in M over the slots < n_at (_score_rows);
+    # a round that removes a pattern or changes cached coefficients ends them (a later round's sum would
+    # skip a slot in the middle of its order), an insertion does not (the new slot is summed last, in order)
+    M = np.zeros((ROW_BLOCK if blocked else 0, K), dtype=np.float64)
+    sums_end = 0
+    n_at = 0
     n_order = order.shape[0]
     m = np.zeros(K, dtype=np.float64)
     steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
+    negv = np.zeros(K, dtype=np.float64)  # a twin's coefficients, negated (it leaves)
     dummy = np.zeros(0, dtype=np.float64)
     # the scores F of the cached patterns are read only by margin-based removal; without it they
     # are not kept (the driver marks them stale: BudgetState.scores_kept).  Removal by margin
@@ -894,6 +970,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             b0 = ii
             n0 = meta[0]
             _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
+            sums_end = ii
         r = order[ii]
         x = X[r]
         yc = y[r]
@@ -904,22 +981,38 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         n_slots = meta[0]
         for k in range(K):
             m[k] = 0.0
-        first = 0
+        kr = krow  # the round's kernel row by slot: the scratch, or (blocked) the block's row of G
         if blocked:
-            gb = G[ii - b0]
-            for i in range(n0):
+            if ii >= sums_end:
+                n_at = n_slots
+                sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
+                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M)
+            kr = G[ii - b0]
+            for k in range(K):
+                m[k] = M[ii - b0, k]
+            for i in range(n_at, n_slots):  # inserted since the sums: summed last, in slot order
                 if alive[i]:
-                    kv = gb[i]
+                    kv = _kval(kern, S[i], c.sq[i], x, sqx)
+                    kr[i] = kv
+                    for k in range(K):
+                        m[k] += A[i, k] * kv
+            dense_ok = True
+            for k in range(K):
+                dense_ok = dense_ok and math.isfinite(m[k])
+            if not dense_ok:  # a dead slot's non-finite coefficient times 0: the sums over the live slots
+                for k in range(K):
+                    m[k] = 0.0
+                for i in range(n_slots):
+                    if alive[i]:
+                        for k in range(K):
+                            m[k] += A[i, k] * kr[i]
+        else:
+            for i in range(n_slots):
+                if alive[i]:
+                    kv = _kval(kern, S[i], c.sq[i], x, sqx)
                     krow[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
-            first = n0
-        for i in range(first, n_slots):
-            if alive[i]:
-                kv = _kval(kern, S[i], c.sq[i], x, sqx)
-                krow[i] = kv
-                for k in range(K):
-                    m[k] += A[i, k] * kv
         finite = math.isfinite(kxx)
         for k in range(K):
             finite = finite and math.isfinite(m[k])
@@ -946,7 +1039,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         n_rem = 0
         projected = False
         if fire and projectron:
-            delta2 = _span_residual(n_slots, kxx, krow, c.Kinv, dd)
+            delta2 = _span_residual(n_slots, kxx, kr, c.Kinv, dd)
             if delta2 <= budget.span_tol * budget.span_tol:
                 # within eta of the span: add steps d to the cached coefficients, no insertion (and
                 # steps k_t to their scores, since K d = k_t)
@@ -964,14 +1057,22 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
                 for k in range(K):
                     steps[k] += A[v, k]
-                    m[k] -= A[v, k] * krow[v]
-                _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
+                    m[k] -= A[v, k] * kr[v]
+                    negv[k] = -A[v, k]
+                # _remove without its kernel row: x_v is x, whose row kr holds (the same bits), and
+                # F -= A[v] kv is F += (-A[v]) kv exactly (fusing this pass with the insertion's measured
+                # no faster)
+                alive[v] = False
+                c.died[v] = t
+                meta[1] -= 1
+                if keep_scores:
+                    _insert_scores(n_slots, mode, K, negv, kr, ident, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
                 n_rem += 1
             if budget.code == BUDGET_FIXED and meta[1] >= budget.size and budget.removal != REMOVE_MERGE:
                 v = _victim(budget.removal, n_slots, meta[1], uniforms[ii], mode, K, A, F, c.kd, c.lab, c.born,
                             alive, ub, cand)
                 for k in range(K):
-                    m[k] -= A[v, k] * krow[v]
+                    m[k] -= A[v, k] * kr[v]
                 _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
                 n_rem += 1
             # insert x_t into slot s
@@ -986,7 +1087,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             for k in range(K):
                 A[s, k] = steps[k]
             if keep_scores:
-                _insert_scores(n_slots, mode, K, steps, krow, ident, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
+                _insert_scores(n_slots, mode, K, steps, kr, ident, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
             for k in range(K):
                 F[s, k] = m[k] + steps[k] * kxx
             alive[s] = True
@@ -1004,6 +1105,8 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                         break
                     _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
                     n_rem += 1
+        if n_rem > 0 or projected:
+            sums_end = min(sums_end, ii + 1)
         log.updated[ii] = fire
         log.removed[ii] = n_rem
         log.cache_size[ii] = meta[1]
