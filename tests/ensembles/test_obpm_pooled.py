@@ -143,3 +143,15 @@ def test_cli_save_members_keeps_them(tmp_path, capsys):
                  "--save", str(tmp_path / "n.npz"), "--save-members", "--in-process"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "keep_members" in err[0]
+
+
+@pytest.mark.cluster
+def test_pooled_on_dask_is_the_same_bits(small_pools, tmp_path, dask_scheduler):
+    X, y = _data(n=800, k=3, seed=8)
+    p = tmp_path / "m.zarr"
+    create_dataset(p, X, y, block_rows=100)
+    kw = dict(n_estimators=10, tau=0.5, epochs=2, random_state=5)  # pools of 4: the job carries the size to workers
+    a = OBPM(scheduler="in-process", learner_groups=1, **kw).fit(str(p))
+    b = OBPM(scheduler=dask_scheduler["address"], learner_groups=3, checkpoint_every=3, **kw).fit(str(p))
+    assert b.job_["groups"] == [[0, 4], [4, 8], [8, 10]]
+    np.testing.assert_array_equal(_model(a), _model(b))
