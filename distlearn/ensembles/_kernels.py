@@ -23,9 +23,10 @@ The ``"average"`` conversion keeps running sums ``P + q W`` (decision 4 of
 ARCHITECTURE.md): one per member column (``ACC_ENSEMBLE``, ``ACC_MEMBERS``),
 ``P`` as large as ``W``, one read-modify-write per updating member and nonzero;
 or, ``ACC_POOLED``, one per *pool* of members (``engine.member_pools``): the
-pool's P row gets ``x_f * sum_j q_j u_j / s_j`` over the pool's members that
+pool's P gets ``x_f * sum_j q_j u_j / s_j`` over the pool's members that
 updated on the row, summed in member order -- one term per pool and nonzero,
-into a P of ``(pools, K, d + 1)`` that stays in cache.  Each column keeps its own
+into a feature-major P of ``(d + 1, pools, K)`` (a feature's pools share one
+line) that stays in cache.  Each column keeps its own
 ``q`` (its scale summed over the rounds); a fold of ``q W`` (rebase, zeroed
 column) goes into the column's pool.
 """
@@ -88,7 +89,7 @@ class EnsembleArrays(NamedTuple):
     sqnorm: np.ndarray         #: (N K,) float64
     n_updates: np.ndarray      #: (N K,) int64
     member_rounds: np.ndarray  #: (N,) int64
-    accP: np.ndarray           #: running sum's P, flat, or empty (``ACC_NONE``); pooled: (pools K, d + 1) flat
+    accP: np.ndarray           #: running sum's P, flat, or empty (``ACC_NONE``); pooled: (d + 1, pools K) flat
     accq: np.ndarray           #: running sum's [q, scale at the last rebase], flat, or empty
     pool: np.ndarray           #: (N,) int64 each learner's pool (``ACC_POOLED``), or empty
 
@@ -120,20 +121,20 @@ _P_AHEAD = 8
 @njit(**NUMBA_FLAGS)
 def _fold_into_pool(W, c, accP, pc, accq):
     """``P_pool += q_c * W[:, c]``, ``q_c <- 0``: column ``c``'s share of its running sum moved into
-    its pool's P (row ``pc`` of the pooled P), as ``learners/_kernels.py: _check_rebase`` moves it
+    its pool's P (column ``pc`` of the pooled P), as ``learners/_kernels.py: _check_rebase`` moves it
     into the column's own P."""
     q = accq[c]
     if q != 0.0:
         D1 = W.shape[0]
-        base = pc * D1
+        n_prow = accP.shape[0] // D1
         for j in range(D1):
-            accP[base + j] += q * W[j, c]
+            accP[j * n_prow + pc] += q * W[j, c]
     accq[c] = 0.0
 
 
 @njit(**NUMBA_FLAGS)
 def _check_rebase_pooled(W, scale, c, accP, pc, accq):
-    """``_check_rebase`` with column ``c``'s P the pooled row ``pc``."""
+    """``_check_rebase`` with column ``c``'s P the pooled column ``pc``."""
     NK = W.shape[1]
     r = abs(scale[c] / accq[NK + c])
     if r < 1.0 / _REBASE or r > _REBASE:
@@ -225,7 +226,7 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
     uinv = np.zeros(n_cols, dtype=np.float64)
     uqi = np.zeros(n_cols, dtype=np.float64)
     line = max(1, 64 // W.itemsize)
-    # ACC_POOLED: row pc = pool * K + k of the pooled P, and per round the pools whose members
+    # ACC_POOLED: column pc = pool * K + k of the pooled P, and per round the pools whose members
     # updated (plist[:npl]) with their summed coefficients pU[pc]
     pooled = acc_mode == 3
     D1 = d + 1
@@ -441,14 +442,14 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
                 for q in range(nu):
                     row[ucol[q]] += xv * uinv[q]
                 if pooled:
-                    # one term per pool, not per member: the pooled P rows stay in cache
+                    # one term per pool, not per member: the pooled P (a feature's pools on one line) stays in cache
                     if jj + _P_AHEAD < hi:
                         fn = indices[jj + _P_AHEAD]
                         for a in range(npl):
-                            _prefetch(accP, plist[a] * D1 + fn)
+                            _prefetch(accP, fn * n_prow + plist[a])
                     for a in range(npl):
                         pc = plist[a]
-                        accP[pc * D1 + f] -= xv * pU[pc]
+                        accP[f * n_prow + pc] -= xv * pU[pc]
                 elif acc_mode != 0:
                     if jj + _P_AHEAD < hi:  # the lines of P this sweep reaches _P_AHEAD nonzeros on
                         fb = indices[jj + _P_AHEAD] * NK
@@ -464,7 +465,7 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
                 if pooled:
                     for a in range(npl):
                         pc = plist[a]
-                        accP[pc * D1 + d] -= bias * pU[pc]
+                        accP[d * n_prow + pc] -= bias * pU[pc]
                 elif acc_mode != 0:
                     for q in range(nu):
                         if uqi[q] != 0.0:

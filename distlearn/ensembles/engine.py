@@ -50,8 +50,8 @@ class EnsembleState(NamedTuple):
     running sum, ``sum_c = accP[:, c] + accq[0, c] * W[:, c]`` (the
     single-learner kernels' form, :class:`distlearn.learners.RunningSum`).
     With *pooled* running sums (``ACC_POOLED``, :func:`member_pools`) ``accP`` has one row per
-    pool and output column instead, shape ``(n_pools, K, n_features + 1)``, and pool ``p``'s sum
-    of its members' hypotheses is ``accP[p, k] + sum_{c in p} accq[0, c] * W[:, c]``
+    pool and output column instead, feature-major like ``W``, shape ``(n_features + 1, n_pools, K)``,
+    and pool ``p``'s sum of its members' hypotheses is ``accP[:, p, k] + sum_{c in p} accq[0, c] * W[:, c]``
     (:meth:`pool_sums`).
     """
 
@@ -61,7 +61,7 @@ class EnsembleState(NamedTuple):
     n_updates: np.ndarray      #: (N * K,) int64
     member_rounds: np.ndarray  #: (N,) int64: examples each member was shown
     n_rounds: np.ndarray       #: (1,) int64: examples seen by the ensemble
-    accP: np.ndarray           #: (n_features + 1, N * K) float64, pooled (n_pools, K, n_features + 1), or empty
+    accP: np.ndarray           #: (n_features + 1, N * K) float64, pooled (n_features + 1, n_pools, K), or empty
     accq: np.ndarray           #: (2, N * K) float64, or empty
 
     @property
@@ -98,8 +98,8 @@ class EnsembleState(NamedTuple):
         """The pooled running sums, shape (n_pools, K, n_features + 1): pool ``p``'s sum over its
         members ``j`` (``pools[j] == p``, indices local to this state) of their hypotheses."""
         K = self.n_outputs
-        n_pools = self.accP.shape[0]
-        S = self.accP.copy()
+        n_pools = self.accP.shape[1]
+        S = self.accP.transpose(1, 2, 0).copy()
         qW = (self.W.astype(np.float64) * self.accq[0][None, :]).T.reshape(self.n_learners, K, -1)
         for p in range(n_pools):
             S[p] += qW[pools == p].sum(axis=0)
@@ -118,7 +118,7 @@ def init_ensemble(n_features: int, n_learners: int, n_outputs: int, *, dtype: An
     per_member = running_sum and pools is None
     check_allocation("the ensemble's weights", (d1, nk), dt.itemsize * (1 + (8 // dt.itemsize if per_member else 0)))
     if running_sum and pools is not None:
-        accP = np.zeros((int(pools), int(n_outputs), d1), np.float64)
+        accP = np.zeros((d1, int(pools), int(n_outputs)), np.float64)
         accq = np.vstack([np.zeros(nk), np.ones(nk)])
     elif running_sum:
         accP = np.zeros((d1, nk), np.float64)
@@ -289,7 +289,7 @@ def learn_ensemble_chunk(
                              "a group of learners must start at a pool")
         pool = upto[first_learner:] - upto[first_learner]
         n_pools = int(pool[-1]) + 1 if N else 0
-        if state.accP.shape != (n_pools, K, X.shape[1] + 1):
+        if state.accP.shape != (X.shape[1] + 1, n_pools, K):
             raise ValueError(f"this ensemble state keeps no pooled running sums for {n_pools} pools "
                              "(init_ensemble(..., running_sum=True, pools=...))")
         bounds = np.flatnonzero(np.r_[True, pool[1:] != pool[:-1]])
@@ -386,6 +386,6 @@ def concat_states(parts: list[EnsembleState]) -> EnsembleState:
     return EnsembleState(
         np.concatenate([p.W for p in parts], axis=1), cols("scale"), cols("sqnorm"), cols("n_updates"),
         cols("member_rounds"), first.n_rounds.copy(),
-        np.concatenate([p.accP for p in parts], axis=0 if first.pooled else 1) if acc else first.accP,
+        np.concatenate([p.accP for p in parts], axis=1) if acc else first.accP,
         np.concatenate([p.accq for p in parts], axis=1) if acc else first.accq,
     )

@@ -48,7 +48,7 @@ def test_pooled_equals_the_oracle_and_the_per_member_sums(small_pools, k):
     kw = dict(n_estimators=N, tau=tau, random_state=4, shuffle=False, epochs=2, normalize=False)
     pooled = OBPM(**kw).fit(X, y)
     kept = OBPM(**kw, keep_members=True).fit(X, y)
-    assert pooled._state.accP.shape[0] == 3  # 9 members in pools of 4: 3 pools
+    assert pooled._state.accP.shape[1] == 3  # 9 members in pools of 4: 3 pools
     # the members (their last weights) are the same bits either way
     for name in ("W", "scale", "sqnorm", "n_updates", "member_rounds"):
         np.testing.assert_array_equal(getattr(pooled._state, name), getattr(kept._state, name))
