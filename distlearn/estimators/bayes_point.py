@@ -203,8 +203,8 @@ class OBPM(OnlineBayesPoint):
         every member update); without it the members' running sums are
         *pooled*: one per pool of 50 consecutive members of a tau group (two
         for 100 members), written once per nonzero for all of a pool's members
-        that update on a row, so the average costs about 1.2x "last" instead
-        of 1.6x (``benchmarks/README.md``, issue 30).  The Bayes point is the
+        that update on a row, so the average costs about 1.15x "last" instead
+        of 1.5-1.8x (``benchmarks/README.md``, issue 30).  The Bayes point is the
         same, ``(1/N) sum_j (1/(T+1)) sum_t w_{j,t}`` (uniform weights), summed
         in another order: equal to the per-member form to rounding (about
         1e-15 relative), and the same bits for any learner groups, chunking,
