@@ -897,6 +897,10 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:
         raise ValueError(str(exc).replace("parameter '", "--param '", 1)) from None
+    if a.save_members:  # the members' own hypotheses: an average kept per member, not pooled
+        if est.get_params(deep=False).get("keep_members") is False:
+            raise ValueError("--save-members stores every member's hypothesis; --param keep_members=false drops them")
+        est.set_params(keep_members=True)
     if a.target:
         if is_data_file(a.store):
             raise ValueError(f"--target views a store; {a.store} is a data file: convert it first "

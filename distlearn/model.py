@@ -109,6 +109,9 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
         arrays = {"coef": np.asarray(est.coef_), "intercept": np.asarray(est.intercept_)}
     if members:
         if "members_" not in est.__dict__:
+            if "keep_members" in est.get_params(deep=False):
+                raise ValueError(f"members=True: this {type(est).__name__} kept no members_ (keep_members="
+                                 f"{est.keep_members!r}); fit it with keep_members=True")
             raise ValueError(f"members=True: {type(est).__name__} has no members_ (not a Bayes point)")
         arrays["members"] = np.asarray(est.members_, dtype=np.float64)
         arrays["member_weights"] = np.asarray(est.weights_, dtype=np.float64)

@@ -38,7 +38,7 @@ def files(tmp_path_factory):
         "vote": save_model(Perceptron(conversion="vote", random_state=0).fit(X[:300], yb[:300]), d / "vote.npz"),
         "kernel": save_model(KernelPerceptron(gamma=0.05, budget=30, conversion="vote", random_state=0)
                              .fit(X[:300], yb[:300]), d / "kernel.npz"),
-        "members": save_model(OBPM(n_estimators=4, tau=0.5, epochs=1, random_state=0).fit(X[:300], yb[:300]),
+        "members": save_model(OBPM(n_estimators=4, tau=0.5, epochs=1, random_state=0, keep_members=True).fit(X[:300], yb[:300]),
                               d / "members.npz", members=True),
     }
     return d, saved, X[300:]

@@ -138,7 +138,7 @@ def test_obpm_members_saved_on_request(digits, tmp_path, capsys):
     from distlearn import OBPM
 
     d, _, Xte, yte = digits
-    est = OBPM(n_estimators=8, tau=0.5, random_state=0).fit(str(d / "train.zarr"))
+    est = OBPM(n_estimators=8, tau=0.5, random_state=0, keep_members=True).fit(str(d / "train.zarr"))
     save_model(est, tmp_path / "plain.npz")
     save_model(est, tmp_path / "members.npz", members=True)
     plain, full = load_model(tmp_path / "plain.npz"), load_model(tmp_path / "members.npz")

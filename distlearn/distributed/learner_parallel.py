@@ -48,6 +48,7 @@ import numpy as np
 from .. import stream
 from ..ensembles import EnsembleState, concat_states, init_ensemble, learn_ensemble_chunk
 from ..ensembles import _kernels as EK
+from ..ensembles.engine import member_pools
 from ..ensembles.kernel import (
     KernelEnsembleState,
     concat_kernel_states,
@@ -94,6 +95,7 @@ class ObpmJob:
     checkpoint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     tau_block: int | None = None
+    pool_members: int | None = None  #: ``acc_mode == ACC_POOLED``: members per pool (engine.member_pools)
 
     @property
     def n_taus(self) -> int:
@@ -114,19 +116,24 @@ class ObpmJob:
     def initial_state(self, g: int) -> Any:
         """Group ``g``'s learners before the first example."""
         a, b = self.groups[g]
+        pools = None
+        if self.acc_mode == EK.ACC_POOLED:  # the group's whole pools (groups never cut one)
+            p = member_pools(self.n_learners, self.tau_block, self.pool_members)[a:b]
+            pools = int(p[-1] - p[0]) + 1
         return init_ensemble(self.n_features, b - a, self.n_outputs, dtype=self.dtype,
-                             running_sum=self.acc_mode != EK.ACC_NONE)
+                             running_sum=self.acc_mode != EK.ACC_NONE, pools=pools)
 
     def learn(self, st: Any, ch: Any, epoch: int, first: int) -> tuple[np.ndarray, Any]:
         """Run group state ``st`` (learners ``first ..``) over chunk ``ch``: the group's summed
         margins ``(rows, [T,] K)`` in visiting order and its updates (an int, or per tau group)."""
         m, u = learn_ensemble_chunk(self.rule, st, ch.X, ch.y, ch.tids, seed=self.seed, tau=self.tau, epoch=epoch,
                                     order=ch.order, fit_intercept=self.fit_intercept, acc_mode=self.acc_mode,
-                                    first_learner=first, tau_block=self.tau_block)
+                                    first_learner=first, tau_block=self.tau_block, pool_members=self.pool_members)
         return m, (u.sum(axis=0).astype(np.int64) if self.n_taus else int(u.sum()))
 
     def combine(self, parts: list[Any]) -> Any:
-        """The whole ensemble's state from the groups' states, in group order."""
+        """The whole ensemble's state from the groups' states, in group order (pooled running sums:
+        the groups' pools in order; groups never cut a pool)."""
         return concat_states(parts)
 
     #: How a checkpointed group state is built from its arrays (:func:`~distlearn.distributed.checkpoint.read_part`;
@@ -144,6 +151,7 @@ class ObpmJob:
             "tau_block": self.tau_block, "fit_intercept": bool(self.fit_intercept), "acc_mode": int(self.acc_mode),
             "dtype": self.dtype, "n_learners": int(self.n_learners), "groups": [list(g) for g in self.groups],
             "shuffle": bool(self.shuffle), "segment_blocks": int(self.segment_blocks),
+            **({"pool_members": int(self.pool_members)} if self.acc_mode == EK.ACC_POOLED else {}),
         }
 
 

@@ -18,6 +18,17 @@ j0 + n - 1`` of an ensemble over every row of a CSR chunk:
 The group's summed member margins (true units) are written per round, so the
 driver can score the running average ``w~_{t-1}`` on example ``t`` -- the
 online prediction error -- from any split of the learners into groups.
+
+The ``"average"`` conversion keeps running sums ``P + q W`` (decision 4 of
+ARCHITECTURE.md): one per member column (``ACC_ENSEMBLE``, ``ACC_MEMBERS``),
+``P`` as large as ``W``, one read-modify-write per updating member and nonzero;
+or, ``ACC_POOLED``, one per *pool* of members (``engine.member_pools``): the
+pool's P gets ``x_f * sum_j q_j u_j / s_j`` over the pool's members that
+updated on the row, summed in member order -- one term per pool and nonzero,
+into a feature-major P of ``(d + 1, pools, K)`` (a feature's pools share one
+line) that stays in cache.  Each column keeps its own
+``q`` (its scale summed over the rounds); a fold of ``q W`` (rebase, zeroed
+column) goes into the column's pool.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from ..learners._kernels import (
     PERCEPTRON,
     _AHEAD,
     _HUGE,
+    _REBASE,
     _TINY,
     _binary_step,
     _check_rebase,
@@ -59,10 +71,13 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _ONE = np.uint64(1)
 
 #: Running-sum modes: none, every round (the average of the ensemble's
-#: hypotheses w~_t), or a member's own rounds only (each member's average).
+#: hypotheses w~_t), or a member's own rounds only (each member's average);
+#: ``ACC_POOLED``: the ensemble's average with one running sum per *pool* of
+#: members (``EnsembleArrays.pool``), not per member (see :func:`_obpm_pass`).
 ACC_NONE = 0
 ACC_ENSEMBLE = 1
 ACC_MEMBERS = 2
+ACC_POOLED = 3
 #: Rows ahead whose weight lines the OBPM pass prefetches.
 class EnsembleArrays(NamedTuple):
     """The arrays an OBPM pass reads and writes (``ensembles/engine.py: EnsembleState``'s,
@@ -74,8 +89,9 @@ class EnsembleArrays(NamedTuple):
     sqnorm: np.ndarray         #: (N K,) float64
     n_updates: np.ndarray      #: (N K,) int64
     member_rounds: np.ndarray  #: (N,) int64
-    accP: np.ndarray           #: running sum's P, flat, or empty (``ACC_NONE``)
+    accP: np.ndarray           #: running sum's P, flat, or empty (``ACC_NONE``); pooled: (d + 1, pools K) flat
     accq: np.ndarray           #: running sum's [q, scale at the last rebase], flat, or empty
+    pool: np.ndarray           #: (N,) int64 each learner's pool (``ACC_POOLED``), or empty
 
 
 class Draws(NamedTuple):
@@ -100,6 +116,30 @@ _W_AHEAD = 2
 #: Nonzeros ahead whose running-sum lines the update sweep prefetches: P is as
 #: large as W and, unlike W's, its lines were not just read for the margins.
 _P_AHEAD = 8
+
+
+@njit(**NUMBA_FLAGS)
+def _fold_into_pool(W, c, accP, pc, accq):
+    """``P_pool += q_c * W[:, c]``, ``q_c <- 0``: column ``c``'s share of its running sum moved into
+    its pool's P (column ``pc`` of the pooled P), as ``learners/_kernels.py: _check_rebase`` moves it
+    into the column's own P."""
+    q = accq[c]
+    if q != 0.0:
+        D1 = W.shape[0]
+        n_prow = accP.shape[0] // D1
+        for j in range(D1):
+            accP[j * n_prow + pc] += q * W[j, c]
+    accq[c] = 0.0
+
+
+@njit(**NUMBA_FLAGS)
+def _check_rebase_pooled(W, scale, c, accP, pc, accq):
+    """``_check_rebase`` with column ``c``'s P the pooled column ``pc``."""
+    NK = W.shape[1]
+    r = abs(scale[c] / accq[NK + c])
+    if r < 1.0 / _REBASE or r > _REBASE:
+        _fold_into_pool(W, c, accP, pc, accq)
+        accq[NK + c] = scale[c]
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -159,7 +199,7 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
     numeric guard, ``learners/_kernels.py: _guard``; the round may be partly applied).
     """
     tids, key_epoch, thr, draw, slot, n_slots = draws
-    W, scale, sqnorm, n_updates, member_rounds, accP, accq = st
+    W, scale, sqnorm, n_updates, member_rounds, accP, accq, pool = st
     out_margin, out_updates = log
     if any_rule is None:
         rule = PERCEPTRON
@@ -186,6 +226,15 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
     uinv = np.zeros(n_cols, dtype=np.float64)
     uqi = np.zeros(n_cols, dtype=np.float64)
     line = max(1, 64 // W.itemsize)
+    # ACC_POOLED: column pc = pool * K + k of the pooled P, and per round the pools whose members
+    # updated (plist[:npl]) with their summed coefficients pU[pc]
+    pooled = acc_mode == 3
+    D1 = d + 1
+    n_prow = accP.shape[0] // D1 if pooled else 0
+    pU = np.zeros(max(1, n_prow), dtype=np.float64)
+    plist = np.zeros(max(1, n_prow), dtype=np.int64)
+    pmark = np.zeros(max(1, n_prow), dtype=np.bool_)
+    noacc = accq[:0]
     for ii in range(order.shape[0]):
         r = order[ii]
         lo = indptr[r]
@@ -289,7 +338,7 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
         # learner), then each column's norm, projection and bookkeeping.
         # Columns are independent, so each sees the single-learner order.
         nu = 0
-        if acc_mode == 1:
+        if acc_mode == 1 or pooled:
             for c in range(c0, c1):
                 accq[c] += scale[c]
         for a in range(na):
@@ -338,7 +387,12 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
                     # the rescale w <- cc * w (O(1) through the scale), written out as in the binary loop of
                     # learners/_kernels.py: through the inline _rescale that loop measured 7-10 % slower
                     if cc == 0.0:
-                        _zero_column(W, scale, sqnorm, c, accP, accq)
+                        if pooled:
+                            _fold_into_pool(W, c, accP, pool[j0 + i] * K + k, accq)
+                            accq[NK + c] = 1.0
+                            _zero_column(W, scale, sqnorm, c, noacc, noacc)
+                        else:
+                            _zero_column(W, scale, sqnorm, c, accP, accq)
                         mk = 0.0
                     elif cc != 1.0:
                         scale[c] *= cc
@@ -365,6 +419,21 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
             else:
                 uinv[q] = 0.0
                 uqi[q] = 0.0
+        npl = 0
+        if pooled:
+            # each pool's coefficient: its members' q * u / scale summed in member order
+            for q in range(nu):
+                if uqi[q] != 0.0:
+                    c = ucol[q]
+                    pc = pool[c // K] * K + (c - (c // K) * K)
+                    if not pmark[pc]:
+                        pmark[pc] = True
+                        pU[pc] = 0.0
+                        plist[npl] = pc
+                        npl += 1
+                    pU[pc] += uqi[q]
+            for a in range(npl):
+                pmark[plist[a]] = False
         if any_sparse:
             for jj in range(lo, hi):
                 f = indices[jj]
@@ -372,7 +441,16 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
                 row = W[f]
                 for q in range(nu):
                     row[ucol[q]] += xv * uinv[q]
-                if acc_mode != 0:
+                if pooled:
+                    # one term per pool, not per member: the pooled P (a feature's pools on one line) stays in cache
+                    if jj + _P_AHEAD < hi:
+                        fn = indices[jj + _P_AHEAD]
+                        for a in range(npl):
+                            _prefetch(accP, fn * n_prow + plist[a])
+                    for a in range(npl):
+                        pc = plist[a]
+                        accP[f * n_prow + pc] -= xv * pU[pc]
+                elif acc_mode != 0:
                     if jj + _P_AHEAD < hi:  # the lines of P this sweep reaches _P_AHEAD nonzeros on
                         fb = indices[jj + _P_AHEAD] * NK
                         for q in range(nu):
@@ -384,7 +462,11 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
                 row = W[d]
                 for q in range(nu):
                     row[ucol[q]] += bias * uinv[q]
-                if acc_mode != 0:
+                if pooled:
+                    for a in range(npl):
+                        pc = plist[a]
+                        accP[d * n_prow + pc] -= bias * pU[pc]
+                elif acc_mode != 0:
                     for q in range(nu):
                         if uqi[q] != 0.0:
                             accP[d * NK + ucol[q]] -= bias * uqi[q]
@@ -404,7 +486,9 @@ def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_i
             sk = abs(scale[c])
             if sk < _TINY or sk > _HUGE:
                 _fold_scale(W, scale, c, accq)
-            if acc_mode != 0:
+            if pooled:
+                _check_rebase_pooled(W, scale, c, accP, pool[c // K] * K + (c - (c // K) * K), accq)
+            elif acc_mode != 0:
                 _check_rebase(W, scale, c, accP, accq)
             n_updates[c] += 1
     return -1

@@ -36,6 +36,7 @@ __all__ = [
     "init_ensemble",
     "learner_groups",
     "learn_ensemble_chunk",
+    "member_pools",
     "margin_bound",
     "margin_bound_weights",
 ]
@@ -48,6 +49,10 @@ class EnsembleState(NamedTuple):
     feature-major, so feature ``f``'s ``N * K`` values are contiguous.  With a
     running sum, ``sum_c = accP[:, c] + accq[0, c] * W[:, c]`` (the
     single-learner kernels' form, :class:`distlearn.learners.RunningSum`).
+    With *pooled* running sums (``ACC_POOLED``, :func:`member_pools`) ``accP`` has one row per
+    pool and output column instead, feature-major like ``W``, shape ``(n_features + 1, n_pools, K)``,
+    and pool ``p``'s sum of its members' hypotheses is ``accP[:, p, k] + sum_{c in p} accq[0, c] * W[:, c]``
+    (:meth:`pool_sums`).
     """
 
     W: np.ndarray              #: (n_features + 1, N * K), weights' dtype
@@ -56,7 +61,7 @@ class EnsembleState(NamedTuple):
     n_updates: np.ndarray      #: (N * K,) int64
     member_rounds: np.ndarray  #: (N,) int64: examples each member was shown
     n_rounds: np.ndarray       #: (1,) int64: examples seen by the ensemble
-    accP: np.ndarray           #: (n_features + 1, N * K) float64, or empty
+    accP: np.ndarray           #: (n_features + 1, N * K) float64, pooled (n_features + 1, n_pools, K), or empty
     accq: np.ndarray           #: (2, N * K) float64, or empty
 
     @property
@@ -76,23 +81,46 @@ class EnsembleState(NamedTuple):
         full = self.W.astype(np.float64) * self.scale[None, :]
         return full.T.reshape(N, K, -1)
 
+    @property
+    def pooled(self) -> bool:
+        """Whether the running sums are pooled (one per pool of members, not per member)."""
+        return self.accP.ndim == 3
+
     def member_sums(self) -> np.ndarray:
         """The running sums, shape (N, K, n_features + 1)."""
+        if self.pooled:
+            raise ValueError("this ensemble pools its members' running sums: there is no sum per member")
         N, K = self.n_learners, self.n_outputs
         s = self.accP + self.accq[0][None, :] * self.W.astype(np.float64)
         return s.T.reshape(N, K, -1)
 
+    def pool_sums(self, pools: np.ndarray) -> np.ndarray:
+        """The pooled running sums, shape (n_pools, K, n_features + 1): pool ``p``'s sum over its
+        members ``j`` (``pools[j] == p``, indices local to this state) of their hypotheses."""
+        K = self.n_outputs
+        n_pools = self.accP.shape[1]
+        S = self.accP.transpose(1, 2, 0).copy()
+        qW = (self.W.astype(np.float64) * self.accq[0][None, :]).T.reshape(self.n_learners, K, -1)
+        for p in range(n_pools):
+            S[p] += qW[pools == p].sum(axis=0)
+        return S
+
 
 def init_ensemble(n_features: int, n_learners: int, n_outputs: int, *, dtype: Any = np.float64,
-                  running_sum: bool = False) -> EnsembleState:
-    """Zero weights for ``n_learners`` members of ``n_outputs`` columns each."""
+                  running_sum: bool = False, pools: int | None = None) -> EnsembleState:
+    """Zero weights for ``n_learners`` members of ``n_outputs`` columns each; with ``running_sum``,
+    one running sum per member, or with ``pools`` one per pool of members (``ACC_POOLED``)."""
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dt}")
     nk = int(n_learners) * int(n_outputs)
     d1 = int(n_features) + 1
-    check_allocation("the ensemble's weights", (d1, nk), dt.itemsize * (1 + (8 // dt.itemsize if running_sum else 0)))
-    if running_sum:
+    per_member = running_sum and pools is None
+    check_allocation("the ensemble's weights", (d1, nk), dt.itemsize * (1 + (8 // dt.itemsize if per_member else 0)))
+    if running_sum and pools is not None:
+        accP = np.zeros((d1, int(pools), int(n_outputs)), np.float64)
+        accq = np.vstack([np.zeros(nk), np.ones(nk)])
+    elif running_sum:
         accP = np.zeros((d1, nk), np.float64)
         accq = np.vstack([np.zeros(nk), np.ones(nk)])
     else:
@@ -108,14 +136,41 @@ def init_ensemble(n_features: int, n_learners: int, n_outputs: int, *, dtype: An
 UPDATE_COST = 1.25
 
 
-def learner_groups(n_learners: int, groups: int, taus: Any = None) -> list[tuple[int, int]]:
+#: Members per pool of the pooled running sums (``ACC_POOLED``): member ``i`` of a tau group is in
+#: its group's pool ``i // POOL_MEMBERS``.  Fixed by the ensemble, never by how it is run, so the
+#: average is the same bits for any split into learner groups (which never cut a pool).
+#: Measured (benchmarks/README.md, issue 30).
+POOL_MEMBERS = 50
+
+
+def member_pools(n_learners: int, tau_block: int | None = None, pool_members: int | None = None) -> np.ndarray:
+    """The pool of each of the first ``n_learners`` members of an ensemble (tau groups of
+    ``tau_block`` members; None: one tau group): member ``i`` of a tau group is in its pool
+    ``i // pool_members`` (default :data:`POOL_MEMBERS`); pools numbered in member order."""
+    pm = int(POOL_MEMBERS if pool_members is None else pool_members)
+    j = np.arange(int(n_learners), dtype=np.int64)
+    if tau_block is None:
+        return j // pm
+    M = int(tau_block)
+    return (j // M) * (-(-M // pm)) + (j % M) // pm
+
+
+def learner_groups(n_learners: int, groups: int, taus: Any = None, bounds: Any = None) -> list[tuple[int, int]]:
     """Contiguous learner ranges: ``groups`` of them, of equal cost.
 
     Without ``taus`` the sizes are as equal as possible.  With ``taus`` (learner j's draw
     probability), learner j costs ``1 + UPDATE_COST * taus[j]`` and the ranges split the total
     cost as evenly as contiguous ranges can (the tau groups of ``OBPM(tau="auto")`` differ
     several-fold in their updates).  Members are independent, so the split changes no weight.
+    ``bounds``: the only learner indices a range may start at (the first members of the pools of
+    pooled running sums, :func:`member_pools`); each edge moves to the nearest, so there may be
+    fewer ranges than ``groups``.
     """
+    if bounds is not None:
+        allowed = np.unique(np.asarray(bounds, np.int64))
+        edges = [a for a, _ in learner_groups(n_learners, groups, taus)] + [n_learners]
+        snapped = sorted({0, n_learners} | {int(allowed[np.argmin(np.abs(allowed - e))]) for e in edges[1:-1]})
+        return [(a, b) for a, b in zip(snapped[:-1], snapped[1:]) if b > a]
     g = max(1, min(int(groups), n_learners))
     if taus is None:
         edges = np.linspace(0, n_learners, g + 1).round().astype(int)
@@ -150,6 +205,7 @@ def learn_ensemble_chunk(
     n_jobs: int = 1,
     first_learner: int = 0,
     tau_block: int | None = None,
+    pool_members: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every member over one chunk (rows ``order`` of X, in that order).
 
@@ -166,6 +222,11 @@ def learn_ensemble_chunk(
     *tau group* ``j // tau_block``, draws with that group's tau and with the
     learner index ``j % tau_block`` -- the draws of a separate OBPM with that
     tau and ``tau_block`` members, so each group is bit for bit that OBPM.
+
+    ``acc_mode=ACC_POOLED`` keeps the ensemble's average (as ``ACC_ENSEMBLE``) in one running
+    sum per pool of members (:func:`member_pools`: pools of ``pool_members`` (default
+    :data:`POOL_MEMBERS`) of the whole ensemble; ``state`` must hold whole pools, as ``init_ensemble(..., pools=...)`` makes them)
+    and ``groups`` never cut a pool.
 
     Returns ``(margin_sum, n_updates)``: per round, the sum of the members'
     margins (shape (n, K), true units) and the number of members that updated
@@ -188,8 +249,9 @@ def learn_ensemble_chunk(
         raise ValueError(f"class indices must be in [0, {K - 1}] for {K} output columns")
     if rule.native and K < 3:
         raise ValueError(f"native multiclass rule {rule.name!r} needs at least 3 output columns, got {K}")
-    if acc_mode != EK.ACC_NONE and state.accP.shape != state.W.shape:
-        raise ValueError("this ensemble state keeps no running sum (init_ensemble(..., running_sum=True))")
+    pooled = acc_mode == EK.ACC_POOLED
+    if acc_mode != EK.ACC_NONE and not pooled and state.accP.shape != state.W.shape:
+        raise ValueError("this ensemble state keeps no running sum per member (init_ensemble(..., running_sum=True))")
     dt = state.W.dtype
     Xc = X.tocsr() if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
     if not Xc.has_canonical_format:
@@ -217,7 +279,21 @@ def learn_ensemble_chunk(
     slot = glob // M                                        # its tau group
     draw = glob - slot * M                                  # its learner index in the draws
     thr = thrs[slot]
-    ranges = learner_groups(N, groups, taus=np.asarray(taus)[slot] if multi else None)
+    pool = np.zeros(0, np.int64)
+    bounds = None
+    if pooled:
+        # pools of the whole ensemble (a tau group's members, or all of them), numbered from this state's first
+        upto = member_pools(first_learner + N, M if multi else None, pool_members)
+        if first_learner and N and upto[first_learner] == upto[first_learner - 1]:
+            raise ValueError(f"pooled running sums: learner {first_learner} is inside a pool; "
+                             "a group of learners must start at a pool")
+        pool = upto[first_learner:] - upto[first_learner]
+        n_pools = int(pool[-1]) + 1 if N else 0
+        if state.accP.shape != (X.shape[1] + 1, n_pools, K):
+            raise ValueError(f"this ensemble state keeps no pooled running sums for {n_pools} pools "
+                             "(init_ensemble(..., running_sum=True, pools=...))")
+        bounds = np.flatnonzero(np.r_[True, pool[1:] != pool[:-1]])
+    ranges = learner_groups(N, groups, taus=np.asarray(taus)[slot] if multi else None, bounds=bounds)
     outs = [(np.zeros(n * T * K), np.zeros(n * T, np.int32)) for _ in ranges]
     accP = state.accP.reshape(-1)
     accq = state.accq.reshape(-1)
@@ -225,7 +301,7 @@ def learn_ensemble_chunk(
         accP, accq = np.zeros(0), np.zeros(0)
 
     kern = EK.obpm_kernel(rule.code)
-    st = EK.EnsembleArrays(state.W, state.scale, state.sqnorm, state.n_updates, state.member_rounds, accP, accq)
+    st = EK.EnsembleArrays(state.W, state.scale, state.sqnorm, state.n_updates, state.member_rounds, accP, accq, pool)
 
     def run(g: int) -> int:
         a, b = ranges[g]
@@ -302,7 +378,8 @@ def margin_bound_weights(members: np.ndarray, margins: np.ndarray) -> tuple[np.n
 
 
 def concat_states(parts: list[EnsembleState]) -> EnsembleState:
-    """The ensemble state of contiguous learner groups, learners in group order."""
+    """The ensemble state of contiguous learner groups, learners in group order (pooled running
+    sums: the groups' pools in order)."""
     first = parts[0]
     cols = lambda name: np.concatenate([getattr(p, name) for p in parts], axis=-1)  # noqa: E731
     acc = first.accP.size > 0

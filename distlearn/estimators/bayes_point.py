@@ -29,6 +29,7 @@ from ..data.store import open_dataset
 from ..distributed import learner_parallel
 from ..ensembles import _kernels as EK
 from ..ensembles import init_ensemble, learn_ensemble_chunk, learner_groups, margin_bound_weights
+from ..ensembles import engine
 from ..stream import is_store
 from ._base_learners import refuse_adaptive, shown
 from ._online_bayes_point import ConversionChoice, OnlineBayesPoint
@@ -112,10 +113,13 @@ def bound_weights(est: LinearClassifier, members: np.ndarray, X: Any, yi: np.nda
 
 
 def _average_members(est: LinearClassifier, members: np.ndarray) -> np.ndarray:
-    """``sum_j weights_[k, j] members[j, k]`` per column; with ``normalize``, every column divided by
-    ``max(1, max_k ||H_k||)``: one factor for all columns, so that no prediction changes (a factor per
-    column would change the one-vs-rest argmax)."""
-    H = np.einsum("kn,nkd->kd", est.weights_, members)
+    """``sum_j weights_[k, j] members[j, k]`` per column, normalised (:func:`_normalized`)."""
+    return _normalized(est, np.einsum("kn,nkd->kd", est.weights_, members))
+
+
+def _normalized(est: LinearClassifier, H: np.ndarray) -> np.ndarray:
+    """With ``normalize``, every column of ``H`` divided by ``max(1, max_k ||H_k||)``: one factor for all
+    columns, so that no prediction changes (a factor per column would change the one-vs-rest argmax)."""
     if est.normalize:
         norms = np.linalg.norm(H if est.fit_intercept else H[:, :-1], axis=1)
         H = H / max(1.0, float(norms.max(initial=0.0)))
@@ -192,6 +196,25 @@ class OBPM(OnlineBayesPoint):
         every round.  ``"members"``: each member averages its own hypotheses
         over the examples it was shown, and the members' averages are
         averaged.  (Identical for ``"last"``.)
+    keep_members : "auto", True or False, default="auto"
+        Keep ``members_``, every member's weights after the conversion.  With
+        ``conversion="average"`` and scope ``"ensemble"`` that means a running
+        sum per member (a second array as large as the weights, written on
+        every member update); without it the members' running sums are
+        *pooled*: one per pool of 50 consecutive members of a tau group (two
+        for 100 members), written once per nonzero for all of a pool's members
+        that update on a row, so the average costs about 1.15x "last" instead
+        of 1.5-1.8x (``benchmarks/README.md``, issue 30).  The Bayes point is the
+        same, ``(1/N) sum_j (1/(T+1)) sum_t w_{j,t}`` (uniform weights), summed
+        in another order: equal to the per-member form to rounding (about
+        1e-15 relative), and the same bits for any learner groups, chunking,
+        resume or scheduler.  ``"auto"``: pooled unless something needs the
+        members' averages -- ``weights="margin_bound"`` keeps them; with
+        ``"last"`` or scope ``"members"`` they are kept anyway.  ``True``:
+        always kept.  ``False``: never (``members_`` is not set), refused with
+        ``weights="margin_bound"``.  ``members_`` of a pooled fit raises an
+        AttributeError naming this parameter; ``distlearn train --save-members``
+        sets it to True.
     weights : {"uniform", "margin_bound"}, default="uniform"
         Member weights: the paper's ``1/N``, or the convex weights that
         maximise the margin lower bound eq. (2) on the training set (batch
@@ -262,7 +285,7 @@ class OBPM(OnlineBayesPoint):
         ``runner``, ``resumed_from`` and ``seconds``.
     members_ : ndarray of shape (n_estimators, n_outputs, n_features + 1)
         The members' true weights (bias last) after the conversion, before
-        averaging.
+        averaging (not with pooled running sums: see ``keep_members``).
     weights_ : ndarray of shape (n_estimators,) or (n_outputs, n_estimators)
     bound_ : float or ndarray
         Eq. (2) at ``weights_`` (``weights="margin_bound"`` only).
@@ -306,6 +329,7 @@ class OBPM(OnlineBayesPoint):
         "normalize": Boolean(),
         "conversion": ConversionChoice(),
         "conversion_scope": Options("ensemble", "members"),
+        "keep_members": Options("auto", True, False),
         "weights": Options("uniform", "margin_bound"),
         "n_jobs": NJobs(),
         "record_online": Boolean(),
@@ -320,7 +344,7 @@ class OBPM(OnlineBayesPoint):
     def __init__(self, *, n_estimators: int = 20, tau: Any = "auto", base: Any = "perceptron",
                  base_params: dict[str, Any] | None = None, epochs: int = 10, shuffle: bool = True,
                  normalize: bool = True, conversion: Any = "average", conversion_scope: str = "ensemble",
-                 weights: str = "uniform", learner_groups: int | None = None, n_jobs: int = 1,
+                 keep_members: Any = "auto", weights: str = "uniform", learner_groups: int | None = None, n_jobs: int = 1,
                  record_online: bool = False, random_state: Any = None, fit_intercept: bool = True,
                  dtype: Any = "float64", scheduler: Any = None, checkpoint: Any = None,
                  checkpoint_every: int = 8, resume: bool = False, progress: bool = False) -> None:
@@ -333,6 +357,7 @@ class OBPM(OnlineBayesPoint):
         self.normalize = normalize
         self.conversion = conversion
         self.conversion_scope = conversion_scope
+        self.keep_members = keep_members
         self.weights = weights
         self.learner_groups = learner_groups
         self.n_jobs = n_jobs
@@ -353,6 +378,17 @@ class OBPM(OnlineBayesPoint):
             Integral(1, None).check("learner_groups", self.learner_groups)
         if min(_tau_values(self.tau)) <= 0.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau!r}: with tau = 0 no learner sees any example")
+        if self.keep_members is False and self.weights == "margin_bound":
+            raise ValueError("keep_members=False: weights='margin_bound' weighs every member's own hypothesis "
+                             "(members_); use keep_members='auto' or True")
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "members_" and "coef_" in self.__dict__:
+            raise AttributeError(
+                f"members_ was not kept: this OBPM was fitted with keep_members={self.keep_members!r}"
+                + (", which pools the members' running sums of conversion='average'" if self._pooled else "")
+                + "; fit with keep_members=True to keep every member's hypothesis")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _check_base(self, base: OnlineLinearClassifier) -> None:
         refuse_adaptive("OBPM", self.base, base, "runs its members in one fused ensemble kernel, which keeps "
@@ -368,10 +404,29 @@ class OBPM(OnlineBayesPoint):
             raise ValueError("weights='margin_bound' needs the whole training set (batch); partial_fit uses 1/N")
 
     @property
+    def _keeps_members(self) -> bool:
+        """Whether ``members_`` is set: ``keep_members``, with "auto" pooling only where nothing needs them."""
+        if self.keep_members == "auto" and not isinstance(self.keep_members, bool):
+            return self.weights == "margin_bound" or not self._averaging or self.conversion_scope == "members"
+        return bool(self.keep_members)
+
+    @property
+    def _pooled(self) -> bool:
+        """The ensemble average in pooled running sums (ACC_POOLED): nothing needs a sum per member."""
+        return self._averaging and self.conversion_scope == "ensemble" and not self._keeps_members
+
+    @property
     def _acc_mode(self) -> int:
         if not self._averaging:
             return EK.ACC_NONE
-        return EK.ACC_ENSEMBLE if self.conversion_scope == "ensemble" else EK.ACC_MEMBERS
+        if self.conversion_scope == "members":
+            return EK.ACC_MEMBERS
+        return EK.ACC_POOLED if self._pooled else EK.ACC_ENSEMBLE
+
+    def _pools(self) -> np.ndarray:
+        """The pool of every learner (``ACC_POOLED``; :func:`~distlearn.ensembles.engine.member_pools`)."""
+        n = self.n_estimators * len(self._taus)
+        return engine.member_pools(n, self.n_estimators if len(self._taus) > 1 else None)
 
     @property
     def _groups(self) -> int:
@@ -389,7 +444,8 @@ class OBPM(OnlineBayesPoint):
     # -- the fused ensemble kernel ----------------------------------------------------------
     def _new_state(self, n_features: int, n_outputs: int) -> Any:
         return init_ensemble(n_features, self.n_estimators * len(self._taus), n_outputs, dtype=self._np_dtype,
-                             running_sum=self._acc_mode != EK.ACC_NONE)
+                             running_sum=self._acc_mode != EK.ACC_NONE,
+                             pools=int(self._pools()[-1]) + 1 if self._pooled else None)
 
     def _learn_members(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray,
                        epoch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -404,16 +460,25 @@ class OBPM(OnlineBayesPoint):
         N, K = self.n_estimators, st.n_outputs
         keep = slice(g * N, (g + 1) * N)  # the kept tau group's members
         members = st.members()[keep]  # (N, K, d + 1)
+        self.member_rounds_ = st.member_rounds[keep].copy()
+        self.summary_ = self._conv
+        self.__dict__.pop("members_", None)
+        if self._acc_mode == EK.ACC_POOLED:
+            # (1/N) sum_j (1/(T+1)) (sum_t<T w_j,t + w_j,T): the kept tau group's pools, then its members
+            pools = self._pools()
+            S = st.pool_sums(pools)[np.unique(pools[keep])].sum(axis=0) + members.sum(axis=0)
+            self.weights_ = np.full((K, N), 1.0 / N)
+            self._set_hypothesis(_normalized(self, S / (N * (int(st.n_rounds[0]) + 1.0))))
+            return
         if self._acc_mode == EK.ACC_ENSEMBLE:
             members = (st.member_sums()[keep] + members) / (int(st.n_rounds[0]) + 1)
         elif self._acc_mode == EK.ACC_MEMBERS:
             members = (st.member_sums()[keep] + members) / (st.member_rounds[keep, None, None] + 1.0)
-        self.members_ = members
-        self.member_rounds_ = st.member_rounds[keep].copy()
         if "weights_" not in self.__dict__ or self.weights == "uniform" or np.shape(self.weights_) != (K, N):
             self.weights_ = np.full((K, N), 1.0 / N)
-        self.summary_ = self._conv
         self._set_hypothesis(_average_members(self, members))
+        if self._keeps_members:
+            self.members_ = members
 
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
         super()._after_fit(X, yi)
@@ -427,9 +492,17 @@ class OBPM(OnlineBayesPoint):
             **common, rule=self._rule_obj, tau=self._taus[0] if len(self._taus) == 1 else self._taus,
             tau_block=None if len(self._taus) == 1 else self.n_estimators,
             fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
+            pool_members=engine.POOL_MEMBERS if self._pooled else None,
             n_learners=self._state.n_learners,
             groups=tuple(learner_groups(self._state.n_learners, n_groups, taus=np.repeat(self._taus, self.n_estimators)
-                                        if len(self._taus) > 1 else None)))
+                                        if len(self._taus) > 1 else None, bounds=self._pool_starts())))
+
+    def _pool_starts(self) -> np.ndarray | None:
+        """The learners a learner group may start at: the first of each pool (pooled running sums)."""
+        if not self._pooled:
+            return None
+        p = self._pools()
+        return np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
 
 
 class PermutationBPM(PermutationBayesPoint):

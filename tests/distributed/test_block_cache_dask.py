@@ -18,7 +18,7 @@ def _store(tmp_path):
 
 
 def _obpm(**kw):
-    return OBPM(n_estimators=12, tau=0.4, epochs=3, random_state=2, **kw)
+    return OBPM(n_estimators=12, tau=0.4, epochs=3, random_state=2, keep_members=True, **kw)
 
 
 def test_worker_block_caches_serve_later_epochs_and_fits_with_the_same_bits(tmp_path, client):

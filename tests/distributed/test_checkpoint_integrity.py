@@ -32,7 +32,7 @@ def store(tmp_path_factory):
 
 def _obpm(**kw):
     base = dict(n_estimators=8, tau=0.4, epochs=2, random_state=5, scheduler="in-process", learner_groups=2,
-                checkpoint_every=2)
+                checkpoint_every=2, keep_members=True)
     base.update(kw)
     return OBPM(**base)
 
@@ -136,7 +136,7 @@ def test_damaged_pointer_uses_the_newest_intact_record(store, reference, tmp_pat
 def test_no_intact_cut_is_one_line_through_the_cli(store, tmp_path, capsys):
     ck = tmp_path / "ck.zarr"
     argv = ["train", store, "--model", "obpm", "--param", "n_estimators=8", "--param", "tau=0.4", "--seed", "5",
-            "--checkpoint", str(ck), "--checkpoint-every", "2", "--param", "learner_groups=2", "--epochs", "1"]
+            "--checkpoint", str(ck), "--checkpoint-every", "2", "--param", "learner_groups=2", "--param", "keep_members=true", "--epochs", "1"]
     assert main(argv) == 0
     newest, previous = sorted(d for d in ck.iterdir() if d.is_dir())[::-1]
     _delete_chunk(newest)
@@ -155,7 +155,7 @@ def test_no_intact_cut_is_one_line_through_the_cli(store, tmp_path, capsys):
 def test_cli_resume_from_a_damaged_cut_says_which(store, tmp_path, capsys):
     ck = tmp_path / "ck.zarr"
     argv = ["train", store, "--model", "obpm", "--param", "n_estimators=8", "--param", "tau=0.4", "--seed", "5",
-            "--checkpoint", str(ck), "--checkpoint-every", "2", "--param", "learner_groups=2"]
+            "--checkpoint", str(ck), "--checkpoint-every", "2", "--param", "learner_groups=2", "--param", "keep_members=true"]
     assert main([*argv, "--epochs", "1"]) == 0
     newest = ck / "e0000-s00005"
     _flip(_chunk(newest, 1), at=0)

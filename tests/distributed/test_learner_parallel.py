@@ -54,7 +54,7 @@ def _model(est):
 
 
 def _obpm(**kw):
-    base = dict(n_estimators=32, tau=0.4, epochs=2, random_state=11, scheduler="in-process")
+    base = dict(n_estimators=32, tau=0.4, epochs=2, random_state=11, scheduler="in-process", keep_members=True)
     base.update(kw)
     return OBPM(**base)
 
@@ -82,7 +82,7 @@ def test_in_process_weights_do_not_depend_on_groups_or_segments(store, reference
 def test_job_path_equals_the_streaming_loop(store):
     """fit (the task chain, no shuffle, one epoch) == partial_fit (the old block loop)."""
     a = _obpm(epochs=1, shuffle=False, learner_groups=4, checkpoint_every=3, record_online=True).fit(store)
-    b = OBPM(n_estimators=32, tau=0.4, random_state=11, record_online=True).partial_fit(store)
+    b = OBPM(n_estimators=32, tau=0.4, random_state=11, record_online=True, keep_members=True).partial_fit(store)
     np.testing.assert_array_equal(a.members_, b.members_)
     assert a.online_errors_ == b.online_errors_ > 0
     assert a.t_ == b.t_ == 3000
@@ -91,7 +91,8 @@ def test_job_path_equals_the_streaming_loop(store):
 
 
 def test_average_conversion_and_multiclass_in_process(sparse_store):
-    kw = dict(n_estimators=12, tau=0.5, epochs=2, random_state=2, conversion="average", scheduler="in-process")
+    kw = dict(n_estimators=12, tau=0.5, epochs=2, random_state=2, conversion="average", scheduler="in-process",
+              keep_members=True)
     a = OBPM(learner_groups=1, checkpoint_every=100, **kw).fit(sparse_store)
     b = OBPM(learner_groups=5, checkpoint_every=2, **kw).fit(sparse_store)
     c = OBPM(learner_groups=3, checkpoint_every=5, conversion_scope="members",
@@ -218,7 +219,7 @@ def test_dask_cluster_bit_identical(store, reference, dask_scheduler):
 
 @pytest.mark.cluster
 def test_dask_multiclass_average_bit_identical(sparse_store, dask_scheduler):
-    kw = dict(n_estimators=12, tau=0.5, epochs=2, random_state=2, conversion="average")
+    kw = dict(n_estimators=12, tau=0.5, epochs=2, random_state=2, conversion="average", keep_members=True)
     a = OBPM(scheduler="in-process", learner_groups=1, **kw).fit(sparse_store)
     b = OBPM(scheduler=dask_scheduler["address"], learner_groups=4, checkpoint_every=2, **kw).fit(sparse_store)
     np.testing.assert_array_equal(a.members_, b.members_)
@@ -303,7 +304,7 @@ def test_worker_killed_mid_run(store, reference, tmp_path):
 _CLIENT_SCRIPT = textwrap.dedent("""
     import sys
     from distlearn import OBPM
-    OBPM(n_estimators=32, tau=0.4, epochs=3, random_state=11, learner_groups=2, checkpoint_every=2,
+    OBPM(n_estimators=32, tau=0.4, epochs=3, random_state=11, learner_groups=2, checkpoint_every=2, keep_members=True,
          scheduler=sys.argv[1], checkpoint=sys.argv[2]).fit(sys.argv[3])
     print("finished")
 """)
@@ -334,7 +335,8 @@ def test_client_killed_then_resumed(store, dask_scheduler, tmp_path):
             proc.kill()
     cut = ckpt.latest(ck)
     assert cut is not None and cut["epoch"] < 3
-    kw = dict(n_estimators=32, tau=0.4, epochs=3, random_state=11, learner_groups=2, checkpoint_every=2)
+    kw = dict(n_estimators=32, tau=0.4, epochs=3, random_state=11, learner_groups=2, checkpoint_every=2,
+              keep_members=True)
     resumed = OBPM(scheduler=dask_scheduler["address"], checkpoint=ck, resume=True, **kw).fit(store)
     fresh = OBPM(scheduler="in-process", **kw).fit(store)
     np.testing.assert_array_equal(resumed.members_, fresh.members_)

@@ -190,8 +190,9 @@ def test_perceptron_kernel_equals_the_general_kernel(dtype, acc_mode, fit_interc
 @pytest.mark.parametrize("groups", [1, 3, 25])
 def test_bit_identical_for_any_block_size_and_learner_groups(block, groups):
     X, y = _data(n=400, k=3, seed=4)
-    ref = OBPM(n_estimators=25, tau=0.3, random_state=7, conversion="average").partial_fit(X, y)
-    clf = OBPM(n_estimators=25, tau=0.3, random_state=7, conversion="average", learner_groups=groups)
+    ref = OBPM(n_estimators=25, tau=0.3, random_state=7, conversion="average", keep_members=True).partial_fit(X, y)
+    clf = OBPM(n_estimators=25, tau=0.3, random_state=7, conversion="average", learner_groups=groups,
+               keep_members=True)
     for s in range(0, len(y), block):
         clf.partial_fit(X[s : s + block], y[s : s + block], classes=[0, 1, 2])
     assert np.array_equal(clf.members_, ref.members_)
@@ -268,8 +269,11 @@ def test_online_errors_and_conversions_against_algorithm_2():
     # online errors: the first epoch (fit), as documented
     assert a.online_errors_ == int(mistakes[: len(y)].sum())
     assert np.array_equal(a.online_mistakes_, mistakes[: len(y)].astype(np.uint8))
-    b = OBPM(**kw, conversion="average").fit(X, y)
+    b = OBPM(**kw, conversion="average").fit(X, y)  # pooled running sums (keep_members="auto")
     np.testing.assert_allclose(np.r_[b.coef_[0], b.intercept_], ens_avg, rtol=1e-10, atol=1e-12)
+    kept = OBPM(**kw, conversion="average", keep_members=True).fit(X, y)  # one running sum per member
+    np.testing.assert_allclose(np.r_[kept.coef_[0], kept.intercept_], ens_avg, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(kept.members_.mean(axis=0)[0], ens_avg, rtol=1e-10, atol=1e-12)
     c = OBPM(**kw, conversion="average", conversion_scope="members").fit(X, y)
     np.testing.assert_allclose(np.r_[c.coef_[0], c.intercept_], mem_avg, rtol=1e-10, atol=1e-12)
     assert not np.allclose(ens_avg, mem_avg)  # the two scopes are different conversions
@@ -297,7 +301,8 @@ def test_partial_fit_stream_equals_fit_without_shuffle():
 def test_multiclass_ovr_and_native_learn():
     X, y = _data(n=1500, d=10, k=4, seed=3, density=1.0)
     for base, params in [("perceptron", None), ("pa", {"multiclass": "native"}), ("mira", None)]:
-        clf = OBPM(n_estimators=20, base=base, base_params=params, epochs=3, random_state=0).fit(X, y)
+        clf = OBPM(n_estimators=20, base=base, base_params=params, epochs=3, random_state=0,
+                   keep_members=True).fit(X, y)
         assert clf.coef_.shape == (4, 10)
         assert clf.score(X, y) > 0.75, (base, clf.score(X, y))
         assert clf.members_.shape == (20, 4, 11)

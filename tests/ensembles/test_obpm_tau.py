@@ -42,7 +42,7 @@ def _members(est, g):
 def test_each_group_is_the_separate_run_and_the_best_is_kept(data, conversion):
     X, y = _binary() if data == "binary" else _multi()
     taus = (0.1, 0.3, 0.6)
-    kw = dict(n_estimators=8, epochs=2, random_state=4, conversion=conversion, record_online=True)
+    kw = dict(n_estimators=8, epochs=2, random_state=4, conversion=conversion, record_online=True, keep_members=True)
     auto = OBPM(tau=taus, **kw).fit(X, y)
     singles = [OBPM(tau=t, **kw).fit(X, y) for t in taus]
     for g, s in enumerate(singles):
@@ -70,7 +70,7 @@ def test_auto_uses_the_grid_and_groups_do_not_change_it():
     b = OBPM(n_estimators=6, tau="auto", random_state=1, learner_groups=4, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.taus_, TAU_GRID)
     assert a.tau_ in TAU_GRID and a.tau_ == b.tau_
-    np.testing.assert_array_equal(a.members_, b.members_)
+    np.testing.assert_array_equal(a.coef_, b.coef_)  # pooled running sums: one pool per tau group here
     np.testing.assert_array_equal(a.tau_online_errors_, b.tau_online_errors_)
     assert a.tau_online_errors_[TAU_GRID.index(a.tau_)] == a.tau_online_errors_.min()
 
@@ -94,10 +94,10 @@ def test_store_fit_in_process_equals_arrays(tmp_path):
     kw = dict(n_estimators=4, tau=(0.25, 0.75), epochs=2, random_state=9, record_online=True)
     a = OBPM(scheduler="in-process", learner_groups=3, checkpoint_every=2, **kw).fit(str(p))
     b = OBPM(**kw, shuffle=True).fit(str(p))  # default: the same learner-parallel job, one group
-    np.testing.assert_array_equal(a.members_, b.members_)
+    np.testing.assert_array_equal(a.coef_, b.coef_)  # pooled running sums
     np.testing.assert_array_equal(a.tau_online_errors_, b.tau_online_errors_)
     single = OBPM(scheduler="in-process", tau=a.tau_, **{k: v for k, v in kw.items() if k != "tau"}).fit(str(p))
-    np.testing.assert_array_equal(a.members_, single.members_)
+    np.testing.assert_array_equal(a.coef_, single.coef_)
     np.testing.assert_array_equal(a.online_mistakes_, single.online_mistakes_)
     assert a.epoch_online_errors_.tolist() == single.epoch_online_errors_.tolist()
 
@@ -112,7 +112,8 @@ def test_store_checkpoint_resume_keeps_the_tau_counters(tmp_path):
     OBPM(epochs=1, checkpoint=str(ck), **kw).fit(str(p))
     res = OBPM(epochs=2, checkpoint=str(ck), resume=True, **kw).fit(str(p))
     assert res.job_["resumed_from"] is not None
-    np.testing.assert_array_equal(res.members_, ref.members_)
+    np.testing.assert_array_equal(res.coef_, ref.coef_)  # pooled running sums
+    np.testing.assert_array_equal(res.intercept_, ref.intercept_)
     np.testing.assert_array_equal(res.tau_online_errors_, ref.tau_online_errors_)
     assert res.tau_ == ref.tau_
 
@@ -127,7 +128,7 @@ def test_dask_tau_groups_bit_identical(tmp_path, dask_scheduler):
     b = OBPM(scheduler=dask_scheduler["address"], learner_groups=4, checkpoint_every=3, **kw).fit(str(p))
     assert a.tau_ == b.tau_
     np.testing.assert_array_equal(a.tau_online_errors_, b.tau_online_errors_)
-    np.testing.assert_array_equal(a.members_, b.members_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)  # pooled running sums
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
