@@ -214,7 +214,10 @@ class OBPM(OnlineBayesPoint):
         always kept.  ``False``: never (``members_`` is not set), refused with
         ``weights="margin_bound"``.  ``members_`` of a pooled fit raises an
         AttributeError naming this parameter; ``distlearn train --save-members``
-        sets it to True.
+        sets it to True.  A learner group starts at a pool, so pooled sums allow
+        at most one group per 50 members (two for 100): a fit asking for more
+        (``learner_groups=``, or one per worker on a cluster) says so in a
+        warning; ``keep_members=True`` splits at any member.
     weights : {"uniform", "margin_bound"}, default="uniform"
         Member weights: the paper's ``1/N``, or the convex weights that
         maximise the margin lower bound eq. (2) on the training set (batch
@@ -488,14 +491,21 @@ class OBPM(OnlineBayesPoint):
 
     # -- fit on a store: the learner-parallel job (OnlineBayesPoint._fit_store) ---------------
     def _store_job(self, common: dict[str, Any], n_groups: int) -> learner_parallel.ObpmJob:
+        groups = tuple(learner_groups(self._state.n_learners, n_groups, taus=np.repeat(self._taus, self.n_estimators)
+                                      if len(self._taus) > 1 else None, bounds=self._pool_starts()))
+        if len(groups) < min(n_groups, self._state.n_learners):
+            import warnings
+
+            warnings.warn(f"OBPM: {len(groups)} learner group{'s' if len(groups) > 1 else ''} run, not {n_groups}: "
+                          f"keep_members={self.keep_members!r} pools the running sums of {engine.POOL_MEMBERS} "
+                          "members and a group starts at a pool; keep_members=True splits at any member",
+                          stacklevel=3)
         return learner_parallel.ObpmJob(
             **common, rule=self._rule_obj, tau=self._taus[0] if len(self._taus) == 1 else self._taus,
             tau_block=None if len(self._taus) == 1 else self.n_estimators,
             fit_intercept=bool(self.fit_intercept), acc_mode=self._acc_mode, dtype=np.dtype(self._np_dtype).name,
             pool_members=engine.POOL_MEMBERS if self._pooled else None,
-            n_learners=self._state.n_learners,
-            groups=tuple(learner_groups(self._state.n_learners, n_groups, taus=np.repeat(self._taus, self.n_estimators)
-                                        if len(self._taus) > 1 else None, bounds=self._pool_starts())))
+            n_learners=self._state.n_learners, groups=groups)
 
     def _pool_starts(self) -> np.ndarray | None:
         """The learners a learner group may start at: the first of each pool (pooled running sums)."""

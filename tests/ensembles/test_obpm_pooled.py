@@ -155,3 +155,22 @@ def test_pooled_on_dask_is_the_same_bits(small_pools, tmp_path, dask_scheduler):
     b = OBPM(scheduler=dask_scheduler["address"], learner_groups=3, checkpoint_every=3, **kw).fit(str(p))
     assert b.job_["groups"] == [[0, 4], [4, 8], [8, 10]]
     np.testing.assert_array_equal(_model(a), _model(b))
+
+
+def test_asking_for_more_learner_groups_than_pools_warns_and_names_keep_members(tmp_path):
+    """Pooled sums allow one group per pool: a fit asking for more says so (never silently fewer)."""
+    import warnings
+
+    X, y = _data(n=300, d=10, seed=0)
+    store = tmp_path / "s.zarr"
+    create_dataset(store, X, y, block_rows=100)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        m = OBPM(n_estimators=100, tau=0.3, learner_groups=4, random_state=0).fit(str(store))
+    msgs = [str(w.message) for w in got if "learner group" in str(w.message)]
+    assert len(msgs) == 1 and "2 learner groups run, not 4" in msgs[0] and "keep_members=True" in msgs[0], msgs
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        k = OBPM(n_estimators=100, tau=0.3, learner_groups=4, keep_members=True, random_state=0).fit(str(store))
+    assert not [w for w in got if "learner group" in str(w.message)]
+    np.testing.assert_allclose(m.coef_, k.coef_, rtol=1e-10, atol=1e-12)
