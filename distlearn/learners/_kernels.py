@@ -114,7 +114,8 @@ class LinearArrays(NamedTuple):
     which compiles to the code the positional arguments did).  The first five are
     :class:`~distlearn.learners.linear.LinearState`'s; the last three its running sum's
     (:class:`~distlearn.learners.linear.RunningSum`, flattened; empty ``accP``/``accq``:
-    no running sum); ``step`` the rounds' sample weights.  The per-round outputs are a second record,
+    no running sum); ``step`` the rounds' sample weights; ``reps`` the running sum's per-round counts
+    (empty: ``acc_cfg``'s start and cut decide).  The per-round outputs are a second record,
     :class:`~distlearn.learners.linear.RoundLog` (``mistake``, ``hinge``, ``updated``)."""
 
     W: np.ndarray          #: (n_features + 1, K) feature-major weights, in units of ``scale``
@@ -127,6 +128,9 @@ class LinearArrays(NamedTuple):
     acc_cfg: np.ndarray    #: int64 [start, cut, base, hypotheses added]
     step: np.ndarray       #: float64 per-round step scales (sample weights), aligned with the log
                            #: (round ``ii`` reads ``step[out_offset + ii]``), or empty: every scale 1
+    reps: np.ndarray       #: int64 per-round counts for the running sum, aligned with the log, or
+                           #: empty: round ``ii``'s hypothesis is added ``reps[out_offset + ii]`` times
+                           #: instead of by ``acc_cfg``'s rule (cutoff averaging's event replay)
 
 
 # Rows ahead that a pass prefetches (see _learn_csr).
@@ -747,8 +751,9 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
     benchmarks/bench_coldstart.py).  Any other value (``True``) compiles both paths and
     picks at run time.  The rounds are the same either way.
     """
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
     weighted = step.shape[0] > 0
+    counted = reps.shape[0] > 0
     out_mistake, out_hinge, out_updated = log
     d = W.shape[0] - 1
     K = W.shape[1]
@@ -788,11 +793,18 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 _prefetch(indices, jj)
                 _prefetch(data, jj)
         if acc_on:
-            gi = base + ii
-            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                for k in range(K):
-                    accq[k] += scale[k]
-                acc_cfg[3] += 1
+            if counted:  # the event replay: this round stands for reps[.] rounds of its hypothesis
+                nr = reps[out_offset + ii]
+                for _ in range(nr):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                acc_cfg[3] += nr
+            else:
+                gi = base + ii
+                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                    acc_cfg[3] += 1
         if multi is None or binary:
             a = w.dtype.type(0)  # summed in the weights' dtype, like every margin
             for jj in range(lo, hi):
@@ -1094,7 +1106,7 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step):
+                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step, reps):
     """The skeleton of :func:`_learn_csr` for dense rows and K >= 2 output columns, without
     compacting the rows: the K margins of a row come from one pass over it, all K sums side by
     side in vector registers (W is feature-major, so feature j's K weights are one contiguous
@@ -1113,6 +1125,7 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
     work = np.zeros(K, dtype=np.float64)
     acc_on = accq.shape[0] > 0
     weighted = step.shape[0] > 0
+    counted = reps.shape[0] > 0
     acc_start = acc_cfg[0]
     acc_cut = acc_cfg[1]
     base = acc_cfg[2]
@@ -1134,11 +1147,18 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
                 for j in range(rn * d, rn * d + d, line):
                     _prefetch(xf, j)
         if acc_on:
-            gi = base + ii
-            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                for k in range(K):
-                    accq[k] += scale[k]
-                acc_cfg[3] += 1
+            if counted:  # as in _learn_csr
+                nr = reps[out_offset + ii]
+                for _ in range(nr):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                acc_cfg[3] += nr
+            else:
+                gi = base + ii
+                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                    acc_cfg[3] += 1
         # Rows are summed in pairs: one pass over W gives this row's sums and, speculatively,
         # the next row's with the same weights -- exact whenever this row does not update
         # (most rounds), else recomputed.  The two independent chains of additions double the
@@ -1168,10 +1188,11 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
 @njit(**NUMBA_FLAGS)
 def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     """:func:`_dense_multi_pass` for any rule (the records as :func:`_learn_csr` takes them)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
+                             reps)
 
 
 @njit(**NUMBA_FLAGS)
@@ -1179,10 +1200,11 @@ def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st,
     """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
     rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
     10-class epoch measured about 5 % faster)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
+                             reps)
 
 
 def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
@@ -1211,6 +1233,56 @@ def _multi_flag(st, rule):
     """``None`` for a binary round (one column, a binary rule), so only that path of
     :func:`_learn_csr` is compiled; ``True`` otherwise."""
     return None if st.W.shape[1] == 1 and rule < FIRST_NATIVE else True
+
+
+#: Rules whose step does not read the margin (only its sign decides) and whose scale stays 1:
+#: :func:`step_sums_csr` can replay their running sum from the update rounds alone.
+MARGIN_FREE_STEP_RULES = (PERCEPTRON, GENERALIZED)
+
+
+@njit(**NUMBA_FLAGS)
+def step_sums_csr(indptr, indices, data, y, rows, reps, wts, rule, p, kk0, fit_intercept, bias, accP, accq,
+                  acc_cfg):
+    """The running sum of a binary :data:`MARGIN_FREE_STEP_RULES` pass, from its update rounds:
+    update ``e`` (row ``rows[e]``, the ``kk0 + e + 1``-th update of the learner, step scale
+    ``wts[e]`` or 1 when ``wts`` is empty) first adds its hypothesis ``reps[e]`` times, then
+    moves ``P`` as :func:`_learn_csr`'s binary round does (``P -= x * q * u``).  The step ``u``
+    is the rule's (:func:`_binary_step`), and the scale stays 1 (no rescale, no projection, so
+    no fold or rebase): the same operations in the same order as the kernel's, so the same
+    bits, without the margins or the weights (the caller keeps the pass's final weights)."""
+    d = accP.shape[0] - 1
+    weighted = wts.shape[0] > 0
+    n_ev = rows.shape[0]
+    for e in range(n_ev):
+        if e + 2 * _AHEAD < n_ev:  # the updating rows are scattered: prefetch as _learn_csr does
+            r2 = rows[e + 2 * _AHEAD]
+            _prefetch(indptr, r2)
+            _prefetch(y, r2)
+            rn = rows[e + _AHEAD]
+            for jj in range(indptr[rn], indptr[rn + 1], 8):
+                _prefetch(indices, jj)
+                _prefetch(data, jj)
+        nr = reps[e]
+        for _ in range(nr):
+            accq[0] += 1.0
+        acc_cfg[3] += nr
+        r = rows[e]
+        yk = 1.0 if y[r] == 1 else -1.0
+        eta = p[P_ETA]
+        if rule == GENERALIZED and p[P_ETA_SCHEDULE] != 0.0:
+            eta = p[P_ETA] / math.sqrt(kk0 + e + 1.0)
+        u = yk * eta
+        if weighted:
+            wt = wts[e]
+            if wt != 1.0:
+                u = u * wt
+        inv = u / 1.0
+        if accq[0] != 0.0:
+            qi = accq[0] * inv
+            for jj in range(indptr[r], indptr[r + 1]):
+                accP[indices[jj]] -= data[jj] * qi
+            if fit_intercept:
+                accP[d] -= bias * qi
 
 
 @njit(**NUMBA_FLAGS)
