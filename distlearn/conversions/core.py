@@ -17,6 +17,8 @@ records losses only (O(m) scalars for suffix, O(sqrt m) groups for cutoff,
 O(1) for survivor), the second replays the learner -- every random choice in
 distlearn is seeded, so the replay produces the same hypotheses -- and
 accumulates just the chosen ones in O(d) memory.  ``passes`` says which.
+Cutoff's first pass also records the round of every update, and its second
+replays only those rounds (:class:`CutoffTracker`).
 """
 
 from __future__ import annotations

@@ -114,8 +114,11 @@ class LinearArrays(NamedTuple):
     which compiles to the code the positional arguments did).  The first five are
     :class:`~distlearn.learners.linear.LinearState`'s; the last three its running sum's
     (:class:`~distlearn.learners.linear.RunningSum`, flattened; empty ``accP``/``accq``:
-    no running sum); ``step`` the rounds' sample weights; ``reps`` the running sum's per-round counts
-    (empty: ``acc_cfg``'s start and cut decide).  The per-round outputs are a second record,
+    no running sum); ``step`` the rounds' sample weights.  The entry points also take
+    ``reps``: None, or int64 per-round counts for the running sum aligned with the log (round ``ii``'s
+    hypothesis is added ``reps[out_offset + ii]`` times instead of by ``acc_cfg``'s start and cut:
+    cutoff averaging's event replay); None is pruned before compiling, so the plain rounds keep
+    their code.  The per-round outputs are a second record,
     :class:`~distlearn.learners.linear.RoundLog` (``mistake``, ``hinge``, ``updated``)."""
 
     W: np.ndarray          #: (n_features + 1, K) feature-major weights, in units of ``scale``
@@ -128,9 +131,6 @@ class LinearArrays(NamedTuple):
     acc_cfg: np.ndarray    #: int64 [start, cut, base, hypotheses added]
     step: np.ndarray       #: float64 per-round step scales (sample weights), aligned with the log
                            #: (round ``ii`` reads ``step[out_offset + ii]``), or empty: every scale 1
-    reps: np.ndarray       #: int64 per-round counts for the running sum, aligned with the log, or
-                           #: empty: round ``ii``'s hypothesis is added ``reps[out_offset + ii]`` times
-                           #: instead of by ``acc_cfg``'s rule (cutoff averaging's event replay)
 
 
 # Rows ahead that a pass prefetches (see _learn_csr).
@@ -713,7 +713,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi):
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi, reps):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
@@ -751,9 +751,8 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
     benchmarks/bench_coldstart.py).  Any other value (``True``) compiles both paths and
     picks at run time.  The rounds are the same either way.
     """
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     weighted = step.shape[0] > 0
-    counted = reps.shape[0] > 0
     out_mistake, out_hinge, out_updated = log
     d = W.shape[0] - 1
     K = W.shape[1]
@@ -793,7 +792,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 _prefetch(indices, jj)
                 _prefetch(data, jj)
         if acc_on:
-            if counted:  # the event replay: this round stands for reps[.] rounds of its hypothesis
+            if reps is not None:  # the event replay: this round stands for reps[.] rounds of its hypothesis
                 nr = reps[out_offset + ii]
                 for _ in range(nr):
                     for k in range(K):
@@ -928,7 +927,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block, multi):
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block, multi, reps):
     """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
     (cache-sized), then the CSR skeleton (``multi`` passed on)."""
     acc_cfg = st.acc_cfg
@@ -954,7 +953,7 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
             indptr[i + 1] = c
         acc_cfg[2] = base0 + s
         bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, st, log,
-                         out_offset + s, multi)
+                         out_offset + s, multi, reps)
         if bad >= 0:
             acc_cfg[2] = base0
             return s + bad
@@ -1125,7 +1124,6 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
     work = np.zeros(K, dtype=np.float64)
     acc_on = accq.shape[0] > 0
     weighted = step.shape[0] > 0
-    counted = reps.shape[0] > 0
     acc_start = acc_cfg[0]
     acc_cut = acc_cfg[1]
     base = acc_cfg[2]
@@ -1147,7 +1145,7 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
                 for j in range(rn * d, rn * d + d, line):
                     _prefetch(xf, j)
         if acc_on:
-            if counted:  # as in _learn_csr
+            if reps is not None:  # as in _learn_csr
                 nr = reps[out_offset + ii]
                 for _ in range(nr):
                     for k in range(K):
@@ -1186,9 +1184,9 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps):
     """:func:`_dense_multi_pass` for any rule (the records as :func:`_learn_csr` takes them)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                              out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
@@ -1196,18 +1194,18 @@ def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_o
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps):
     """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
     rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
     10-class epoch measured about 5 % faster)."""
-    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step, reps = st
+    W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
                              out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
                              reps)
 
 
-def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps=None):
     """Dense chunk (C-contiguous, the weights' dtype); ``st`` a :class:`LinearArrays`, ``log``
     the per-round outputs (:class:`~distlearn.learners.linear.RoundLog`) written from
     ``out_offset``.  With several output columns, the dense skeleton :func:`_learn_dense_multi`;
@@ -1216,17 +1214,17 @@ def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     bit-identical to the CSR kernel.  Returns -1 or the first bad round (:func:`_learn_csr`)."""
     if st.W.shape[1] > 1:
         kern = _learn_dense_multi_perceptron if rule == PERCEPTRON else _learn_dense_multi
-        return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
+        return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
     return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block,
-                        _multi_flag(st, rule))
+                        _multi_flag(st, rule), reps)
 
 
-def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps=None):
     """CSR chunk given by its three arrays (indices sorted within each row); the records as
     :func:`learn_dense` takes them."""
     return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
-                      _multi_flag(st, rule))
+                      _multi_flag(st, rule), reps)
 
 
 def _multi_flag(st, rule):

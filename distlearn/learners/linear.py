@@ -466,7 +466,7 @@ def learn_chunk(
     if sw is not None:  # the per-round scales, aligned with the log
         step = np.ones(len(log.mistake), np.float64)
         step[offset:offset + n] = sw[order]
-    counts = _NO_REPS
+    counts = None
     if reps is not None:
         counts = np.zeros(len(log.mistake), np.int64)
         counts[offset:offset + n] = reps
@@ -481,18 +481,20 @@ def learn_chunk(
     if sp.issparse(X):
         indptr, indices, data = _csr_arrays(X, dt)
         csr = A.learn_csr if adaptive else K.learn_csr
+        more = () if adaptive else (counts,)
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return csr(indptr, indices, data, y, o, *args)
+            return csr(indptr, indices, data, y, o, *args, *more)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
             Xd = cast_values(Xd, dt)
 
         dense = A.learn_dense if adaptive else K.learn_dense
+        more = () if adaptive else (counts,)
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return dense(Xd, y, o, *args)
+            return dense(Xd, y, o, *args, *more)
     groups = isinstance(acc, GroupSums)
     if groups and (adaptive or rule.native or state.W.shape[1] != 1 or acc.P.shape[0] != state.W.shape[0]):
         raise ValueError("survival-time group sums need a binary rule with one output column")
@@ -509,7 +511,7 @@ def learn_chunk(
                 accP, accq, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
                 cfg[2] = state.n_rounds[0]
             arrays = (state.W, state.scale, state.sqnorm, state.n_updates, state.age, accP, accq, cfg)
-            st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays, step, counts)
+            st = A.AdaptiveArrays(*arrays, *extra) if adaptive else K.LinearArrays(*arrays, step)
             bad = kernel(order[start:hi] if (start, hi) != (0, n) else order, rule.code, rule.params,
                          bool(fit_intercept), float(bias), st, log, int(offset) + start)
             if bad >= 0 and groups and acc.cfg[K._G_GROW]:
@@ -588,7 +590,6 @@ def step_sums(rule: Rule, state: LinearState, X: Any, y: np.ndarray, rows: np.nd
 _NO_P = np.zeros(0, np.float64)
 _NO_Q = np.zeros(0, np.float64)
 _NO_STEP = np.zeros(0, np.float64)
-_NO_REPS = np.zeros(0, np.int64)
 
 
 class NonFiniteError(ValueError):
