@@ -152,7 +152,8 @@ class Cutoff:
     ||w|| <= 1).  ``delta``: confidence; the bound uses delta/m for the union
     over k.
 
-    ``mode``: ``"replay"`` (two passes, O(n_features) memory) or ``"groups"``
+    ``mode``: ``"replay"`` (two passes, O(n_features) memory plus 8 bytes per update of
+    the first pass; the second runs only the updating rounds) or ``"groups"``
     (one pass, so ``partial_fit`` works, and ``summary_.hypothesis(state, k)``
     gives the cutoff-k hypothesis at any time; keeps one weight vector per
     survival time, at most sqrt(2m) of them; with one output column and a

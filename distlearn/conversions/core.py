@@ -17,6 +17,8 @@ records losses only (O(m) scalars for suffix, O(sqrt m) groups for cutoff,
 O(1) for survivor), the second replays the learner -- every random choice in
 distlearn is seeded, so the replay produces the same hypotheses -- and
 accumulates just the chosen ones in O(d) memory.  ``passes`` says which.
+Cutoff's first pass also records the round of every update, and its second
+replays only those rounds (:class:`CutoffTracker`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from ..learners.linear import (
     learn_chunk,
     running_sum,
     running_value,
+    step_sums,
 )
+from ..learners._kernels import MARGIN_FREE_STEP_RULES
 
 __all__ = [
     "LOSSES",
@@ -78,14 +82,16 @@ def _round_loss(log: RoundLog, loss: str, lo: int = 0, hi: int | None = None) ->
     return np.asarray(log.hinge[lo:hi], dtype=np.float64)
 
 
-def _ages(age0: int, updated: np.ndarray) -> np.ndarray:
-    """Age (rounds already used) of the hypothesis of every round of a chunk."""
-    n = len(updated)
-    idx = np.arange(n)
-    prev = np.full(n, -1, np.int64)
-    if n > 1:
-        prev[1:] = np.maximum.accumulate(np.where(updated[:-1] != 0, idx[:-1], -1))
-    return np.where(prev >= 0, idx - prev - 1, age0 + idx)
+def _add_repeated(q: float, s: float, n: int) -> float:
+    """``q + s + s + ... + s`` (``n`` additions, one at a time, as the kernels add them): a
+    ufunc's ``accumulate`` adds strictly in order (no pairwise summation), in blocks."""
+    while n > 0:
+        b = min(n, 1 << 16)
+        terms = np.full(b + 1, s)
+        terms[0] = q
+        q = float(np.add.accumulate(terms)[-1])
+        n -= b
+    return q
 
 
 # -- the data-driven criterion ---------------------------------------------------
@@ -537,7 +543,16 @@ class CutoffTracker(Tracker):
 
     ``mode="replay"`` (two passes, O(d) memory): pass 2 replays the learner and
     accumulates ``sum_i B_i h_i`` for k* with the kernels' running sum (B_i = 1
-    when h_i has already been used k* rounds, or i = 0).
+    when h_i has already been used k* rounds, or i = 0).  Pass 1 also records the
+    round of every update (8 bytes each, at most ``max_events`` of them); pass 2
+    then runs the learner on the updating rounds only (the rounds between them
+    leave the state as it is, so the kernel sees the same weights, margins and
+    steps), each round adding its hypothesis to the running sum once for every
+    counted round of that hypothesis' life, ``(s - k*)+`` (+1 for ``h_0`` when
+    k* > 0): O(updates x nnz) instead of an epoch of margins, the same additions
+    in the same order, so the same bits as the full replay.  Adaptive rules
+    (per-feature statistics) and a pass with more than ``max_events`` updates
+    replay every round.
 
     ``mode="groups"`` (one pass, ``partial_fit``): also keeps, per survival time
     s, the sum ``G_s`` of the hypotheses that survived exactly s rounds (each
@@ -553,6 +568,10 @@ class CutoffTracker(Tracker):
     ``stop_below``: end training at the first check (every ``check_every``
     rounds) where the best bound is below it; the replay stops at the same round.
     """
+
+    #: Pass 1's update record holds at most this many rounds (8 bytes each: 64 MiB); beyond it
+    #: the record is dropped and pass 2 replays every round.
+    max_events = 1 << 23
 
     def __init__(self, delta: float = 0.05, C: float = 1.0, loss: str = "zero_one", mode: str = "replay",
                  stop_below: float | None = None, check_every: int = 1000) -> None:
@@ -579,6 +598,13 @@ class CutoffTracker(Tracker):
         self._h0: np.ndarray | None = None
         self._open: np.ndarray | None = None
         self._kg: GroupSums | None = None  # the kernels' group sums (binary rounds)
+        # mode="replay": pass 1's update rounds (pieces, then one array), and pass 2's position in it
+        self._ev: list[np.ndarray] | np.ndarray | None = [] if mode == "replay" else None
+        self._n_ev = 0
+        self._ev_at = 0
+        self._round2 = 0  # pass 2's rounds so far
+        self._by_events: str | None = None  # how pass 2 ran: "rounds" (updating rounds), "steps" (step_sums)
+        self._final: LinearState | None = None  # pass 1's final state ("steps" keeps it)
 
     def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
                   fit_intercept: bool, sample_weight: np.ndarray | None = None) -> RoundLog:
@@ -589,7 +615,56 @@ class CutoffTracker(Tracker):
             self._kg.q[-1] = state.scale[0]
             self.acc = self._kg
             self.capture_updates = False
+        if self.pass_ == 2 and isinstance(self._ev, np.ndarray) and rule.code < FIRST_ADAPTIVE:
+            if self._by_events is None:  # the first chunk of pass 2 decides how it runs
+                self._by_events = "steps" if (rule.code in MARGIN_FREE_STEP_RULES and state.W.shape[1] == 1
+                                              and self._final is not None
+                                              and float(self._final.scale[0]) == 1.0) else "rounds"
+                if self._by_events == "steps":  # the weights are pass 1's: put them back
+                    for have, want in zip(state, self._final):
+                        have[...] = want
+            return self._replay_events(rule, state, X, y, order, fit_intercept, sample_weight)
         return super().run_chunk(rule, state, X, y, order, fit_intercept, sample_weight)
+
+    def _replay_events(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
+                       fit_intercept: bool, sample_weight: np.ndarray | None) -> RoundLog:
+        """Pass 2 on a chunk from pass 1's update rounds: the learner runs on the updating rows
+        only, each adding its hypothesis ``reps`` times to the running sum (see the class
+        docstring); the state ends as the full replay's (rounds, age).  The returned log is
+        empty (pass 2's rounds are not counted)."""
+        n = X.shape[0] if order is None else len(order)
+        first = self._round2
+        if self.stop_round_ is not None:
+            n = max(0, min(n, self.stop_round_ - first))
+        ev = self._ev
+        a = self._ev_at
+        b = int(np.searchsorted(ev, first + n, side="left"))
+        pos = ev[a:b] - first
+        sub = pos if order is None else np.asarray(order)[pos]
+        prev = ev[a - 1] if a else -1
+        life = np.diff(ev[a:b], prepend=prev)  # s of the hypothesis each update ends
+        k = self.k_
+        reps = np.maximum(life - k, 0)
+        if a == 0 and b > a and k > 0:
+            reps[0] += 1  # h_0's first round (B_0 = 1)
+        if b > a and self._by_events == "steps":
+            step_sums(rule, state, X, y, sub, reps, self.acc, n_updates=a, fit_intercept=fit_intercept,
+                      sample_weight=sample_weight)
+        elif b > a:
+            log = learn_chunk(rule, state, X, y, order=sub, fit_intercept=fit_intercept, acc=self.acc,
+                              sample_weight=sample_weight, reps=reps)
+            if not log.updated.all():
+                raise RuntimeError("cutoff averaging's event replay diverged from pass 1 "
+                                   f"(round {first + int(pos[np.argmin(log.updated)])} did not update)")
+        self._ev_at = b
+        self._round2 = first + n
+        if self._by_events == "rounds":
+            last = ev[b - 1] if b else -1
+            state.n_rounds[0] = first + n
+            state.age[0] = first + n - 1 - last
+        if self.stop_round_ is not None and first + n == self.stop_round_:
+            self.halted = True
+        return RoundLog(np.zeros(0, np.uint8), np.zeros(0, np.float64), np.zeros(0, np.uint8))
 
     def _group_items(self, state: LinearState, above: int = 0) -> list[tuple[int, np.ndarray]]:
         """``(s, G_s)`` of the closed hypotheses with ``s > above``, in order of first appearance."""
@@ -605,6 +680,9 @@ class CutoffTracker(Tracker):
             self._open = self._h0
         if self.pass_ == 2:
             self.acc = running_sum(state, cut=self.k_)
+            self._ev_at = 0
+            self._round2 = 0
+            self._by_events = None
 
     def boundaries(self, first_round: int, n: int) -> list[int]:
         if self.pass_ == 2:
@@ -623,12 +701,20 @@ class CutoffTracker(Tracker):
         g = self.groups
         upd = log.updated[lo:hi]
         loss = _round_loss(log, self.loss, lo, hi)
+        at = np.flatnonzero(upd) if hi - lo > _SHORT_PIECE or isinstance(self._ev, list) else None
+        if isinstance(self._ev, list) and hi > lo:
+            if len(at):
+                self._n_ev += len(at)
+                if self._n_ev > self.max_events:
+                    self._ev = None  # too many: pass 2 replays every round
+                else:
+                    self._ev.append(at + (int(state.n_rounds[0]) - (hi - lo)))
         if g.m == 0 and hi > lo:
             g.loss0 = float(loss[0])
         if hi - lo <= _SHORT_PIECE:
             self._observe_short(upd.tolist(), loss.tolist(), age0)
         else:
-            self._observe_long(upd, loss, age0)
+            self._observe_long(upd, loss, age0, at)
         g.m += hi - lo
         if self.mode == "groups" and self._kg is None and hi > lo and upd[-1]:
             # The piece ends at an update (the driver cuts there): the open
@@ -673,22 +759,31 @@ class CutoffTracker(Tracker):
         for pv in sorted(quiet):
             g.extra[pv] = g.extra.get(pv, 0.0) + quiet[pv]
 
-    def _observe_long(self, upd: np.ndarray, loss: np.ndarray, age0: int) -> None:
+    def _observe_long(self, upd: np.ndarray, loss: np.ndarray, age0: int, ends: np.ndarray) -> None:
+        """The piece's ended hypotheses (``ends``: its updating rounds) and quiet losses into the
+        groups, from the update positions alone (O(updates) beyond one scan of the rounds)."""
         g = self.groups
-        ages = _ages(age0, upd)
-        ends = np.flatnonzero(upd)
         if len(ends):
-            surv, inv = np.unique(ages[ends] + 1, return_inverse=True)
-            cnt = np.bincount(inv)
-            lsum = np.bincount(inv, weights=loss[ends])
+            lives = np.diff(ends, prepend=-1 - age0)  # survival of the hypothesis each update ends
+            if int(lives.max()) <= 4 * len(ends) + 1024:  # small: count by value, no sort
+                cnt = np.bincount(lives)
+                surv = np.flatnonzero(cnt)
+                cnt = cnt[surv]
+                lsum = np.bincount(lives, weights=loss[ends])[surv]
+            else:
+                surv, inv = np.unique(lives, return_inverse=True)
+                cnt = np.bincount(inv)
+                lsum = np.bincount(inv, weights=loss[ends])
             for sv, c, ls in zip(surv.tolist(), cnt.tolist(), lsum.tolist()):
                 g.counts[sv] = g.counts.get(sv, 0) + c
                 if ls:
                     g.last_loss[sv] = g.last_loss.get(sv, 0.0) + ls
-        # Losses on rounds without an update (none for a conservative learner).
+        # Losses on rounds without an update (none for a conservative learner), by their age.
         quiet = np.flatnonzero((upd == 0) & (loss != 0))
         if len(quiet):
-            pos, inv = np.unique(ages[quiet], return_inverse=True)
+            before = np.searchsorted(ends, quiet)  # updates before each quiet round
+            prev = np.where(before > 0, ends[np.maximum(before - 1, 0)] if len(ends) else 0, -1 - age0)
+            pos, inv = np.unique(quiet - prev - 1, return_inverse=True)
             for pv, ls in zip(pos.tolist(), np.bincount(inv, weights=loss[quiet]).tolist()):
                 g.extra[pv] = g.extra.get(pv, 0.0) + ls
 
@@ -719,6 +814,10 @@ class CutoffTracker(Tracker):
 
     def plan(self, state: LinearState) -> None:
         self._choose(state)
+        if isinstance(self._ev, list):
+            self._ev = np.concatenate(self._ev) if self._ev else np.zeros(0, np.int64)
+            # Pass 1's final weights, for a pass 2 that does not run the rule ("steps")
+            self._final = copy_state(state) if isinstance(state, LinearState) else None
         self.pass_ = 2
 
     def hypothesis(self, state: LinearState, k: int | None = None) -> np.ndarray:
@@ -745,7 +844,17 @@ class CutoffTracker(Tracker):
             return self.hypothesis(state)
         if self.pass_ != 2 or self.acc is None:
             raise RuntimeError("cutoff averaging needs its replay pass (plan(), then run again)")
-        return running_value(self.acc, state) / self.acc.count
+        if not self._by_events:
+            return running_value(self.acc, state) / self.acc.count
+        # The event replay: the rounds after the last update (the open hypothesis), added as the
+        # full replay adds them, one at a time, to a copy (finalize may be called again).
+        age, k = int(state.age[0]), self.k_
+        n_add = max(age - k, 0) + (1 if k > 0 and not len(self._ev) and self.groups.m > 0 else 0)
+        q = self.acc.q[0].copy()
+        for col in range(len(q)):
+            q[col] = _add_repeated(float(q[col]), float(state.scale[col]), n_add)
+        total = (self.acc.P + q[None, :] * state.W.astype(np.float64)).T
+        return total / (self.acc.count + n_add)
 
     @property
     def nbytes(self) -> int:

@@ -118,7 +118,11 @@ class LinearArrays(NamedTuple):
     which compiles to the code the positional arguments did).  The first five are
     :class:`~distlearn.learners.linear.LinearState`'s; the last three its running sum's
     (:class:`~distlearn.learners.linear.RunningSum`, flattened; empty ``accP``/``accq``:
-    no running sum); ``step`` the rounds' sample weights.  The per-round outputs are a second record,
+    no running sum); ``step`` the rounds' sample weights.  The entry points also take
+    ``reps``: None, or int64 per-round counts for the running sum aligned with the log (round ``ii``'s
+    hypothesis is added ``reps[out_offset + ii]`` times instead of by ``acc_cfg``'s start and cut:
+    cutoff averaging's event replay); None is pruned before compiling, so the plain rounds keep
+    their code.  The per-round outputs are a second record,
     :class:`~distlearn.learners.linear.RoundLog` (``mistake``, ``hinge``, ``updated``)."""
 
     W: np.ndarray          #: (n_features + 1, K) feature-major weights, in units of ``scale``
@@ -713,7 +717,7 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi):
+def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi, reps):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
 
     Returns -1, or the position in ``order`` of the first round whose margin is
@@ -792,11 +796,18 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 _prefetch(indices, jj)
                 _prefetch(data, jj)
         if acc_on:
-            gi = base + ii
-            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                for k in range(K):
-                    accq[k] += scale[k]
-                acc_cfg[3] += 1
+            if reps is not None:  # the event replay: this round stands for reps[.] rounds of its hypothesis
+                nr = reps[out_offset + ii]
+                for _ in range(nr):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                acc_cfg[3] += nr
+            else:
+                gi = base + ii
+                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                    acc_cfg[3] += 1
         if multi is None or binary:
             a = w.dtype.type(0)  # summed in the weights' dtype, like every margin
             for jj in range(lo, hi):
@@ -920,7 +931,7 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block, multi):
+def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block, multi, reps):
     """Dense rows, ``block`` at a time: compacted to CSR in reused buffers
     (cache-sized), then the CSR skeleton (``multi`` passed on)."""
     acc_cfg = st.acc_cfg
@@ -946,7 +957,7 @@ def _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
             indptr[i + 1] = c
         acc_cfg[2] = base0 + s
         bad = _learn_csr(indptr, indices, data, yb, local[:nb], rule, p, fit_intercept, bias, st, log,
-                         out_offset + s, multi)
+                         out_offset + s, multi, reps)
         if bad >= 0:
             acc_cfg[2] = base0
             return s + bad
@@ -1120,7 +1131,7 @@ def _row_dense(w, xf, lo, d, yi, rule, p, fit_intercept, bias, K, W, scale, sqno
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step):
+                      out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step, reps):
     """The skeleton of :func:`_learn_csr` for dense rows and K >= 2 output columns, without
     compacting the rows: the K margins of a row come from one pass over it, all K sums side by
     side in vector registers (W is feature-major, so feature j's K weights are one contiguous
@@ -1160,11 +1171,18 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
                 for j in range(rn * d, rn * d + d, line):
                     _prefetch(xf, j)
         if acc_on:
-            gi = base + ii
-            if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                for k in range(K):
-                    accq[k] += scale[k]
-                acc_cfg[3] += 1
+            if reps is not None:  # as in _learn_csr
+                nr = reps[out_offset + ii]
+                for _ in range(nr):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                acc_cfg[3] += nr
+            else:
+                gi = base + ii
+                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
+                    for k in range(K):
+                        accq[k] += scale[k]
+                    acc_cfg[3] += 1
         # Rows are summed in pairs: one pass over W gives this row's sums and, speculatively,
         # the next row's with the same weights -- exact whenever this row does not update
         # (most rounds), else recomputed.  The two independent chains of additions double the
@@ -1192,26 +1210,28 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def _learn_dense_multi(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps):
     """:func:`_dense_multi_pass` for any rule (the records as :func:`_learn_csr` takes them)."""
     W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
+                             reps)
 
 
 @njit(**NUMBA_FLAGS)
-def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def _learn_dense_multi_perceptron(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps):
     """:func:`_dense_multi_pass` compiled for the perceptron (``rule`` is ignored): with the
     rule a constant, its tests and the other rules' steps are compiled away (Fashion-MNIST
     10-class epoch measured about 5 % faster)."""
     W, scale, sqnorm, n_updates, age, accP, accq, acc_cfg, step = st
     out_mistake, out_hinge, out_updated = log
     return _dense_multi_pass(X, y, order, PERCEPTRON, p, fit_intercept, bias, W, scale, sqnorm, n_updates,
-                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step)
+                             out_mistake, out_hinge, out_updated, out_offset, age, accP, accq, acc_cfg, step,
+                             reps)
 
 
-def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps=None):
     """Dense chunk (C-contiguous, the weights' dtype); ``st`` a :class:`LinearArrays`, ``log``
     the per-round outputs (:class:`~distlearn.learners.linear.RoundLog`) written from
     ``out_offset``.  With several output columns, the dense skeleton :func:`_learn_dense_multi`;
@@ -1220,23 +1240,73 @@ def learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
     bit-identical to the CSR kernel.  Returns -1 or the first bad round (:func:`_learn_csr`)."""
     if st.W.shape[1] > 1:
         kern = _learn_dense_multi_perceptron if rule == PERCEPTRON else _learn_dense_multi
-        return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset)
+        return kern(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps)
     block = max(1, min(1024, (1 << 18) // max(1, X.shape[1])))
     return _learn_dense(X, y, order, rule, p, fit_intercept, bias, st, log, out_offset, block,
-                        _multi_flag(st, rule))
+                        _multi_flag(st, rule), reps)
 
 
-def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset):
+def learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, reps=None):
     """CSR chunk given by its three arrays (indices sorted within each row); the records as
     :func:`learn_dense` takes them."""
     return _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset,
-                      _multi_flag(st, rule))
+                      _multi_flag(st, rule), reps)
 
 
 def _multi_flag(st, rule):
     """``None`` for a binary round (one column, a binary rule), so only that path of
     :func:`_learn_csr` is compiled; ``True`` otherwise."""
     return None if st.W.shape[1] == 1 and rule < FIRST_NATIVE else True
+
+
+#: Rules whose step does not read the margin (only its sign decides) and whose scale stays 1:
+#: :func:`step_sums_csr` can replay their running sum from the update rounds alone.
+MARGIN_FREE_STEP_RULES = (PERCEPTRON, GENERALIZED)
+
+
+@njit(**NUMBA_FLAGS)
+def step_sums_csr(indptr, indices, data, y, rows, reps, wts, rule, p, kk0, fit_intercept, bias, accP, accq,
+                  acc_cfg):
+    """The running sum of a binary :data:`MARGIN_FREE_STEP_RULES` pass, from its update rounds:
+    update ``e`` (row ``rows[e]``, the ``kk0 + e + 1``-th update of the learner, step scale
+    ``wts[e]`` or 1 when ``wts`` is empty) first adds its hypothesis ``reps[e]`` times, then
+    moves ``P`` as :func:`_learn_csr`'s binary round does (``P -= x * q * u``).  The step ``u``
+    is the rule's (:func:`_binary_step`), and the scale stays 1 (no rescale, no projection, so
+    no fold or rebase): the same operations in the same order as the kernel's, so the same
+    bits, without the margins or the weights (the caller keeps the pass's final weights)."""
+    d = accP.shape[0] - 1
+    weighted = wts.shape[0] > 0
+    n_ev = rows.shape[0]
+    for e in range(n_ev):
+        if e + 2 * _AHEAD < n_ev:  # the updating rows are scattered: prefetch as _learn_csr does
+            r2 = rows[e + 2 * _AHEAD]
+            _prefetch(indptr, r2)
+            _prefetch(y, r2)
+            rn = rows[e + _AHEAD]
+            for jj in range(indptr[rn], indptr[rn + 1], 8):
+                _prefetch(indices, jj)
+                _prefetch(data, jj)
+        nr = reps[e]
+        for _ in range(nr):
+            accq[0] += 1.0
+        acc_cfg[3] += nr
+        r = rows[e]
+        yk = 1.0 if y[r] == 1 else -1.0
+        eta = p[P_ETA]
+        if rule == GENERALIZED and p[P_ETA_SCHEDULE] != 0.0:
+            eta = p[P_ETA] / math.sqrt(kk0 + e + 1.0)
+        u = yk * eta
+        if weighted:
+            wt = wts[e]
+            if wt != 1.0:
+                u = u * wt
+        inv = u / 1.0
+        if accq[0] != 0.0:
+            qi = accq[0] * inv
+            for jj in range(indptr[r], indptr[r + 1]):
+                accP[indices[jj]] -= data[jj] * qi
+            if fit_intercept:
+                accP[d] -= bias * qi
 
 
 @njit(**NUMBA_FLAGS)

@@ -48,6 +48,7 @@ __all__ = [
     "make_rule",
     "init_state",
     "learn_chunk",
+    "step_sums",
     "check_sample_weight",
     "state_coef",
     "copy_state",
@@ -386,6 +387,7 @@ def learn_chunk(
     splits: Any = (),
     on_piece: Any = None,
     sample_weight: np.ndarray | None = None,
+    reps: np.ndarray | None = None,
 ) -> RoundLog:
     """Run the rule over every row of one chunk, updating ``state`` in place.
 
@@ -422,6 +424,12 @@ def learn_chunk(
         semantics: ``w += weight * eta * y * x``); a weight of 0 is a round without update (it is
         still scored: mistake and hinge are logged), a weight of 1 the unweighted round, bit for
         bit.  Only for the rules with :attr:`RuleSpec.weighted` (:func:`check_sample_weight`).
+    reps : array of int of shape (len(order),), optional
+        With ``acc`` (a :class:`RunningSum`): round ``i``'s hypothesis is added to the sum
+        ``reps[i]`` times (one addition each, in order) instead of by the sum's start and cut.
+        Cutoff averaging's event replay runs only the updating rounds of a pass, each standing
+        for every counted round of the hypothesis it ends (``CutoffTracker``).  Not for the
+        adaptive rules nor group sums.
 
     Returns
     -------
@@ -458,40 +466,35 @@ def learn_chunk(
     if sw is not None:  # the per-round scales, aligned with the log
         step = np.ones(len(log.mistake), np.float64)
         step[offset:offset + n] = sw[order]
+    counts = None
+    if reps is not None:
+        counts = np.zeros(len(log.mistake), np.int64)
+        counts[offset:offset + n] = reps
     # The adaptive rules (learners/_adaptive.py) also read and write their per-feature statistics.
     adaptive = rule.code >= A.FIRST_ADAPTIVE
+    if reps is not None and (adaptive or acc is None or isinstance(acc, GroupSums)):
+        raise ValueError("per-round counts need a running sum and a rule without per-feature statistics")
     if adaptive != isinstance(state, A.AdaptiveState):
         raise ValueError(f"rule {rule.name!r} needs {'an AdaptiveState' if adaptive else 'a LinearState'}, "
                          f"got {type(state).__name__}")
     extra = (state.A, state.S, state.T) if adaptive else ()
     if sp.issparse(X):
-        X = X.tocsr() if X.format != "csr" else X
-        if not X.has_canonical_format:
-            # Margins are summed in column order (what makes results independent
-            # of how the matrix was built, and equal to the dense path), and a
-            # duplicated entry means the sum of its values, as in scipy.
-            X = X.copy()
-            X.sum_duplicates()
-        data = X.data if X.data.dtype == dt else cast_values(X.data, dt)
-        indptr = X.indptr
-        indices = X.indices
-        if indptr.dtype != indices.dtype:
-            indptr = indptr.astype(np.int64)
-            indices = indices.astype(np.int64)
-
+        indptr, indices, data = _csr_arrays(X, dt)
         csr = A.learn_csr if adaptive else K.learn_csr
+        more = () if adaptive else (counts,)
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return csr(indptr, indices, data, y, o, *args)
+            return csr(indptr, indices, data, y, o, *args, *more)
     else:
         Xd = np.asarray(X)
         if Xd.dtype != dt or not Xd.flags.c_contiguous:
             Xd = cast_values(Xd, dt)
 
         dense = A.learn_dense if adaptive else K.learn_dense
+        more = () if adaptive else (counts,)
 
         def kernel(o: np.ndarray, *args: Any) -> int:
-            return dense(Xd, y, o, *args)
+            return dense(Xd, y, o, *args, *more)
     groups = isinstance(acc, GroupSums)
     if groups and (adaptive or rule.native or state.W.shape[1] != 1 or acc.P.shape[0] != state.W.shape[0]):
         raise ValueError("survival-time group sums need a binary rule with one output column")
@@ -524,6 +527,64 @@ def learn_chunk(
         if on_piece is not None:
             acc = on_piece(lo, hi, age0)
     return log
+
+
+def _csr_arrays(X: Any, dt: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of a sparse X as the kernels read it: CSR, canonical, the
+    values in the weights' dtype ``dt``."""
+    X = X.tocsr() if X.format != "csr" else X
+    if not X.has_canonical_format:
+        # Margins are summed in column order (what makes results independent
+        # of how the matrix was built, and equal to the dense path), and a
+        # duplicated entry means the sum of its values, as in scipy.
+        X = X.copy()
+        X.sum_duplicates()
+    data = X.data if X.data.dtype == dt else cast_values(X.data, dt)
+    indptr = X.indptr
+    indices = X.indices
+    if indptr.dtype != indices.dtype:
+        indptr = indptr.astype(np.int64)
+        indices = indices.astype(np.int64)
+    return indptr, indices, data
+
+
+#: Rows of a dense chunk compacted to CSR at a time by :func:`step_sums`.
+_STEP_SUM_BLOCK = 1024
+
+
+def step_sums(rule: Rule, state: LinearState, X: Any, y: np.ndarray, rows: np.ndarray, reps: np.ndarray,
+              acc: RunningSum, *, n_updates: int, fit_intercept: bool = False, bias: float = 1.0,
+              sample_weight: np.ndarray | None = None) -> None:
+    """Add to ``acc`` what :func:`learn_chunk` with ``order=rows, reps=reps`` would, for a binary
+    rule whose step does not read the margin and whose scale stays 1 (``K.MARGIN_FREE_STEP_RULES``),
+    without running the rule: ``rows`` are the chunk's updating rows, in order, ``n_updates``
+    the learner's updates before the first of them, ``state`` gives the weights' dtype only.
+    The same bits as the learner's running sum (:func:`~distlearn.learners._kernels.step_sums_csr`).
+    A dense X is compacted to CSR :data:`_STEP_SUM_BLOCK` rows at a time."""
+    if rule.code not in K.MARGIN_FREE_STEP_RULES or state.W.shape[1] != 1 or acc.P.shape != state.W.shape:
+        raise ValueError("step sums need the perceptron or the generalized perceptron with one output column, "
+                         "and a running sum of the weights' shape")
+    dt = state.W.dtype
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    reps = np.ascontiguousarray(reps, dtype=np.int64)
+    wts = _NO_STEP
+    if sample_weight is not None:
+        wts = np.ascontiguousarray(sample_weight[rows], dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    P, q, cfg = acc.P.reshape(-1), acc.q.reshape(-1), acc.cfg
+    if sp.issparse(X):
+        indptr, indices, data = _csr_arrays(X, dt)
+        K.step_sums_csr(indptr, indices, data, y, rows, reps, wts, rule.code, rule.params, float(n_updates),
+                        bool(fit_intercept), float(bias), P, q, cfg)
+        return
+    Xd = np.asarray(X)
+    for a in range(0, len(rows), _STEP_SUM_BLOCK):
+        b = min(len(rows), a + _STEP_SUM_BLOCK)
+        block = sp.csr_matrix(cast_values(Xd[rows[a:b]], dt))  # the nonzeros in column order, as compacted
+        indptr, indices, data = _csr_arrays(block, dt)
+        K.step_sums_csr(indptr, indices, data, y[rows[a:b]], np.arange(b - a, dtype=np.int64), reps[a:b],
+                        wts[a:b] if len(wts) else wts, rule.code, rule.params, float(n_updates + a),
+                        bool(fit_intercept), float(bias), P, q, cfg)
 
 
 _NO_P = np.zeros(0, np.float64)

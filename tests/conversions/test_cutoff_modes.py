@@ -241,3 +241,90 @@ def test_groups_mode_multiclass_keeps_the_copies():
     X, y = data("ovr3")
     est = estimator("pa-ovr3", Cutoff(mode="groups"), 1).fit(X, y)
     assert est.summary_._kg is None and est.summary_.G
+
+
+# -- the replay's pass 2 from pass 1's update rounds ----------------------------------------------
+def _full_replay(monkeypatch, make, X, y, **fit):
+    """The same fit with pass 2 replaying every round (the update record capped at 0)."""
+    from distlearn.conversions.core import CutoffTracker
+
+    with monkeypatch.context() as mp:
+        mp.setattr(CutoffTracker, "max_events", 0)
+        est = make().fit(X, y, **fit)
+    assert est.summary_._by_events is None  # no record: every round replayed
+    return est
+
+
+def _same_fit(a, b):
+    assert a.summary_.k_ == b.summary_.k_
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    for got, want in zip(a._state, b._state):  # the final state too (rounds, age, updates, weights)
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("est_name,params,n_classes,want_mode", [
+    ("Perceptron", {}, 2, "steps"),
+    ("Perceptron", {"dtype": "float32", "fit_intercept": True}, 2, "steps"),
+    ("GeneralizedPerceptron", {"rho": 0.1, "eta_schedule": "inv_sqrt"}, 2, "steps"),
+    ("MarginPerceptron", {"horizon": 600, "radius": 3.0}, 2, "rounds"),   # projected: the scale moves
+    ("ROMMA", {}, 2, "rounds"),                                            # rescales w
+    ("PassiveAggressive", {}, 2, "rounds"),                                # step reads the margin
+    ("Perceptron", {}, 3, "rounds"),                                       # one-vs-rest columns
+    ("MIRA", {"multiclass": "native"}, 3, "rounds"),
+])
+@pytest.mark.parametrize("dense", [False, True], ids=["csr", "dense"])
+@pytest.mark.parametrize("conv", [Cutoff(), Cutoff(C=1e-3), Cutoff(loss="hinge", C=2.0),
+                                  Cutoff(C=1e-3, stop_below=0.9, check_every=50)],
+                         ids=["default", "C1e-3", "hinge", "stop"])
+def test_replay_from_update_rounds_is_the_full_replay_bit_for_bit(monkeypatch, est_name, params, n_classes,
+                                                                   want_mode, dense, conv):
+    """Pass 2 on the updating rounds only (``"rounds"``), or on the running sum's steps alone
+    (``"steps"``), adds the same hypotheses in the same order as replaying every round: the same
+    bits, k*, and final state, over two shuffled epochs."""
+    import distlearn
+
+    rng = np.random.default_rng(5)
+    X = sp.random(600, 40, density=0.2, random_state=2, format="csr")
+    y = np.argmax(X @ rng.normal(size=(40, n_classes)) + 0.3 * rng.normal(size=(600, n_classes)), axis=1)
+    if dense:
+        X = X.toarray()
+
+    def make():
+        return getattr(distlearn, est_name)(conversion=conv, epochs=2, shuffle=True, random_state=1, **params)
+
+    est = make().fit(X, y)
+    assert est.summary_._by_events == want_mode
+    _same_fit(est, _full_replay(monkeypatch, make, X, y))
+
+
+def test_replay_steps_with_sample_weights_and_a_store(monkeypatch, tmp_path):
+    """Sample weights scale the recorded steps (a weight of 0 is no update); a store's pass 2
+    reads its blocks again and takes the same steps."""
+    from distlearn.data.store import write_dataset
+
+    X, y = data("binary")
+    sw = np.random.default_rng(0).uniform(0, 2, size=len(y)).round(1)
+
+    def make():
+        return Perceptron(conversion=Cutoff(C=1e-3), epochs=2, shuffle=False)
+
+    est = make().fit(X, y, sample_weight=sw)
+    assert est.summary_._by_events == "steps" and est.summary_.k_ > 0
+    _same_fit(est, _full_replay(monkeypatch, make, X, y, sample_weight=sw))
+    path = tmp_path / "b.zarr"
+    write_dataset(path, [(X, y)], block_rows=37, dtype="float64")
+    store = make().fit(str(path))
+    assert store.summary_._by_events == "steps"
+    _same_fit(store, make().fit(X, y))
+
+
+def test_replay_counts_and_steps_refuse_what_they_cannot_do():
+    from distlearn.learners.linear import init_state, learn_chunk, make_rule, running_sum, step_sums
+
+    X, y = np.eye(3), np.array([1, 0, 1])
+    state = init_state(3, 1)
+    with pytest.raises(ValueError, match="running sum"):
+        learn_chunk(make_rule("perceptron"), state, X, y, reps=np.ones(3, np.int64))
+    with pytest.raises(ValueError, match="perceptron"):
+        step_sums(make_rule("pa"), state, X, y, np.arange(3), np.ones(3, np.int64), running_sum(state),
+                  n_updates=0)
