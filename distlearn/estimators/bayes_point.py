@@ -216,8 +216,9 @@ class OBPM(OnlineBayesPoint):
         AttributeError naming this parameter; ``distlearn train --save-members``
         sets it to True.  A learner group starts at a pool, so pooled sums allow
         at most one group per 50 members (two for 100): a fit asking for more
-        (``learner_groups=``, or one per worker on a cluster) says so in a
-        warning; ``keep_members=True`` splits at any member.
+        with ``learner_groups=`` says so in a warning (the default, one group per
+        worker, quietly runs one per pool; ``job_["groups"]`` lists them);
+        ``keep_members=True`` splits at any member.
     weights : {"uniform", "margin_bound"}, default="uniform"
         Member weights: the paper's ``1/N``, or the convex weights that
         maximise the margin lower bound eq. (2) on the training set (batch
@@ -493,7 +494,7 @@ class OBPM(OnlineBayesPoint):
     def _store_job(self, common: dict[str, Any], n_groups: int) -> learner_parallel.ObpmJob:
         groups = tuple(learner_groups(self._state.n_learners, n_groups, taus=np.repeat(self._taus, self.n_estimators)
                                       if len(self._taus) > 1 else None, bounds=self._pool_starts()))
-        if len(groups) < min(n_groups, self._state.n_learners):
+        if self.learner_groups is not None and len(groups) < min(n_groups, self._state.n_learners):
             import warnings
 
             warnings.warn(f"OBPM: {len(groups)} learner group{'s' if len(groups) > 1 else ''} run, not {n_groups}: "

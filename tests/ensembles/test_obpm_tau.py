@@ -87,6 +87,7 @@ def test_partial_fit_in_pieces_equals_one_unshuffled_fit():
     np.testing.assert_array_equal(part.coef_, whole.coef_)
 
 
+@pytest.mark.filterwarnings("ignore:OBPM.*learner groups? run")  # pools allow fewer groups; test_obpm_pooled tests the warning
 def test_store_fit_in_process_equals_arrays(tmp_path):
     X, y = _binary(n=900, seed=5)
     p = tmp_path / "s.zarr"
@@ -118,6 +119,7 @@ def test_store_checkpoint_resume_keeps_the_tau_counters(tmp_path):
     assert res.tau_ == ref.tau_
 
 
+@pytest.mark.filterwarnings("ignore:OBPM.*learner groups? run")  # pools allow fewer groups; test_obpm_pooled tests the warning
 @pytest.mark.cluster
 def test_dask_tau_groups_bit_identical(tmp_path, dask_scheduler):
     X, y = _multi(n=800, seed=8)
