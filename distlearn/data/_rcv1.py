@@ -1206,6 +1206,49 @@ def _word(i: int) -> bytes:
     return bytes(out[::-1])
 
 
+
+def _qrel_template(key: tuple[int, ...]) -> bytes:
+    """The qrels lines of a document with categories and subtopic indices ``key`` (``(c, s)`` or
+    ``(c, s, c2, s2)``), sorted by topic, with ``%d`` for the docid."""
+    codes: set[str] = set()
+    for c, s in zip(key[0::2], key[1::2]):
+        if c == OTHER:
+            codes.add(OTHER_TOPIC)
+            continue
+        top, sub = TOP_LEVEL[c], _SUBTOPICS[c][s]
+        codes.update((top, sub, _parent(sub, top)))
+    return b"".join(b"%s %%d 1\n" % c.encode() for c in sorted(codes))
+
+
+def _token_text(buf: bytes, off: np.ndarray, length: np.ndarray, terms: np.ndarray, L: np.ndarray,
+                docids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The LYRL2004 token-file text of documents with ``L[i]`` tokens each (``terms``, in order):
+    ``.I docid``, ``.W``, the stems 12 to a line, a blank line; as bytes (uint8) with every
+    document's start offset (and the end).  One vectorised gather, no loop over documents."""
+    n, ends = len(L), np.cumsum(L)
+    T = int(ends[-1]) if n else 0
+    heads = [b".I %d\n.W\n" % d for d in docids.tolist()]
+    hbuf = b"".join(heads)
+    hlen = np.array([len(h) for h in heads], dtype=np.int64)
+    src = np.frombuffer(hbuf + buf + b" \n\n", dtype=np.uint8)
+    w0, s0 = len(hbuf), len(hbuf) + len(buf)
+    firsts = ends - L
+    doc = np.repeat(np.arange(n), L)
+    j = np.arange(T) - firsts[doc]  # the token's place in its document
+    last = j == L[doc] - 1
+    seg_start = np.empty(n + 2 * T, dtype=np.int64)
+    seg_len = np.empty(n + 2 * T, dtype=np.int64)
+    h_at = 2 * firsts + np.arange(n)  # document d: its head, then (stem, separator) per token
+    w_at = 2 * np.arange(T) + doc + 1
+    seg_start[h_at], seg_len[h_at] = np.cumsum(hlen) - hlen, hlen
+    t = terms[:T]
+    seg_start[w_at], seg_len[w_at] = w0 + off[t], length[t]
+    seg_start[w_at + 1] = s0 + np.where(last | ((j + 1) % 12 == 0), 1, 0)  # " ", "\n", or "\n\n" at the end
+    seg_len[w_at + 1] = np.where(last, 2, 1)
+    seg_end = np.cumsum(seg_len)
+    text = src[np.arange(int(seg_end[-1]) if n else 0) - np.repeat(seg_end - seg_len - seg_start, seg_len)]
+    return text, np.append(seg_end[h_at] - hlen, seg_end[-1] if n else 0)
+
 def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, *, n_terms: int = 47_236,
                       mean_distinct: float = 75.0, other_fraction: float = 0.03, multi_fraction: float = 0.2,
                       label_noise: float = 0.05, compress: bool = False, random_state: int = 0,
@@ -1283,7 +1326,11 @@ def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, 
     files = [opener(os.path.join(out_dir, nm + ext)) for nm in names]
     qrels_path = os.path.join(out_dir, "rcv1-v2.topics.qrels" + ext)
     zipf_sub = [1.0 / np.arange(1, len(t) + 1) for t in _SUBTOPICS]
-    zipf_sub = [w / w.sum() for w in zipf_sub]
+    sub_cdf = [np.cumsum(w / w.sum()) for w in zipf_sub]
+    words_len = np.array([len(w) for w in words], dtype=np.int64)
+    words_off = np.cumsum(words_len) - words_len
+    words_buf = b"".join(words)
+    qrel_lines: dict[tuple[int, ...], tuple[bytes, int]] = {}  # (category, subtopic[, 2nd]) -> lines, docids
     try:
         with opener(qrels_path) as qf:
             for b in range(-(-n_docs // GENERATION_ROWS)):
@@ -1301,29 +1348,28 @@ def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, 
                 second = np.argmax(others, axis=1)  # the best category other than the primary
                 multi = (primary < 4) & (gl.random(GENERATION_ROWS) < multi_fraction / (1.0 - other_fraction))
                 subs = gl.random((GENERATION_ROWS, 2))
-                ends = np.cumsum(L)
+                primary, second, multi, subs = primary[:n], second[:n], multi[:n], subs[:n]
+                docids = first_docid + lo + np.arange(n)
+                text, starts = _token_text(words_buf, words_off, words_len, terms, L[:n], docids)
                 which = np.searchsorted(bounds, lo + np.arange(n), side="right") - 1
-                pieces: list[list[bytes]] = [[] for _ in files]
+                for k in np.unique(which):
+                    at = np.flatnonzero(which == k)
+                    files[k].write(text[starts[at[0]]:starts[at[-1] + 1]].tobytes())
+                top_counts += np.bincount(np.where(multi, 5, primary), minlength=6)
+                sub = np.zeros((n, 2), dtype=np.int64)  # each category's subtopic (its index in _SUBTOPICS)
+                for j, cat in enumerate((primary, second)):
+                    for cc in range(4):
+                        m = cat == cc
+                        sub[m, j] = np.searchsorted(sub_cdf[cc], subs[m, j] * 0.999999)
                 q: list[bytes] = []
-                for i in range(n):
-                    docid = first_docid + lo + i
-                    toks = [words[t] for t in terms[ends[i] - L[i]:ends[i]].tolist()]
-                    text = b"\n".join(b" ".join(toks[j:j + 12]) for j in range(0, len(toks), 12))
-                    pieces[which[i]].append(b".I %d\n.W\n%s\n\n" % (docid, text))
-                    cats = [int(primary[i])] + ([int(second[i])] if multi[i] else [])
-                    codes: set[str] = set()
-                    for j, c in enumerate(cats):
-                        if c == OTHER:
-                            codes.add(OTHER_TOPIC)
-                            continue
-                        top = TOP_LEVEL[c]
-                        sub = _SUBTOPICS[c][int(np.searchsorted(np.cumsum(zipf_sub[c]), subs[i, j] * 0.999999))]
-                        codes.update((top, sub, _parent(sub, top)))
-                    top_counts[5 if len(cats) > 1 else cats[0]] += 1
-                    q.extend(b"%s %d 1\n" % (c.encode(), docid) for c in sorted(codes))
-                for f, pc in zip(files, pieces):
-                    if pc:
-                        f.write(b"".join(pc))
+                for d, p1, s1, p2, s2, mu_i in zip(docids.tolist(), primary.tolist(), sub[:, 0].tolist(),
+                                                   second.tolist(), sub[:, 1].tolist(), multi.tolist()):
+                    key = (p1, s1, p2, s2) if mu_i else (p1, s1)
+                    got = qrel_lines.get(key)
+                    if got is None:
+                        line = _qrel_template(key)
+                        got = qrel_lines[key] = (line, line.count(b"%d"))
+                    q.append(got[0] % ((d,) * got[1]))
                 qf.write(b"".join(q))
     finally:
         for f in files:
