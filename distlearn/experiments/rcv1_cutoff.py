@@ -410,7 +410,7 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
                     else:
                         say(f"generating {n_docs:,} documents into {corpus} ...")
                         t = time.perf_counter()
-                        info = write_rcv1_corpus(corpus, n_docs, random_state=seed)
+                        info = write_rcv1_corpus(corpus, n_docs, random_state=seed, executor=ex)
                         steps["generate_seconds"] = time.perf_counter() - t
                         write_json(marker, {**info, "seed": seed})
                     tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]

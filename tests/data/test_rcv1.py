@@ -283,13 +283,19 @@ def test_generator_shares_and_reproducibility(tmp_path):
     assert counts[-1] / 20_000 == pytest.approx(s["MULTI"]) and counts[4] / 20_000 == pytest.approx(s["OTHER"])
 
 
-def test_generator_writes_the_bytes_of_the_per_document_writer(tmp_path):
-    # The corpus text and qrels are built per block of documents by one vectorised gather (the files
-    # of an 804k corpus in ~1/3 of the time); these SHA-256 prefixes are those of the per-document
-    # writer it replaced (9,000 documents: three generation blocks, the last one short, every file).
+@pytest.mark.parametrize("where", ["here", "dask"])
+def test_generator_writes_the_bytes_of_the_per_document_writer(tmp_path, request, monkeypatch, where):
+    # The corpus text and qrels are built per block of documents by one vectorised gather, in tasks of
+    # blocks on an executor (written here, in order); these SHA-256 prefixes are those of the
+    # per-document writer it replaced, in one process (9,000 documents: three generation blocks, the
+    # last one short, every file; here one task per block).
     import hashlib
 
-    info = write_rcv1_corpus(tmp_path / "c", 9000, n_terms=2000, mean_distinct=20, random_state=3)
+    from distlearn.data import _rcv1
+
+    monkeypatch.setattr(_rcv1, "_CORPUS_TASK_BLOCKS", 1)
+    executor = OnDask(request.getfixturevalue("client")) if where == "dask" else None
+    info = write_rcv1_corpus(tmp_path / "c", 9000, n_terms=2000, mean_distinct=20, random_state=3, executor=executor)
     got = {os.path.basename(f): hashlib.sha256(open(f, "rb").read()).hexdigest()[:16]
            for f in info["tokens"] + [info["qrels"]]}
     assert got == {"lyrl2004_tokens_train.dat": "13a0e39e65f9dc67", "lyrl2004_tokens_test_pt0.dat": "1b9f3e009fe90270",
