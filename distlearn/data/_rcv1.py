@@ -1206,10 +1206,126 @@ def _word(i: int) -> bytes:
     return bytes(out[::-1])
 
 
+
+
+#: Generation blocks (4,096 documents each) per corpus task: ~18 MB of token text.
+_CORPUS_TASK_BLOCKS = 8
+
+
+def _corpus_block(m: dict[str, Any], stream: str, b: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Block ``b`` of ``stream`` of the corpus model ``m``: token counts, terms and teacher scores."""
+    from ..rng import block_generator
+
+    n_terms = m["n_terms"]
+    gb = block_generator(m["random_state"], stream, b)
+    L = np.clip(np.rint(np.exp(m["mu"] + 0.8 * gb.standard_normal(n))), 1, m["l_max"]).astype(np.int64)
+    rank = np.minimum(np.searchsorted(m["cdf"], gb.random(int(L.sum())), side="right"), n_terms - 1)
+    terms = m["perm"][rank]
+    keys, counts = np.unique(np.repeat(np.arange(n, dtype=np.int64), L) * n_terms + terms, return_counts=True)
+    r = keys // n_terms
+    vals = np.log2(1.0 + counts)
+    vals /= np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))[r]
+    X = sp.csr_matrix((vals, keys - r * n_terms, np.append(0, np.cumsum(np.bincount(r, minlength=n)))),
+                      shape=(n, n_terms))
+    scores = np.hstack([X @ m["W"], np.zeros((n, 1))])
+    return L, terms, scores
+
+
+def _corpus_part(b0: int, b1: int, *, model: dict[str, Any]) -> tuple[list[bytes], bytes, np.ndarray]:
+    """Blocks ``b0`` to ``b1`` of the corpus (a task of :func:`write_rcv1_corpus`): the bytes each
+    token file gets, the qrels lines and the label counts (codes 0..4, multi)."""
+    from ..rng import block_generator
+    from .synthetic import GENERATION_ROWS
+
+    m = model
+    bounds, target, n_docs = m["bounds"], m["target"], m["n_docs"]
+    texts: list[list[bytes]] = [[] for _ in range(len(bounds) - 1)]
+    q: list[bytes] = []
+    top_counts = np.zeros(6, dtype=np.int64)
+    qrel_lines: dict[tuple[int, ...], tuple[bytes, int]] = {}  # (category, subtopic[, 2nd]) -> lines, docids
+    for b in range(b0, b1):
+        lo = b * GENERATION_ROWS
+        n = min(GENERATION_ROWS, n_docs - lo)
+        L, terms, scores = _corpus_block(m, "rcv1-corpus/documents", b, GENERATION_ROWS)
+        gl = block_generator(m["random_state"], "rcv1-corpus/labels", b)
+        logits = scores + m["bias"]
+        primary = np.argmax(logits, axis=1)
+        noisy = gl.random(GENERATION_ROWS) < m["label_noise"]
+        primary = np.where(noisy, np.searchsorted(np.cumsum(target), gl.random(GENERATION_ROWS) * 0.999999), primary)
+        others = logits[:, :4].copy()
+        others[np.arange(GENERATION_ROWS)[primary < 4], primary[primary < 4]] = -np.inf
+        second = np.argmax(others, axis=1)  # the best category other than the primary
+        multi = (primary < 4) & (gl.random(GENERATION_ROWS) < m["multi_fraction"] / (1.0 - m["other_fraction"]))
+        subs = gl.random((GENERATION_ROWS, 2))
+        primary, second, multi, subs = primary[:n], second[:n], multi[:n], subs[:n]
+        docids = m["first_docid"] + lo + np.arange(n)
+        text, starts = _token_text(m["words_buf"], m["words_off"], m["words_len"], terms, L[:n], docids)
+        which = np.searchsorted(bounds, lo + np.arange(n), side="right") - 1
+        for k in np.unique(which):
+            at = np.flatnonzero(which == k)
+            texts[k].append(text[starts[at[0]]:starts[at[-1] + 1]].tobytes())
+        top_counts += np.bincount(np.where(multi, 5, primary), minlength=6)
+        sub = np.zeros((n, 2), dtype=np.int64)  # each category's subtopic (its index in _SUBTOPICS)
+        for j, cat in enumerate((primary, second)):
+            for cc in range(4):
+                sel = cat == cc
+                sub[sel, j] = np.searchsorted(m["sub_cdf"][cc], subs[sel, j] * 0.999999)
+        for d, p1, s1, p2, s2, mu_i in zip(docids.tolist(), primary.tolist(), sub[:, 0].tolist(), second.tolist(),
+                                           sub[:, 1].tolist(), multi.tolist()):
+            key = (p1, s1, p2, s2) if mu_i else (p1, s1)
+            got = qrel_lines.get(key)
+            if got is None:
+                line = _qrel_template(key)
+                got = qrel_lines[key] = (line, line.count(b"%d"))
+            q.append(got[0] % ((d,) * got[1]))
+    return [b"".join(t) for t in texts], b"".join(q), top_counts
+
+def _qrel_template(key: tuple[int, ...]) -> bytes:
+    """The qrels lines of a document with categories and subtopic indices ``key`` (``(c, s)`` or
+    ``(c, s, c2, s2)``), sorted by topic, with ``%d`` for the docid."""
+    codes: set[str] = set()
+    for c, s in zip(key[0::2], key[1::2]):
+        if c == OTHER:
+            codes.add(OTHER_TOPIC)
+            continue
+        top, sub = TOP_LEVEL[c], _SUBTOPICS[c][s]
+        codes.update((top, sub, _parent(sub, top)))
+    return b"".join(b"%s %%d 1\n" % c.encode() for c in sorted(codes))
+
+
+def _token_text(buf: bytes, off: np.ndarray, length: np.ndarray, terms: np.ndarray, L: np.ndarray,
+                docids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The LYRL2004 token-file text of documents with ``L[i]`` tokens each (``terms``, in order):
+    ``.I docid``, ``.W``, the stems 12 to a line, a blank line; as bytes (uint8) with every
+    document's start offset (and the end).  One vectorised gather, no loop over documents."""
+    n, ends = len(L), np.cumsum(L)
+    T = int(ends[-1]) if n else 0
+    heads = [b".I %d\n.W\n" % d for d in docids.tolist()]
+    hbuf = b"".join(heads)
+    hlen = np.array([len(h) for h in heads], dtype=np.int64)
+    src = np.frombuffer(hbuf + buf + b" \n\n", dtype=np.uint8)
+    w0, s0 = len(hbuf), len(hbuf) + len(buf)
+    firsts = ends - L
+    doc = np.repeat(np.arange(n), L)
+    j = np.arange(T) - firsts[doc]  # the token's place in its document
+    last = j == L[doc] - 1
+    seg_start = np.empty(n + 2 * T, dtype=np.int64)
+    seg_len = np.empty(n + 2 * T, dtype=np.int64)
+    h_at = 2 * firsts + np.arange(n)  # document d: its head, then (stem, separator) per token
+    w_at = 2 * np.arange(T) + doc + 1
+    seg_start[h_at], seg_len[h_at] = np.cumsum(hlen) - hlen, hlen
+    t = terms[:T]
+    seg_start[w_at], seg_len[w_at] = w0 + off[t], length[t]
+    seg_start[w_at + 1] = s0 + np.where(last | ((j + 1) % 12 == 0), 1, 0)  # " ", "\n", or "\n\n" at the end
+    seg_len[w_at + 1] = np.where(last, 2, 1)
+    seg_end = np.cumsum(seg_len)
+    text = src[np.arange(int(seg_end[-1]) if n else 0) - np.repeat(seg_end - seg_len - seg_start, seg_len)]
+    return text, np.append(seg_end[h_at] - hlen, seg_end[-1] if n else 0)
+
 def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, *, n_terms: int = 47_236,
                       mean_distinct: float = 75.0, other_fraction: float = 0.03, multi_fraction: float = 0.2,
                       label_noise: float = 0.05, compress: bool = False, random_state: int = 0,
-                      first_docid: int = 2286) -> dict[str, Any]:
+                      first_docid: int = 2286, executor: OrderedMap | None = None) -> dict[str, Any]:
     """Write an RCV1-v2-shaped corpus in the LYRL2004 file formats: token files, topic qrels, hierarchy.
 
     Documents draw their tokens from a Zipf vocabulary of ``n_terms`` stems (the model of
@@ -1224,6 +1340,8 @@ def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, 
     distributed).  Files: ``lyrl2004_tokens_train.dat`` (LYRL2004's 2.9 % training share) and
     ``lyrl2004_tokens_test_pt0..3.dat`` (``.gz`` with ``compress=True``), ``rcv1-v2.topics.qrels``
     sorted by docid then topic, ``rcv1.topics.hier.orig``.  Seeded in blocks of 4,096 documents.
+    ``executor``: where runs of blocks are generated (:func:`distlearn._tasks.run_ordered`; None: here,
+    in turn); this process writes them in order, so the files are the same bytes on any executor.
     """
     import gzip as _gzip
 
@@ -1257,74 +1375,36 @@ def write_rcv1_corpus(directory: str | os.PathLike[str], n_docs: int = 804_414, 
     target = np.append(share / share.sum() * (1.0 - other_fraction), other_fraction)
     words = [_word(i) for i in range(n_terms)]
 
-    def block(stream: str, b: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        gb = block_generator(random_state, stream, b)
-        L = np.clip(np.rint(np.exp(mu + 0.8 * gb.standard_normal(n))), 1, l_max).astype(np.int64)
-        rank = np.minimum(np.searchsorted(cdf, gb.random(int(L.sum())), side="right"), n_terms - 1)
-        terms = perm[rank]
-        keys, counts = np.unique(np.repeat(np.arange(n, dtype=np.int64), L) * n_terms + terms, return_counts=True)
-        r = keys // n_terms
-        vals = np.log2(1.0 + counts)
-        vals /= np.sqrt(np.bincount(r, weights=vals * vals, minlength=n))[r]
-        X = sp.csr_matrix((vals, keys - r * n_terms, np.append(0, np.cumsum(np.bincount(r, minlength=n)))),
-                          shape=(n, n_terms))
-        scores = np.hstack([X @ W, np.zeros((n, 1))])
-        return L, terms, scores
+    model: dict[str, Any] = {
+        "random_state": random_state, "n_terms": n_terms, "cdf": cdf, "mu": mu, "l_max": l_max, "perm": perm, "W": W,
+        "target": target, "label_noise": label_noise, "multi_fraction": multi_fraction,
+        "other_fraction": other_fraction, "bounds": bounds, "first_docid": first_docid, "n_docs": n_docs,
+        "words_buf": b"".join(words), "words_len": np.array([len(w) for w in words], dtype=np.int64)}
+    model["words_off"] = np.cumsum(model["words_len"]) - model["words_len"]
+    model["sub_cdf"] = [np.cumsum(w / w.sum()) for w in (1.0 / np.arange(1, len(t) + 1) for t in _SUBTOPICS)]
 
     # Biases so that the argmax shares follow `target` on a calibration sample of its own stream.
-    cal = np.vstack([block("rcv1-corpus/calibration", b, GENERATION_ROWS)[2] for b in range(4)])
+    cal = np.vstack([_corpus_block(model, "rcv1-corpus/calibration", b, GENERATION_ROWS)[2] for b in range(4)])
     bias = np.zeros(5)
     for _ in range(300):
         got = np.bincount(np.argmax(cal + bias, axis=1), minlength=5) / len(cal)
         bias += 0.1 * (np.log(target + 1e-12) - np.log(got + 1e-3))
         bias -= bias[4]
+    model["bias"] = bias
 
+    n_blocks = -(-n_docs // GENERATION_ROWS)
+    jobs = [(b, min(b + _CORPUS_TASK_BLOCKS, n_blocks)) for b in range(0, n_blocks, _CORPUS_TASK_BLOCKS)]
     top_counts = np.zeros(6, dtype=np.int64)  # codes 0..4 and multi
     files = [opener(os.path.join(out_dir, nm + ext)) for nm in names]
     qrels_path = os.path.join(out_dir, "rcv1-v2.topics.qrels" + ext)
-    zipf_sub = [1.0 / np.arange(1, len(t) + 1) for t in _SUBTOPICS]
-    zipf_sub = [w / w.sum() for w in zipf_sub]
     try:
         with opener(qrels_path) as qf:
-            for b in range(-(-n_docs // GENERATION_ROWS)):
-                lo = b * GENERATION_ROWS
-                n = min(GENERATION_ROWS, n_docs - lo)
-                L, terms, scores = block("rcv1-corpus/documents", b, GENERATION_ROWS)
-                gl = block_generator(random_state, "rcv1-corpus/labels", b)
-                logits = scores + bias
-                primary = np.argmax(logits, axis=1)
-                noisy = gl.random(GENERATION_ROWS) < label_noise
-                primary = np.where(noisy, np.searchsorted(np.cumsum(target), gl.random(GENERATION_ROWS) * 0.999999),
-                                   primary)
-                others = logits[:, :4].copy()
-                others[np.arange(GENERATION_ROWS)[primary < 4], primary[primary < 4]] = -np.inf
-                second = np.argmax(others, axis=1)  # the best category other than the primary
-                multi = (primary < 4) & (gl.random(GENERATION_ROWS) < multi_fraction / (1.0 - other_fraction))
-                subs = gl.random((GENERATION_ROWS, 2))
-                ends = np.cumsum(L)
-                which = np.searchsorted(bounds, lo + np.arange(n), side="right") - 1
-                pieces: list[list[bytes]] = [[] for _ in files]
-                q: list[bytes] = []
-                for i in range(n):
-                    docid = first_docid + lo + i
-                    toks = [words[t] for t in terms[ends[i] - L[i]:ends[i]].tolist()]
-                    text = b"\n".join(b" ".join(toks[j:j + 12]) for j in range(0, len(toks), 12))
-                    pieces[which[i]].append(b".I %d\n.W\n%s\n\n" % (docid, text))
-                    cats = [int(primary[i])] + ([int(second[i])] if multi[i] else [])
-                    codes: set[str] = set()
-                    for j, c in enumerate(cats):
-                        if c == OTHER:
-                            codes.add(OTHER_TOPIC)
-                            continue
-                        top = TOP_LEVEL[c]
-                        sub = _SUBTOPICS[c][int(np.searchsorted(np.cumsum(zipf_sub[c]), subs[i, j] * 0.999999))]
-                        codes.update((top, sub, _parent(sub, top)))
-                    top_counts[5 if len(cats) > 1 else cats[0]] += 1
-                    q.extend(b"%s %d 1\n" % (c.encode(), docid) for c in sorted(codes))
-                for f, pc in zip(files, pieces):
-                    if pc:
-                        f.write(b"".join(pc))
-                qf.write(b"".join(q))
+            for texts, qrels, counts in run_ordered(executor, _corpus_part, jobs, model=model):
+                for f, text in zip(files, texts):
+                    if text:
+                        f.write(text)
+                qf.write(qrels)
+                top_counts += counts
     finally:
         for f in files:
             f.close()

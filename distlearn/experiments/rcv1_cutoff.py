@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import rng
 from ..conversions import Cutoff
@@ -45,7 +46,7 @@ from ..data import open_dataset
 from ..data._rcv1 import LABEL_NAMES
 from ..distributed import executor_for
 from ..estimators import MarginPerceptron, Perceptron
-from ..stream import coerce, epoch_chunks, open_store, read_block, store_token
+from ..stream import cached_block, epoch_chunks, open_store, read_block, store_token
 from ._cells import Cells, figure, pyplot, refuse_other_run, save_figure, write_json
 
 __all__ = ["CATEGORIES", "PROBLEMS", "run", "run_cell", "format_table", "plot"]
@@ -55,6 +56,9 @@ PROBLEMS = tuple(f"{a}-vs-{b}" for a, b in itertools.combinations(CATEGORIES, 2)
 CONVERSIONS = ("last", "average", "cutoff")
 LEARNERS = ("perceptron", "margin")
 _VERSION = 1
+#: A cell gives its learners the training rows between two sizes in pieces of at most this many rows
+#: (fewer ``partial_fit`` calls; every call's fixed cost is a copy of the learner's state).
+_BATCH_ROWS = 65_536
 
 
 def _estimators(horizon: int, radius: float, seed: int) -> dict[str, Any]:
@@ -75,7 +79,7 @@ def test_rows(seed: int, split: int, n: int, test_fraction: float) -> np.ndarray
 def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float, sizes: list[int],
              radius: float) -> dict[str, Any]:
     """One (problem, split): one online pass of each learner x conversion, paused at every size."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ds = open_store(view, token)
     test = test_rows(seed, split, ds.n_samples, test_fraction)
     n_train = int((~test).sum())
@@ -87,6 +91,18 @@ def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float,
     k_cut: dict[str, list[int]] = {"perceptron": [], "margin": []}
     updates: dict[str, list[int]] = {"perceptron": [], "margin": []}
     seen, nxt = 0, 0
+    pieces: list[tuple[Any, np.ndarray]] = []  # training rows not yet given to the learners
+    buffered = 0
+
+    def learn() -> None:  # one partial_fit per learner for the rows buffered (same bits as row by row)
+        nonlocal buffered
+        Xp = pieces[0][0] if len(pieces) == 1 else sp.vstack([p[0] for p in pieces], format="csr")
+        yp = np.concatenate([p[1] for p in pieces])
+        for e in ests.values():
+            e.partial_fit(Xp, yp, classes=classes)
+        pieces.clear()
+        buffered = 0
+
     order_seed = int(rng.hash64(seed, rng.stream_id("rcv1-cutoff/order"), split))
     for ch in epoch_chunks(ds, seed=order_seed, epoch=0, shuffle=True, classes=classes, dtype=np.float64):
         idx = np.arange(ch.X.shape[0]) if ch.order is None else ch.order
@@ -94,12 +110,12 @@ def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float,
         at = 0
         while at < len(idx) and nxt < len(sizes):
             take = idx[at:at + sizes[nxt] - seen]
-            Xp, yp = ch.X[take], classes[ch.y[take]]
-            for e in ests.values():
-                e.partial_fit(Xp, yp, classes=classes)
+            pieces.append((ch.X[take], classes[ch.y[take]]))
+            buffered += len(take)
             seen += len(take)
             at += len(take)
             if seen == sizes[nxt]:
+                learn()
                 for name in names:
                     e = ests[name]
                     hyps.append(np.append(np.ravel(e.coef_), np.ravel(e.intercept_)))
@@ -107,20 +123,22 @@ def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float,
                     k_cut[lr].append(int(ests[f"{lr}/cutoff"].summary_.k_))
                     updates[lr].append(int(ests[f"{lr}/last"].n_updates_))
                 nxt += 1
+            elif buffered >= _BATCH_ROWS:
+                learn()
         if nxt == len(sizes):
             break
-    W = np.vstack(hyps).T  # (n_features + 1, n_sizes * n_estimators)
+    W = np.ascontiguousarray(np.vstack(hyps).T)  # (n_features + 1, n_sizes * n_estimators), C order for the products
     err = np.zeros(W.shape[1])
     hinge = np.zeros(W.shape[1])
     n_test = 0
-    for b in range(ds.n_blocks):
-        blk = read_block(ds, b)
-        rows = np.flatnonzero(test[blk.first_row:blk.first_row + blk.X.shape[0]])
+    for b in range(ds.n_blocks):  # the blocks the training pass read come from the block cache when it holds them
+        Xb, yb, first = cached_block(ds, b, np.float64)
+        rows = np.flatnonzero(test[first:first + Xb.shape[0]])
         if not len(rows):
             continue
-        X = coerce(blk.X, np.float64)[rows]
+        X = Xb[rows]
         f = np.asarray(X @ W[:-1]) + W[-1]
-        yv = np.asarray(blk.y)[rows].astype(np.float64)[:, None]
+        yv = np.asarray(yb)[rows].astype(np.float64)[:, None]
         err += ((f >= 0) != (yv > 0)).sum(axis=0)
         hinge += np.maximum(0.0, 1.0 - yv * f).sum(axis=0)
         n_test += len(rows)
@@ -138,14 +156,15 @@ def run_cell(view: str, token: str, split: int, seed: int, test_fraction: float,
         out[f"{lr}/cutoff_k"] = k_cut[lr]
         out[f"{lr}/updates"] = updates[lr]
     out["seconds"] = time.perf_counter() - t0
+    out["cpu_seconds"] = time.process_time() - c0  # this process's CPU (on a shared machine: the cell's own cost)
     return out
 
 
-def max_row_norm(path: str, token: str) -> float:
-    """The largest Euclidean row norm of a store (one streamed pass)."""
+def max_row_norm(path: str, token: str, lo: int = 0, hi: int | None = None) -> float:
+    """The largest Euclidean row norm of a store's blocks ``lo`` to ``hi`` (all by default; one streamed pass)."""
     ds = open_store(path, token)
     best = 0.0
-    for b in range(ds.n_blocks):
+    for b in range(lo, ds.n_blocks if hi is None else hi):
         X = read_block(ds, b).X
         if hasattr(X, "multiply"):
             sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
@@ -226,7 +245,11 @@ def run(store: str | os.PathLike[str], out: str | os.PathLike[str], *, problems:
     with executor_for(scheduler, n_jobs=n_jobs, n_workers=n_workers) as ex:
         radius = book.meta.get("radius")
         if radius is None:
-            radius = math.sqrt(ex.result(ex.submit("rcv1-cutoff-radius", max_row_norm, path, token)) ** 2 + 1.0)
+            n_blocks = ds.n_blocks  # one task per run of blocks (the max of maxima is the max, exactly)
+            cuts = np.linspace(0, n_blocks, min(n_blocks, 8) + 1).astype(int).tolist()
+            parts = [ex.submit(f"rcv1-cutoff-radius-{i}", max_row_norm, path, token, lo, hi)
+                     for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:]))]
+            radius = math.sqrt(max((ex.result(h) for h in parts), default=0.0) ** 2 + 1.0)
             book.remember(radius=radius)
         tokens = {p: store_token(open_dataset(f"{path}#{p}")) for p in {p for p, _, _ in todo}}  # one open per view
         tasks = [(f"{p}.split{s}", run_cell, (f"{path}#{p}", tokens[p], s, seed, test_fraction, sizes, radius))
@@ -387,7 +410,7 @@ def pipeline(out: str | os.PathLike[str], *, store: str | os.PathLike[str] | Non
                     else:
                         say(f"generating {n_docs:,} documents into {corpus} ...")
                         t = time.perf_counter()
-                        info = write_rcv1_corpus(corpus, n_docs, random_state=seed)
+                        info = write_rcv1_corpus(corpus, n_docs, random_state=seed, executor=ex)
                         steps["generate_seconds"] = time.perf_counter() - t
                         write_json(marker, {**info, "seed": seed})
                     tokens, qrels, hierarchy = info["tokens"], info["qrels"], info["hierarchy"]

@@ -283,6 +283,26 @@ def test_generator_shares_and_reproducibility(tmp_path):
     assert counts[-1] / 20_000 == pytest.approx(s["MULTI"]) and counts[4] / 20_000 == pytest.approx(s["OTHER"])
 
 
+@pytest.mark.parametrize("where", ["here", "dask"])
+def test_generator_writes_the_bytes_of_the_per_document_writer(tmp_path, request, monkeypatch, where):
+    # The corpus text and qrels are built per block of documents by one vectorised gather, in tasks of
+    # blocks on an executor (written here, in order); these SHA-256 prefixes are those of the
+    # per-document writer it replaced, in one process (9,000 documents: three generation blocks, the
+    # last one short, every file; here one task per block).
+    import hashlib
+
+    from distlearn.data import _rcv1
+
+    monkeypatch.setattr(_rcv1, "_CORPUS_TASK_BLOCKS", 1)
+    executor = OnDask(request.getfixturevalue("client")) if where == "dask" else None
+    info = write_rcv1_corpus(tmp_path / "c", 9000, n_terms=2000, mean_distinct=20, random_state=3, executor=executor)
+    got = {os.path.basename(f): hashlib.sha256(open(f, "rb").read()).hexdigest()[:16]
+           for f in info["tokens"] + [info["qrels"]]}
+    assert got == {"lyrl2004_tokens_train.dat": "13a0e39e65f9dc67", "lyrl2004_tokens_test_pt0.dat": "1b9f3e009fe90270",
+                   "lyrl2004_tokens_test_pt1.dat": "ab93ff1e499fbf7c", "lyrl2004_tokens_test_pt2.dat": "c95c232b157ac23d",
+                   "lyrl2004_tokens_test_pt3.dat": "dfe2acc9f238f355", "rcv1-v2.topics.qrels": "408b889cb4684fc6"}
+
+
 def test_cli_convert_generate_info(tmp_path, capsys):
     assert main(["generate", "rcv1-files", str(tmp_path / "c"), "--n-samples", "1500", "--n-features", "1000"]) == 0
     toks = sorted(str(p) for p in (tmp_path / "c").glob("lyrl2004_tokens_*.dat"))
