@@ -298,9 +298,9 @@ def compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float,
     with the tracked target lowered by the excess.  No data rows, no labels: ``O(|S|^2 |M|)`` time
     (``|S|^2 d`` for ``K``; ``norm="rkhs"`` needs no product: ``O(|S| |M|^2)``) and ``O(|S|^2)`` memory
     (``K`` and its float32 copy; the factor is ``|M| x |S|``).  Against the backward elimination it replaced
-    (LETTER's fitted expansion, ``norm="data"``, ``tol=0.2``, same run): 8,155 patterns 3,291 kept in
-    ~30-45 s instead of 3,244 in 76 s; 4,000: 2,073 instead of 2,052, 1.7-2.3x faster; 2,000: the same count,
-    about the same time.  ``tol = 0`` (or ``f = 0``) keeps every pattern with ``A`` unchanged, as does a
+    (LETTER's fitted expansion, ``norm="data"``, ``tol=0.2``, alternating, ``benchmarks/bench_kernel_compress.py``):
+    8,155 patterns 3,291 kept instead of 3,244, 4.6x faster (41 vs 190 s at load 7; 14 s at load 6.5 with
+    the float32 pool); 4,000: 2,073 instead of 2,052, 2.5x; 2,000: the same 1,341, 1.1x.  ``tol = 0`` (or ``f = 0``) keeps every pattern with ``A`` unchanged, as does a
     tolerance only every pattern meets.
     """
     import scipy.linalg as sla
