@@ -1,5 +1,5 @@
 """Post-fit compression of a kernel expansion onto a subset of its own patterns (issue 29: no more support
-patterns than SVC): the greedy backward elimination against a brute-force one, the residual bound as a law,
+patterns than SVC): the greedy forward selection against a brute-force one, the residual bound as a law,
 and the estimators' ``compress`` parameter."""
 
 from __future__ import annotations
@@ -39,25 +39,22 @@ def _brute_residual(Kss, A, M, norm):
 
 
 def _brute_greedy(Kss, A, tol, norm):
-    """Backward elimination one pattern at a time, every candidate tried by brute force: drop the one whose
-    removal leaves the least residual, while that stays within tol."""
-    M = list(range(len(A)))
-    while len(M) > 1:
-        trials = [(_brute_residual(Kss, A, [p for p in M if p != j], norm)[0], j) for j in M]
-        best, j = min(trials)
-        if best > tol:
-            break
-        M.remove(j)
-    return np.array(M)
+    """Forward selection one pattern at a time, every candidate tried by brute force (numpy's least squares):
+    add the one whose addition leaves the least residual, until that is within tol."""
+    M, res = [], 1.0
+    while res > tol:
+        res, j = min((_brute_residual(Kss, A, M + [j], norm)[0], j) for j in range(len(A)) if j not in M)
+        M.append(j)
+    return np.sort(M)
 
 
 @pytest.mark.parametrize("norm", ["data", "rkhs"])
 @pytest.mark.parametrize("K", [1, 3])
 @pytest.mark.parametrize("tol", [0.1, 0.35])
-def test_one_at_a_time_elimination_equals_the_brute_force_greedy(monkeypatch, norm, K, tol):
-    """With batches of one (COMPRESS_BATCH = 0), the exact loss updates choose the same patterns as trying
-    every removal by brute force, and the expansion is the brute-force least squares on that set."""
-    monkeypatch.setattr(CK, "COMPRESS_BATCH", 0.0)
+def test_one_at_a_time_selection_equals_the_brute_force_greedy(monkeypatch, norm, K, tol):
+    """With blocks of one (COMPRESS_BLOCK = 1), the pivoted Cholesky's exact gains choose the same patterns as
+    trying every addition by brute force, and the expansion is the brute-force least squares on that set."""
+    monkeypatch.setattr(CK, "COMPRESS_BLOCK", 1)
     S, A = _expansion(18, 3, K, seed=K + int(100 * tol))
     gamma = 0.4
     Kss = _rbf(S, S, gamma)
@@ -67,7 +64,7 @@ def test_one_at_a_time_elimination_equals_the_brute_force_greedy(monkeypatch, no
     np.testing.assert_array_equal(got.keep, want)
     res, coef = _brute_residual(Kss, A, list(want), norm)
     # the expansions agree on the patterns and on fresh rows (the coefficients themselves only as far as the
-    # ridge and the Gram matrix's conditioning let them)
+    # Gram matrix's conditioning lets them)
     Xt, _ = _expansion(25, 3, 1, seed=99)
     for P in (S, Xt):
         G = _rbf(P, S[want], gamma)
@@ -76,21 +73,42 @@ def test_one_at_a_time_elimination_equals_the_brute_force_greedy(monkeypatch, no
     assert got.residual <= tol
 
 
-def test_batches_keep_the_bound_and_nearly_the_greedy_size():
-    """The default batches (5 % of the patterns at a time) stop within the tolerance, and keep at most a few
-    patterns more than one-at-a-time elimination."""
+@pytest.mark.parametrize("norm", ["data", "rkhs"])
+def test_blocks_keep_the_bound_and_nearly_the_greedy_size(monkeypatch, norm):
+    """The default blocks (pools of 2 * COMPRESS_BLOCK candidates, up to COMPRESS_BLOCK picks each) stop within
+    the tolerance and keep at most a few patterns more than one-at-a-time selection; blocks of 4 too (several
+    blocks per fit, so the block updates of the factor are exercised)."""
     S, A = _expansion(200, 4, 2, seed=7)
-    kern = make_kernel("rbf", gamma=0.5)
-    batched = compress_expansion(kern, S, A, 0.2)
-    one = CK.COMPRESS_BATCH
-    try:
-        CK.COMPRESS_BATCH = 0.0
-        single = compress_expansion(kern, S, A, 0.2)
-    finally:
-        CK.COMPRESS_BATCH = one
-    assert batched.residual <= 0.2 and single.residual <= 0.2
-    assert len(single.keep) < 200
-    assert abs(len(batched.keep) - len(single.keep)) <= 0.05 * len(single.keep) + 2
+    kern = make_kernel("rbf", gamma=2.0)
+    got = {}
+    for block in (CK.COMPRESS_BLOCK, 4, 1):
+        monkeypatch.setattr(CK, "COMPRESS_BLOCK", block)
+        got[block] = compress_expansion(kern, S, A, 0.2, norm=norm)
+    single = got.pop(1)
+    assert single.residual <= 0.2 and 10 < len(single.keep) < 200
+    for c in got.values():
+        assert c.residual <= 0.2
+        assert abs(len(c.keep) - len(single.keep)) <= 0.05 * len(single.keep) + 2
+
+
+@pytest.mark.parametrize("kernel,gamma", [("rbf", 2.0), ("rbf", 0.2), ("poly", 0.5)])
+def test_float32_rows_keep_the_exact_bound(monkeypatch, kernel, gamma):
+    """The float32 rows of K K (COMPRESS_SINGLE_FROM patterns on; forced here on 200) choose nearly the same
+    patterns as float64, and the refined coefficients' residual, recomputed here with numpy, is within the
+    tolerance exactly."""
+    S, A = _expansion(200, 4, 3, seed=11)
+    kern = make_kernel(kernel, gamma=gamma, degree=3, coef0=1.0)
+    monkeypatch.setattr(CK, "COMPRESS_SINGLE_FROM", 10**9)
+    exact = compress_expansion(kern, S, A, 0.1, norm="data")
+    monkeypatch.setattr(CK, "COMPRESS_SINGLE_FROM", 1)
+    single = compress_expansion(kern, S, A, 0.1, norm="data")
+    from distlearn.learners.kernel import kernel_matrix
+
+    Kss = kernel_matrix(kern, S, S)
+    F = Kss @ A
+    res = np.linalg.norm(Kss[:, single.keep] @ single.coef - F) / np.linalg.norm(F)
+    assert res == pytest.approx(single.residual, rel=1e-9) and res <= 0.1
+    assert len(single.keep) < 200 and abs(len(single.keep) - len(exact.keep)) <= 0.02 * len(exact.keep) + 1
 
 
 @given(m=st.integers(1, 40), d=st.integers(1, 4), K=st.integers(1, 3), seed=st.integers(0, 10_000),
