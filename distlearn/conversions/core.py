@@ -605,6 +605,7 @@ class CutoffTracker(Tracker):
         self._round2 = 0  # pass 2's rounds so far
         self._by_events: str | None = None  # how pass 2 ran: "rounds" (updating rounds), "steps" (step_sums)
         self._final: LinearState | None = None  # pass 1's final state ("steps" keeps it)
+        self._tail_added = False  # finalize added the rounds after pass 2's last update
 
     def run_chunk(self, rule: Any, state: LinearState, X: Any, y: np.ndarray, order: np.ndarray | None,
                   fit_intercept: bool, sample_weight: np.ndarray | None = None) -> RoundLog:
@@ -683,6 +684,7 @@ class CutoffTracker(Tracker):
             self._ev_at = 0
             self._round2 = 0
             self._by_events = None
+            self._tail_added = False
 
     def boundaries(self, first_round: int, n: int) -> list[int]:
         if self.pass_ == 2:
@@ -847,14 +849,18 @@ class CutoffTracker(Tracker):
         if not self._by_events:
             return running_value(self.acc, state) / self.acc.count
         # The event replay: the rounds after the last update (the open hypothesis), added as the
-        # full replay adds them, one at a time, to a copy (finalize may be called again).
-        age, k = int(state.age[0]), self.k_
-        n_add = max(age - k, 0) + (1 if k > 0 and not len(self._ev) and self.groups.m > 0 else 0)
-        q = self.acc.q[0].copy()
-        for col in range(len(q)):
-            q[col] = _add_repeated(float(q[col]), float(state.scale[col]), n_add)
-        total = (self.acc.P + q[None, :] * state.W.astype(np.float64)).T
-        return total / (self.acc.count + n_add)
+        # full replay adds them, one at a time, once (finalize may be called again), so that
+        # acc.count is the number of hypotheses added, as after a full replay.
+        if not self._tail_added:
+            age, k = int(state.age[0]), self.k_
+            n_add = max(age - k, 0) + (1 if k > 0 and not len(self._ev) and self.groups.m > 0 else 0)
+            q = self.acc.q[0]
+            for col in range(len(q)):
+                q[col] = _add_repeated(float(q[col]), float(state.scale[col]), n_add)
+            self.acc.cfg[3] += n_add
+            self._tail_added = True
+        total = (self.acc.P + self.acc.q[0][None, :] * state.W.astype(np.float64)).T
+        return total / self.acc.count
 
     @property
     def nbytes(self) -> int:

@@ -130,10 +130,11 @@ def store(tmp_path_factory):
 
 
 def _train(client, store_path: str) -> np.ndarray:
-    """Learner-parallel OBPM on the TLS cluster (workers open the store by path); return ``coef_``."""
+    """Learner-parallel OBPM on the TLS cluster (workers open the store by path); return ``coef_``.
+    keep_members=True: two groups of 4 (pooled sums would run one group of all 8)."""
     from distlearn import OBPM
 
-    est = OBPM(n_estimators=8, tau=0.5, epochs=2, random_state=0, scheduler=client, learner_groups=2,
+    est = OBPM(n_estimators=8, tau=0.5, epochs=2, random_state=0, scheduler=client, learner_groups=2, keep_members=True,
                checkpoint_every=2).fit(store_path)
     assert est.job_["runner"].startswith("dask scheduler tls://")
     return est.coef_
@@ -142,7 +143,7 @@ def _train(client, store_path: str) -> np.ndarray:
 def _in_process(store_path: str) -> np.ndarray:
     from distlearn import OBPM
 
-    return OBPM(n_estimators=8, tau=0.5, epochs=2, random_state=0, scheduler="in-process").fit(store_path).coef_
+    return OBPM(n_estimators=8, tau=0.5, epochs=2, random_state=0, scheduler="in-process", keep_members=True).fit(store_path).coef_
 
 
 # -- a client with the cluster's certificates trains
