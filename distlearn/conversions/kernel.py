@@ -274,6 +274,16 @@ class Compressed(NamedTuple):
 
 
 def compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, norm: str = "rkhs") -> Compressed:
+    """:func:`_compress_expansion` with BLAS on one thread: a threaded BLAS sums in an order that depends
+    on its thread count, and the selection's choices follow the bits, so without this a Dask worker
+    (one BLAS thread) and this process (one per core) would keep different coefficients."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _compress_expansion(kernel, S, A, tol, norm)
+
+
+def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, norm: str = "rkhs") -> Compressed:
     """``f = sum_i A[i] k(S[i], .)`` on the fewest of its own patterns ``M`` that greedy forward selection
     finds with ``||f - f_M|| <= tol ||f||``, ``f_M`` the best expansion over ``M`` in that norm.
 
@@ -354,7 +364,8 @@ def compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float,
         while res2 > room:
             k = len(chosen)
             block = min(int(COMPRESS_BLOCK), max(1, int(COMPRESS_GROWTH * k)))
-            score = np.where(free & (d > floor), np.sum(corr * corr, axis=1) / np.maximum(d, np.finfo(float).tiny), -1.0)
+            with np.errstate(over="ignore"):  # a Schur diagonal just above the floor: inf ranks first, as it should
+                score = np.where(free & (d > floor), np.sum(corr * corr, axis=1) / np.maximum(d, np.finfo(float).tiny), -1.0)
             p = min(2 * block, m - k)
             pool = np.argpartition(-score, p - 1)[:p] if p < m else np.arange(m)
             pool = pool[score[pool] > 0]
