@@ -716,6 +716,16 @@ def _row_multi(w, ix, vx, lo, hi, yi, rule, p, fit_intercept, bias, d, K, W, sca
     return mistake, (h if h > 0.0 else 0.0), any_update
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _acc_rounds(accq, scale, K, acc_cfg, nr):
+    """Add the current hypothesis (its scales) ``nr`` times to the running sum, one round at a time
+    (``nr`` rounds of a full replay, so the same bits), and count them in ``acc_cfg[3]``."""
+    for _ in range(nr):
+        for k in range(K):
+            accq[k] += scale[k]
+    acc_cfg[3] += nr
+
+
 @njit(**NUMBA_FLAGS)
 def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st, log, out_offset, multi, reps):
     """The skeleton: every round of a CSR chunk (dense chunks arrive compacted).
@@ -797,17 +807,9 @@ def _learn_csr(indptr, indices, data, y, order, rule, p, fit_intercept, bias, st
                 _prefetch(data, jj)
         if acc_on:
             if reps is not None:  # the event replay: this round stands for reps[.] rounds of its hypothesis
-                nr = reps[out_offset + ii]
-                for _ in range(nr):
-                    for k in range(K):
-                        accq[k] += scale[k]
-                acc_cfg[3] += nr
-            else:
-                gi = base + ii
-                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                    for k in range(K):
-                        accq[k] += scale[k]
-                    acc_cfg[3] += 1
+                _acc_rounds(accq, scale, K, acc_cfg, reps[out_offset + ii])
+            elif base + ii >= acc_start and (age[0] >= acc_cut or base + ii == 0):
+                _acc_rounds(accq, scale, K, acc_cfg, 1)
         if multi is None or binary:
             a = w.dtype.type(0)  # summed in the weights' dtype, like every margin
             for jj in range(lo, hi):
@@ -1172,17 +1174,9 @@ def _dense_multi_pass(X, y, order, rule, p, fit_intercept, bias, W, scale, sqnor
                     _prefetch(xf, j)
         if acc_on:
             if reps is not None:  # as in _learn_csr
-                nr = reps[out_offset + ii]
-                for _ in range(nr):
-                    for k in range(K):
-                        accq[k] += scale[k]
-                acc_cfg[3] += nr
-            else:
-                gi = base + ii
-                if gi >= acc_start and (age[0] >= acc_cut or gi == 0):
-                    for k in range(K):
-                        accq[k] += scale[k]
-                    acc_cfg[3] += 1
+                _acc_rounds(accq, scale, K, acc_cfg, reps[out_offset + ii])
+            elif base + ii >= acc_start and (age[0] >= acc_cut or base + ii == 0):
+                _acc_rounds(accq, scale, K, acc_cfg, 1)
         # Rows are summed in pairs: one pass over W gives this row's sums and, speculatively,
         # the next row's with the same weights -- exact whenever this row does not update
         # (most rounds), else recomputed.  The two independent chains of additions double the
