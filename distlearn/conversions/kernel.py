@@ -354,6 +354,8 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     room = tol * tol * nf2
     floor = COMPRESS_DEPENDENT * np.maximum(diag, np.finfo(float).tiny)
     Lt = np.zeros((min(m, 256), m))  # the factor, transposed: one row per pattern chosen (grown by doubling)
+    single = norm == "data" and m >= COMPRESS_SINGLE_FROM
+    Lt32 = np.zeros(Lt.shape, dtype=np.float32) if single else None  # its float32 copy for the Schur rows
     Y = np.zeros((0, A.shape[1]))
     corr, d = t.copy(), diag.copy()
     chosen: list[int] = []
@@ -397,12 +399,21 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
                 break
             J = pool[picked]
             Lpp = LP[picked][:, :len(picked)]  # lower triangular: the Cholesky factor of the picks' Schur block
-            C = columns(J) - Lk[:, J].T @ Lk  # every pattern's Schur row against the picks (r x m)
+            if Lt32 is None:
+                C = columns(J) - Lk[:, J].T @ Lk  # every pattern's Schur row against the picks (r x m)
+            else:  # the same in float32: the rows of K K and the factor's product (the dominant costs)
+                L32 = Lt32[:k]
+                C = (K32[J] @ K32 - L32[:, J].T @ L32).astype(np.float64)
             Lnew = sla.solve_triangular(Lpp, C, lower=True, check_finite=False)  # the factor's new rows (r x m)
             ynew = sla.solve_triangular(Lpp, corr[J], lower=True, check_finite=False)
             if k + len(J) > Lt.shape[0]:
-                Lt = np.concatenate([Lt, np.zeros((min(m, 2 * Lt.shape[0]) - Lt.shape[0], m))])
+                grow = min(m, 2 * Lt.shape[0]) - Lt.shape[0]
+                Lt = np.concatenate([Lt, np.zeros((grow, m))])
+                if Lt32 is not None:
+                    Lt32 = np.concatenate([Lt32, np.zeros((grow, Lt32.shape[1]), dtype=np.float32)])
             Lt[k:k + len(J)] = Lnew
+            if Lt32 is not None:
+                Lt32[k:k + len(J)] = Lnew
             Y = np.concatenate([Y, ynew])
             corr -= Lnew.T @ ynew
             d -= np.einsum("ij,ij->j", Lnew, Lnew)

@@ -147,6 +147,31 @@ def test_law_never_more_patterns_and_the_residual_bound_holds(m, d, K, seed, tol
             assert np.sqrt(max(0.0, r2) / nf2) == pytest.approx(c.residual, abs=1e-5)
 
 
+@given(m=st.integers(2, 60), d=st.integers(1, 4), K=st.integers(1, 3), seed=st.integers(0, 10_000),
+       tol=st.floats(0.01, 0.95), kernel=st.sampled_from(["rbf", "poly"]), dup=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_law_float32_schur_rows_keep_the_bound(m, d, K, seed, tol, kernel, dup):
+    """With the float32 path forced (COMPRESS_SINGLE_FROM = 1: the rows of K K and the factor's product in
+    float32), the residual of the returned coefficients, recomputed in float64 with numpy, is within the
+    tolerance and equals the one reported, and the kept patterns are an ascending subset."""
+    S, A = _expansion(m, d, K, seed)
+    if dup and m > 2:
+        S[m // 2:] = S[: m - m // 2]
+    kern = make_kernel(kernel, gamma=0.5, degree=2, coef0=1.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CK, "COMPRESS_SINGLE_FROM", 1)
+        c = compress_expansion(kern, S, A, tol, norm="data")
+    assert len(c.keep) <= m and np.all(np.diff(c.keep) > 0)
+    from distlearn.learners.kernel import kernel_matrix
+
+    Kss = kernel_matrix(kern, S, S)
+    F = Kss @ A
+    scale = np.linalg.norm(F)
+    if scale > 1e-6:
+        res = np.linalg.norm(Kss[:, c.keep] @ c.coef - F) / scale
+        assert res == pytest.approx(c.residual, abs=1e-5) and res <= tol + 1e-6
+
+
 # --------------------------------------------------------------------------- the estimators' compress
 
 def _data(n=300, d=4, k=3, seed=0):
@@ -161,7 +186,8 @@ def _data(n=300, d=4, k=3, seed=0):
                                         (distlearn.KernelPA, 3, "average")])
 def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     """compress="auto" with budget="variable": the support is a subset of the uncompressed fit's patterns, the
-    coefficients the least-squares refit of its scores on them (residual within COMPRESS_AUTO), and
+    coefficients the least-squares refit of its scores on them (residual within COMPRESS_AUTO; two classes:
+    COMPRESS_AUTO_BINARY), and
     decision_function is exactly dual_coef_ @ k(support_vectors_, x) (numpy's explicit RBF)."""
     X, y = _data(k=k)
     kw = dict(gamma=0.5, budget="variable", epochs=2, conversion=conv, random_state=0)
@@ -174,7 +200,9 @@ def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     assert comp.n_support_.sum() == len(Sm) == comp.dual_coef_.shape[1]
     np.testing.assert_array_equal(comp.n_support_, np.bincount(full._support_lab[keep], minlength=len(comp.classes_)))
     info = comp.conversion_info_
-    assert info["compressed_from"] == len(S) and info["compress_residual"] <= distlearn.estimators.kernel.COMPRESS_AUTO
+    EK = distlearn.estimators.kernel
+    assert info["compressed_from"] == len(S)
+    assert info["compress_residual"] <= (EK.COMPRESS_AUTO_BINARY if k == 2 else EK.COMPRESS_AUTO)
     F = _rbf(S, S, 0.5) @ full.dual_coef_.T
     Fm = _rbf(S, Sm, 0.5) @ comp.dual_coef_.T
     assert np.linalg.norm(Fm - F) / np.linalg.norm(F) == pytest.approx(info["compress_residual"], rel=1e-6)
@@ -191,6 +219,26 @@ def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_
     c = distlearn.KernelMIRA(gamma=0.5, random_state=0, compress=0.3).fit(X, y)  # budget=None: every update kept
     assert c.conversion_info_["compressed_from"] > c.n_support_.sum()
     assert c.conversion_info_["compress_residual"] <= 0.3
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_compress_auto_tolerance_is_binary_or_multiclass(k):
+    """compress="auto" with budget="variable" is compress=COMPRESS_AUTO_BINARY (0.5) for two classes and
+    compress=COMPRESS_AUTO (0.2) for more: the same bits as the explicit value, and not the other one's."""
+    import distlearn.estimators.kernel as EK
+
+    X, y = _data(k=k)
+    kw = dict(gamma=0.5, budget="variable", random_state=0)
+    auto = distlearn.KernelMIRA(**kw).fit(X, y)
+    want, other = (EK.COMPRESS_AUTO_BINARY, EK.COMPRESS_AUTO) if k == 2 else (EK.COMPRESS_AUTO, EK.COMPRESS_AUTO_BINARY)
+    same = distlearn.KernelMIRA(compress=want, **kw).fit(X, y)
+    diff = distlearn.KernelMIRA(compress=other, **kw).fit(X, y)
+    assert np.array_equal(auto.support_vectors_, same.support_vectors_)
+    assert np.array_equal(auto.dual_coef_, same.dual_coef_)
+    assert auto.conversion_info_["compress_residual"] <= want
+    assert len(auto.support_vectors_) != len(diff.support_vectors_)
+    if k == 2:  # the coarser tolerance keeps fewer patterns
+        assert len(auto.support_vectors_) < len(diff.support_vectors_)
 
 
 def test_compress_auto_leaves_a_cache_over_its_size_cap(monkeypatch):
