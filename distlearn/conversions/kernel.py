@@ -301,8 +301,9 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     ``2 * COMPRESS_BLOCK`` best as a pool, and picks greedily inside the pool (each pick updating the pool's
     Schur complement exactly) up to :data:`COMPRESS_BLOCK` patterns, stopping at the first one that brings the
     residual within the tolerance.  The new columns of ``L`` come from ``G``'s columns of the picks (``data``:
-    one matrix product ``K_{P,:} K``; it and the pool's Gram matrix in float32 from
-    :data:`COMPRESS_SINGLE_FROM` patterns on).  The
+    one matrix product ``K_{P,:} K``; it, the factor's product ``L_{:,P}' L`` (from a float32 copy of the
+    factor) and the pool's Gram matrix in float32 from :data:`COMPRESS_SINGLE_FROM` patterns on: LETTER's
+    8,155 patterns, the same 3,291 kept, 47 -> 29 s at load 5, alternating).  The
     coefficients are ``L_M^-T y`` (``norm="data"``: refined against the float64 ``K``) and the residual
     returned is recomputed from them; should it exceed the tolerance (rounding), the selection continues
     with the tracked target lowered by the excess.  No data rows, no labels: ``O(|S|^2 |M|)`` time

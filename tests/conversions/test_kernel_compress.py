@@ -202,7 +202,8 @@ def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     info = comp.conversion_info_
     EK = distlearn.estimators.kernel
     assert info["compressed_from"] == len(S)
-    assert info["compress_residual"] <= (EK.COMPRESS_AUTO_BINARY if k == 2 else EK.COMPRESS_AUTO)
+    binary = EK.COMPRESS_AUTO if cls is distlearn.KernelPerceptron else EK.COMPRESS_AUTO_BINARY
+    assert info["compress_residual"] <= (binary if k == 2 else EK.COMPRESS_AUTO)
     F = _rbf(S, S, 0.5) @ full.dual_coef_.T
     Fm = _rbf(S, Sm, 0.5) @ comp.dual_coef_.T
     assert np.linalg.norm(Fm - F) / np.linalg.norm(F) == pytest.approx(info["compress_residual"], rel=1e-6)
@@ -239,6 +240,11 @@ def test_compress_auto_tolerance_is_binary_or_multiclass(k):
     assert len(auto.support_vectors_) != len(diff.support_vectors_)
     if k == 2:  # the coarser tolerance keeps fewer patterns
         assert len(auto.support_vectors_) < len(diff.support_vectors_)
+        # the perceptron keeps COMPRESS_AUTO for two classes too (its coefficients compress less)
+        p_auto = distlearn.KernelPerceptron(**kw).fit(X, y)
+        p_02 = distlearn.KernelPerceptron(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
+        assert np.array_equal(p_auto.dual_coef_, p_02.dual_coef_)
+        assert p_auto.conversion_info_["compressed_from"] > len(p_auto.support_vectors_)
 
 
 def test_compress_auto_leaves_a_cache_over_its_size_cap(monkeypatch):
