@@ -267,7 +267,7 @@ def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     info = comp.conversion_info_
     EK = distlearn.estimators.kernel
     assert info["compressed_from"] == len(S)
-    binary = EK.COMPRESS_AUTO if cls is distlearn.KernelPerceptron else EK.COMPRESS_AUTO_BINARY
+    binary = EK.COMPRESS_AUTO_BINARY if cls is distlearn.KernelMIRA else EK.COMPRESS_AUTO
     assert info["compress_residual"] <= (binary if k == 2 else EK.COMPRESS_AUTO)
     F = _rbf(S, S, 0.5) @ full.dual_coef_.T
     Fm = _rbf(S, Sm, 0.5) @ comp.dual_coef_.T
@@ -289,8 +289,9 @@ def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_compress_auto_tolerance_is_binary_or_multiclass(k):
-    """compress="auto" with budget="variable" is compress=COMPRESS_AUTO_BINARY (0.5) for two classes and
-    compress=COMPRESS_AUTO (0.2) for more: the same bits as the explicit value, and not the other one's."""
+    """KernelMIRA's compress="auto" with budget="variable" is compress=COMPRESS_AUTO_BINARY (0.4) for two
+    classes and compress=COMPRESS_AUTO (0.2) for more (the perceptron's and PA's: 0.2 for both): the same bits
+    as the explicit value, and not the other one's."""
     import distlearn.estimators.kernel as EK
 
     X, y = _data(k=k)
@@ -305,11 +306,12 @@ def test_compress_auto_tolerance_is_binary_or_multiclass(k):
     assert len(auto.support_vectors_) != len(diff.support_vectors_)
     if k == 2:  # the coarser tolerance keeps fewer patterns
         assert len(auto.support_vectors_) < len(diff.support_vectors_)
-        # the perceptron keeps COMPRESS_AUTO for two classes too (its coefficients compress less)
-        p_auto = distlearn.KernelPerceptron(**kw).fit(X, y)
-        p_02 = distlearn.KernelPerceptron(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
-        assert np.array_equal(p_auto.dual_coef_, p_02.dual_coef_)
-        assert p_auto.conversion_info_["compressed_from"] > len(p_auto.support_vectors_)
+        # the perceptron and PA keep COMPRESS_AUTO for two classes too (their coefficients compress less)
+        for cls in (distlearn.KernelPerceptron, distlearn.KernelPA):
+            p_auto = cls(**kw).fit(X, y)
+            p_02 = cls(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
+            assert np.array_equal(p_auto.dual_coef_, p_02.dual_coef_)
+            assert p_auto.conversion_info_["compressed_from"] > len(p_auto.support_vectors_)
 
 
 def test_compress_auto_compresses_a_cache_over_its_size_cap_in_parts(monkeypatch):
