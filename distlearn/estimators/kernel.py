@@ -55,7 +55,7 @@ GAMMA_RACE_ROWS = 1024
 COMPRESS_AUTO = 0.2
 #: ... and for two classes (one score column): the sign of one score tolerates a coarser refit than an argmax
 #: over several (along the greedy path the multiclass sets lose from 0.25-0.3 on: digits +2.0 points at 0.3;
-#: the binary ones hold to 0.4-0.5).  Chosen over seven Fashion-MNIST pairs and breast cancer
+#: the binary ones hold to 0.4-0.5).  Chosen over six Fashion-MNIST pairs and breast cancer
 #: (``benchmarks/README.md``): 0.4 meets "within 1 point of a tuned SVC, no more patterns" on 6 of the 7
 #: binary sets (breast cancer keeps 109 patterns against SVC's 92), 0.45 and 0.5 on 4 (0.5: breast cancer
 #: met, but three pairs not used to choose it 1.1-1.3 points over SVC), 0.2 on 4 (patterns).
@@ -66,7 +66,8 @@ COMPRESS_AUTO_BINARY = 0.4
 #: memory as ``|S|^2`` (LETTER's 8,155 patterns: 14 s at load 6.5 when the fit took 5.5 s; with the factor's
 #: Schur rows in float32 too, 47 -> 29 s in one alternating run at load 5, still about 3x that run's fit),
 #: the parts' as ``part^2 |M|`` plus one pass of kernel rows (LETTER: 5,172 patterns kept, 2.65 % test
-#: error, 4.4 s, under the fit); an explicit ``compress=`` value compresses whole whatever the size.
+#: error, 1.5-2.3 s after fits of 5-11 s in the benchmark); an explicit ``compress=`` value compresses whole
+#: whatever the size.
 COMPRESS_AUTO_MAX = 6_144
 
 KERNEL_PARAMS = {
