@@ -211,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         for tag, rr in res.items():
             med = {k: statistics.median(r[k] for r in rr) for k in ("err", "fit_s", "n_sv")}
             gap = med["err"] - svc["err"]
-            ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 and med["n_sv"] <= svc["n_sv"] else "  MISS")
-            print(f"  {tag:44s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6d}{ok}", flush=True)
+            ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 + 1e-9 and med["n_sv"] <= svc["n_sv"] else "  MISS")
+            print(f"  {tag:44s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6.0f}{ok}", flush=True)
             rows.append({"dataset": name, "row": tag, **med, "gap": gap, **({"svc": svc_info} if tag == "svc-tuned"
                                                                              else {})})
     with open("/proc/loadavg") as fh:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import distlearn
 import distlearn.conversions.kernel as CK
-from distlearn.conversions.kernel import compress_expansion
+from distlearn.conversions.kernel import compress_expansion, compress_in_parts
 from distlearn.data import create_dataset
 from distlearn.learners.kernel import make_kernel
 
@@ -147,6 +147,96 @@ def test_law_never_more_patterns_and_the_residual_bound_holds(m, d, K, seed, tol
             assert np.sqrt(max(0.0, r2) / nf2) == pytest.approx(c.residual, abs=1e-5)
 
 
+@given(m=st.integers(2, 60), d=st.integers(1, 4), K=st.integers(1, 3), seed=st.integers(0, 10_000),
+       tol=st.floats(0.01, 0.95), kernel=st.sampled_from(["rbf", "poly"]), dup=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_law_float32_schur_rows_keep_the_bound(m, d, K, seed, tol, kernel, dup):
+    """With the float32 path forced (COMPRESS_SINGLE_FROM = 1: the rows of K K and the factor's product in
+    float32), the residual of the returned coefficients, recomputed in float64 with numpy, is within the
+    tolerance and equals the one reported, and the kept patterns are an ascending subset."""
+    S, A = _expansion(m, d, K, seed)
+    if dup and m > 2:
+        S[m // 2:] = S[: m - m // 2]
+    kern = make_kernel(kernel, gamma=0.5, degree=2, coef0=1.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CK, "COMPRESS_SINGLE_FROM", 1)
+        c = compress_expansion(kern, S, A, tol, norm="data")
+    assert len(c.keep) <= m and np.all(np.diff(c.keep) > 0)
+    from distlearn.learners.kernel import kernel_matrix
+
+    Kss = kernel_matrix(kern, S, S)
+    F = Kss @ A
+    scale = np.linalg.norm(F)
+    if scale > 1e-6:
+        res = np.linalg.norm(Kss[:, c.keep] @ c.coef - F) / scale
+        assert res == pytest.approx(c.residual, abs=1e-5) and res <= tol + 1e-6
+
+
+# --------------------------------------------------------------------------- compression in parts
+
+def _parts_oracle(S, A, tol, part, gamma):
+    """compress_in_parts written out: consecutive parts (a remainder under part // 2 joins the one before),
+    each compressed on its own patterns by compress_expansion, the whole's residual by numpy's explicit RBF,
+    the parts' tolerance lowered by the excess until the whole is within tol (at most COMPRESS_PART_ROUNDS)."""
+    m = len(S)
+    starts = list(range(0, m, part))
+    if m - starts[-1] < part // 2 and len(starts) > 1:
+        starts.pop()
+    bounds = starts + [m]
+    kern = make_kernel("rbf", gamma=gamma)
+    F = _rbf(S, S, gamma) @ A
+    tol_g = tol
+    for _ in range(CK.COMPRESS_PART_ROUNDS):
+        cs = [(lo, compress_expansion(kern, S[lo:hi], A[lo:hi], tol_g, norm="data")) for lo, hi in zip(bounds, bounds[1:])]
+        M = np.concatenate([c.keep + lo for lo, c in cs])
+        B = np.concatenate([c.coef for _, c in cs])
+        res = np.linalg.norm(_rbf(S, S[M], gamma) @ B - F) / np.linalg.norm(F)
+        if res <= tol:
+            return M, B, res
+        tol_g *= min(CK.COMPRESS_PART_LOWER, tol / res)
+    return np.arange(m), A, 0.0
+
+
+@pytest.mark.parametrize("m,part,K,gamma,tol", [(300, 64, 3, 0.5, 0.2), (250, 100, 1, 0.2, 0.5), (200, 50, 2, 0.3, 0.3)])
+def test_parts_equal_the_written_out_rule(m, part, K, gamma, tol):
+    """compress_in_parts keeps exactly the patterns of the rule written out by hand (compress_expansion per
+    part, numpy for the whole's residual), with the same coefficients and residual, which is within tol."""
+    S, A = _expansion(m, 3, K, seed=m + part)
+    c = compress_in_parts(make_kernel("rbf", gamma=gamma), S, A, tol, part=part)
+    M, B, res = _parts_oracle(S, A, tol, part, gamma)
+    np.testing.assert_array_equal(c.keep, M)
+    np.testing.assert_allclose(c.coef, B, rtol=1e-9, atol=1e-12)
+    assert c.residual == pytest.approx(res, rel=1e-6) and c.residual <= tol
+    assert len(c.keep) < m
+
+
+def test_parts_of_one_part_are_the_whole_selection():
+    S, A = _expansion(120, 3, 2, seed=5)
+    kern = make_kernel("rbf", gamma=0.5)
+    for part in (120, 200, 90):  # 90: the 30-pattern remainder joins the first part
+        c, w = compress_in_parts(kern, S, A, 0.2, part=part), compress_expansion(kern, S, A, 0.2, norm="data")
+        assert np.array_equal(c.keep, w.keep) and np.array_equal(c.coef, w.coef)
+    with pytest.raises(ValueError, match="part=0"):
+        compress_in_parts(kern, S, A, 0.2, part=0)
+
+
+@given(m=st.integers(2, 120), part=st.integers(1, 60), K=st.integers(1, 3), seed=st.integers(0, 10_000),
+       tol=st.floats(0.0, 0.95), gamma=st.sampled_from([0.1, 0.5, 2.0]), dup=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_law_parts_keep_the_bound_on_the_whole(m, part, K, seed, tol, gamma, dup):
+    """For any expansion and part size, the parts' union is an ascending subset of the patterns and the
+    whole's residual, recomputed with numpy, is within the tolerance and the one reported."""
+    S, A = _expansion(m, 2, K, seed)
+    if dup and m > 2:
+        S[m // 2:] = S[: m - m // 2]
+    c = compress_in_parts(make_kernel("rbf", gamma=gamma), S, A, tol, part=part)
+    assert len(c.keep) <= m and np.all(np.diff(c.keep) > 0) and c.coef.shape == (len(c.keep), K)
+    F = _rbf(S, S, gamma) @ A
+    if np.linalg.norm(F) > 1e-6:
+        res = np.linalg.norm(_rbf(S, S[c.keep], gamma) @ c.coef - F) / np.linalg.norm(F)
+        assert res <= tol + 1e-6 and res == pytest.approx(c.residual, abs=1e-6)
+
+
 # --------------------------------------------------------------------------- the estimators' compress
 
 def _data(n=300, d=4, k=3, seed=0):
@@ -161,7 +251,8 @@ def _data(n=300, d=4, k=3, seed=0):
                                         (distlearn.KernelPA, 3, "average")])
 def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     """compress="auto" with budget="variable": the support is a subset of the uncompressed fit's patterns, the
-    coefficients the least-squares refit of its scores on them (residual within COMPRESS_AUTO), and
+    coefficients the least-squares refit of its scores on them (residual within COMPRESS_AUTO; two classes:
+    COMPRESS_AUTO_BINARY), and
     decision_function is exactly dual_coef_ @ k(support_vectors_, x) (numpy's explicit RBF)."""
     X, y = _data(k=k)
     kw = dict(gamma=0.5, budget="variable", epochs=2, conversion=conv, random_state=0)
@@ -174,7 +265,10 @@ def test_compressed_estimator_is_a_subset_that_predict_uses(cls, k, conv):
     assert comp.n_support_.sum() == len(Sm) == comp.dual_coef_.shape[1]
     np.testing.assert_array_equal(comp.n_support_, np.bincount(full._support_lab[keep], minlength=len(comp.classes_)))
     info = comp.conversion_info_
-    assert info["compressed_from"] == len(S) and info["compress_residual"] <= distlearn.estimators.kernel.COMPRESS_AUTO
+    EK = distlearn.estimators.kernel
+    assert info["compressed_from"] == len(S)
+    binary = EK.COMPRESS_AUTO_BINARY if cls is distlearn.KernelMIRA else EK.COMPRESS_AUTO
+    assert info["compress_residual"] <= (binary if k == 2 else EK.COMPRESS_AUTO)
     F = _rbf(S, S, 0.5) @ full.dual_coef_.T
     Fm = _rbf(S, Sm, 0.5) @ comp.dual_coef_.T
     assert np.linalg.norm(Fm - F) / np.linalg.norm(F) == pytest.approx(info["compress_residual"], rel=1e-6)
@@ -193,20 +287,52 @@ def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_
     assert c.conversion_info_["compress_residual"] <= 0.3
 
 
-def test_compress_auto_leaves_a_cache_over_its_size_cap(monkeypatch):
-    """compress="auto" skips an expansion of more than COMPRESS_AUTO_MAX patterns (and says so); an explicit
-    tolerance compresses it."""
+@pytest.mark.parametrize("k", [2, 3])
+def test_compress_auto_tolerance_is_binary_or_multiclass(k):
+    """KernelMIRA's compress="auto" with budget="variable" is compress=COMPRESS_AUTO_BINARY (0.4) for two
+    classes and compress=COMPRESS_AUTO (0.2) for more (the perceptron's and PA's: 0.2 for both): the same bits
+    as the explicit value, and not the other one's."""
+    import distlearn.estimators.kernel as EK
+
+    X, y = _data(k=k)
+    kw = dict(gamma=0.5, budget="variable", random_state=0)
+    auto = distlearn.KernelMIRA(**kw).fit(X, y)
+    want, other = (EK.COMPRESS_AUTO_BINARY, EK.COMPRESS_AUTO) if k == 2 else (EK.COMPRESS_AUTO, EK.COMPRESS_AUTO_BINARY)
+    same = distlearn.KernelMIRA(compress=want, **kw).fit(X, y)
+    diff = distlearn.KernelMIRA(compress=other, **kw).fit(X, y)
+    assert np.array_equal(auto.support_vectors_, same.support_vectors_)
+    assert np.array_equal(auto.dual_coef_, same.dual_coef_)
+    assert auto.conversion_info_["compress_residual"] <= want
+    assert len(auto.support_vectors_) != len(diff.support_vectors_)
+    if k == 2:  # the coarser tolerance keeps fewer patterns
+        assert len(auto.support_vectors_) < len(diff.support_vectors_)
+        # the perceptron and PA keep COMPRESS_AUTO for two classes too (their coefficients compress less)
+        for cls in (distlearn.KernelPerceptron, distlearn.KernelPA):
+            p_auto = cls(**kw).fit(X, y)
+            p_02 = cls(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
+            assert np.array_equal(p_auto.dual_coef_, p_02.dual_coef_)
+            assert p_auto.conversion_info_["compressed_from"] > len(p_auto.support_vectors_)
+
+
+def test_compress_auto_compresses_a_cache_over_its_size_cap_in_parts(monkeypatch):
+    """compress="auto" compresses an expansion of more than COMPRESS_AUTO_MAX patterns in parts
+    (compress_in_parts, and says so); an explicit tolerance compresses it whole."""
     import distlearn.estimators.kernel as EK
 
     X, y = _data()
     kw = dict(gamma=0.5, budget="variable", random_state=0)
     full = distlearn.KernelMIRA(compress=0, **kw).fit(X, y)
-    monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", int(full.n_support_.sum()) - 1)
+    S, A = full.support_vectors_, full.dual_coef_.T
+    monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", len(S) - 1)
+    monkeypatch.setattr(CK, "COMPRESS_PART", len(S) // 3)
     auto = distlearn.KernelMIRA(**kw).fit(X, y)
-    assert np.array_equal(auto.support_vectors_, full.support_vectors_)
-    assert "COMPRESS_AUTO_MAX" in auto.conversion_info_["compress_skipped"]
-    explicit = distlearn.KernelMIRA(compress=0.2, **kw).fit(X, y)
-    assert explicit.n_support_.sum() < full.n_support_.sum()
+    want = compress_in_parts(full._kernel_obj, S, A, EK.COMPRESS_AUTO)
+    assert np.array_equal(auto.support_vectors_, S[want.keep]) and np.array_equal(auto.dual_coef_, want.coef.T)
+    assert auto.conversion_info_["compress_in_parts"] and auto.conversion_info_["compress_residual"] <= EK.COMPRESS_AUTO
+    explicit = distlearn.KernelMIRA(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
+    whole = compress_expansion(full._kernel_obj, S, A, EK.COMPRESS_AUTO, norm="data")
+    assert np.array_equal(explicit.support_vectors_, S[whole.keep])
+    assert "compress_in_parts" not in explicit.conversion_info_
 
 
 def test_compression_is_reproducible_across_chunking(tmp_path):
