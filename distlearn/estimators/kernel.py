@@ -191,6 +191,10 @@ _KERNEL_DOC = """
         every rule at B = 100 and B = 500 (KernelPA 25.69 -> 23.99 %, 8.64 -> 8.47 %;
         KernelMIRA 29.81 -> 26.41 %, 8.00 -> 7.70 %); the average carried through the
         merges in the cache's own slots (``BudgetState.budget_average``) lost to both.
+        The average keeps every pattern ever cached until the projection (memory grows with
+        the updates; the cache stays at the budget), and every fit or ``partial_fit`` call
+        projects it, ``O(|history| B d + B^3)``: pass ``conversion="last"`` for a long stream
+        of small calls, or for memory bounded by the budget.
     distill : bool, default=True
         With ``conversion="average"`` and a budget, report the average distilled back into
         the budget: the average's expansion runs over every pattern ever cached (all the
