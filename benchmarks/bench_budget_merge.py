@@ -2,16 +2,25 @@
 
     .venv/bin/python benchmarks/bench_budget_merge.py --letter letter.svm [--budgets 100,500] [--json out.json]
     .venv/bin/python benchmarks/bench_budget_merge.py --removals merge --seeds 5 --no-svc   # mean +- std
+    .venv/bin/python benchmarks/bench_budget_merge.py --removals merge --seeds 5 --no-svc --averages   # the averages
+    .venv/bin/python benchmarks/bench_budget_merge.py --removals merge --no-svc --time-average 5   # their fit time
 
 LETTER (20,000 x 16, 26 classes), the standard split (first 16,000 rows train, last 4,000 test),
 features min-max scaled to [0, 1] on the training rows.  ONE pass (``epochs=1``, shuffled with
-``random_state=0``; ``--seeds N``: the permutations 0 .. N-1, mean and std) of KernelMIRA,
+``random_state=0``; ``--seeds N``: the permutations 0 .. N-1, mean and std; ``--epochs``) of KernelMIRA,
 KernelPerceptron and KernelPA (native multiclass, RBF; ``--param name=value`` sets a learner
 parameter, e.g. ``beta=1`` or ``C=0.5``) with ``budget=B`` and each ``removal``; test error and fit
-time.  ``sklearn.svm.SVC(C=10)`` in the same run.  gamma: ``--gamma`` or, by default, chosen per
+time of the last hypothesis (``--param conversion=auto``: the estimators' default, which for merging
+is the average distilled into the budget).  ``sklearn.svm.SVC(C=10)`` in the same run.  gamma: ``--gamma`` or, by default, chosen per
 budget on the training rows only: a grid, KernelMIRA(budget=B, removal="merge") fit on the first
 12,000 training rows and scored on the other 4,000 (a small budget wants a wider kernel: on
-LETTER the grid picks 4 at B = 100 and 8 at B = 500).  Targets (issue 29, BSGD's Table 3): B = 500 below 10.3 % error, B = 100 below 25 %.
+LETTER the grid picks 4 at B = 100 and 8 at B = 500).  ``--averages``: each fit also scores, from the
+same run, its averaged hypotheses -- ``full`` (the average of the online hypotheses over every
+pattern ever cached), ``projected`` (that average projected onto the final cache's B patterns:
+``conversion="average"`` with ``distill=True``), ``carried`` (the average accumulated in the cache's
+own slots, merged by the merges' projections: ``BudgetState.budget_average``) -- beside ``last``.
+``--time-average N``: fit time of ``conversion="last"`` against ``"average"`` (projected), N
+alternating pairs per row, medians.  Targets (issue 29, BSGD's Table 3): B = 500 below 10.3 % error, B = 100 below 25 %.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from distlearn.conversions.kernel import distil_expansion
 from distlearn.data.public import letter_file
 from distlearn.estimators.kernel import KernelMIRA, KernelPA, KernelPerceptron
 
@@ -50,6 +60,23 @@ def fit_score(cls, params, Xtr, ytr, Xte, yte) -> tuple[float, float, int]:
     return float(np.mean(est.predict(Xte) != yte)), fit, int(est.support_vectors_.shape[0])
 
 
+def averages(est, Xte, yte) -> dict[str, tuple[float, int]]:
+    """Test error and pattern count of a fitted ``conversion="average", distill=False`` estimator's
+    hypotheses: the last, the full average, it projected onto the final cache, the carried average."""
+    from distlearn.learners.kernel import kernel_decision
+
+    st, kern = est._state, est._kernel_obj
+
+    def err(S, A):
+        return float(np.mean(est.classes_[np.argmax(kernel_decision(kern, S, A, Xte), axis=1)] != yte)), len(S)
+
+    S, A, _ = st.support()
+    Sf, Af = est.support_vectors_, est.dual_coef_.T
+    Sc, Ac, _ = st.budget_average()
+    return {"last": err(S, A), "full": err(Sf, Af), "projected": err(S, distil_expansion(kern, Sf, Af, S)),
+            "carried": err(Sc, Ac)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--letter", type=Path, default=None, help="LETTER as one svmlight file (default $DISTLEARN_LETTER)")
@@ -60,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=1, help="permutations 0..N-1 per row (mean and std; default 1)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a learner parameter for every row (float values), e.g. beta=1 or C=0.5; repeatable")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training rows (default 1: the targets' one pass)")
+    p.add_argument("--averages", action="store_true",
+                   help="per fit, also score the averaged hypotheses (full, projected, carried) beside the last")
+    p.add_argument("--time-average", type=int, default=0, metavar="N",
+                   help="time conversion='last' against 'average' (projected): N alternating pairs per row")
     p.add_argument("--no-svc", action="store_true", help="skip sklearn's SVC")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     args = p.parse_args(argv)
@@ -79,14 +111,47 @@ def main(argv: list[str] | None = None) -> int:
             return args.gamma
         errs = {}
         for g in GRID:
-            e, _, _ = fit_score(KernelMIRA, dict(gamma=g, budget=B, removal="merge", random_state=0),
+            e, _, _ = fit_score(KernelMIRA, dict(gamma=g, budget=B, removal="merge", random_state=0, epochs=args.epochs),
                                 Xtr[:12000], ytr[:12000], Xtr[12000:], ytr[12000:])
             errs[g] = e
             print(f"# B={B} gamma grid (train 12k / validation 4k of the training rows): gamma={g:g} "
                   f"validation error {100 * e:.2f} %", flush=True)
         return min(errs, key=errs.get)
 
-    print(f"# learner parameters {extra or 'defaults'}, {args.seeds} permutation(s)")
+    extra["epochs"] = args.epochs
+    if not args.averages:  # the removal table compares the last hypotheses (--param conversion=auto: the default)
+        extra.setdefault("conversion", "last")
+    print(f"# learner parameters {extra}, {args.seeds} permutation(s); load {Path('/proc/loadavg').read_text().split()[:3]}")
+    if args.averages or args.time_average:
+        for B in (int(b) for b in args.budgets.split(",")):
+            gamma = choose_gamma(B)
+            for name in args.learners.split(","):
+                params = dict(gamma=gamma, budget=B, removal="merge", **extra)
+                if args.time_average:
+                    times: dict[str, list[float]] = {"last": [], "average": []}
+                    for seed in range(args.time_average):
+                        for conv in ("last", "average") if seed % 2 == 0 else ("average", "last"):
+                            times[conv].append(fit_score(LEARNERS[name], dict(params, conversion=conv, random_state=seed),
+                                                         Xtr, ytr, Xte, yte)[1])
+                    tl, ta = float(np.median(times["last"])), float(np.median(times["average"]))
+                    rows.append(dict(learner=name, budget=B, gamma=gamma, fit_last_s=tl, fit_average_s=ta))
+                    print(f"| {name} | {B} | fit last {tl:.3f} s | average {ta:.3f} s | ratio {ta / tl:.2f} |", flush=True)
+                    continue
+                res: dict[str, list] = {}
+                for seed in range(args.seeds):
+                    est = LEARNERS[name](conversion="average", distill=False, random_state=seed, **params).fit(Xtr, ytr)
+                    for k, v in averages(est, Xte, yte).items():
+                        res.setdefault(k, []).append(v)
+                for k, v in res.items():
+                    errs = np.array([e for e, _ in v])
+                    rows.append(dict(learner=name, budget=B, hypothesis=k, error=float(errs.mean()),
+                                     error_std=float(errs.std()), errors=errs.tolist(), support=int(np.mean([n for _, n in v])),
+                                     gamma=gamma, params=extra))
+                    print(f"| {name} | {B} | {k} | {gamma:g} | {100 * errs.mean():.2f} | {100 * errs.std():.2f} | "
+                          f"{np.mean([n for _, n in v]):.0f} |", flush=True)
+        if args.json is not None:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return 0
     print("| learner | B | removal | gamma | test error % | std | fit s | support |")
     print("|---|---|---|---|---|---|---|---|")
     gamma = args.gamma

@@ -28,7 +28,13 @@ Conventions (as documented in :mod:`distlearn.learners.kernel`):
   ``z``'s id is ``("z", t)``;
 * an update on a row already cached with its class (the earliest such pattern; every budget but the
   Projectron's) removes that pattern and inserts the row with the summed coefficients: the same
-  hypothesis, one pattern (a later epoch never duplicates a cached row).
+  hypothesis, one pattern (a later epoch never duplicates a cached row);
+* the budget's running sums (``"sums"`` per round): every pattern carries ``s``, the sum of its
+  coefficients over the hypotheses it was in, added eagerly after every round (``h_{t+1}`` is the
+  cache after round ``t``); an inserted row starts at 0, a cached row updated again takes its old
+  pattern's ``s``, a merged ``z`` gets ``s_m k(x_m, z) + s_n k(x_n, z)`` (the merge's projection), a
+  removed pattern's ``s`` is dropped.  Divided by ``t + 1`` they are the engine's
+  ``BudgetState.budget_average`` after ``t`` rounds.
 """
 
 from __future__ import annotations
@@ -126,7 +132,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
     mode = "binary" if K == 1 else ("native" if native else "ovr")
     if beta is None:
         beta = {"perceptron": 0.0, "mira": 0.01, "pa": 1.0}[rule]
-    cache: list[dict[str, Any]] = []  # {"id", "x", "c", "a"}
+    cache: list[dict[str, Any]] = []  # {"id", "x", "c", "a", "s"}
     ties: list[bool] = [False]  # the round's decisions met a near tie (KERNEL_RTOL)
 
     def mass(x: list[float], without: dict | None = None) -> float:
@@ -258,9 +264,11 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     p["a"] = [a + uj * float(dj) for a, uj in zip(p["a"], u)]
         fixed = isinstance(budget, int) and not isinstance(budget, bool)
         if fired and not projected:
+            carried = [0.0] * K
             twin = None if budget == "projectron" else next((p for p in cache if p["c"] == c and p["x"] == x), None)
             if twin is not None:  # x is cached: it leaves and returns with the summed coefficients
                 u = [a + b for a, b in zip(twin["a"], u)]
+                carried = list(twin["s"])
                 cache.remove(twin)
                 removed.append(twin["id"])
             if fixed and removal != "merge" and len(cache) >= budget:
@@ -280,7 +288,7 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     victim = cache[pos]
                 cache.remove(victim)
                 removed.append(victim["id"])
-            cache.append({"id": t, "x": x, "c": c, "a": u})
+            cache.append({"id": t, "x": x, "c": c, "a": u, "s": carried})
             if fixed and removal == "merge" and len(cache) > budget:
                 if kernel != "rbf":
                     raise ValueError("merge needs the rbf kernel")
@@ -295,7 +303,9 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                 cache.remove(pm)
                 cache.remove(pn)
                 removed += [pm["id"], pn["id"]]
-                cache.append({"id": ("z", t), "x": z, "c": pm["c"], "a": az})
+                km, kn = kfun(pm["x"], z), kfun(pn["x"], z)
+                sz = [sm * km + sn * kn for sm, sn in zip(pm["s"], pn["s"])]
+                cache.append({"id": ("z", t), "x": z, "c": pm["c"], "a": az, "s": sz})
             if budget == "variable":
                 while True:
                     cand = [(mu(p, floor=beta), i) for i, p in enumerate(cache)]
@@ -310,7 +320,9 @@ def naive_budget_run(rule: str, X: Any, y: Any, *, n_classes: int, native: bool,
                     i = min(i for m, i in cand if m >= cut)
                     removed.append(cache[i]["id"])
                     del cache[i]
-        out.append({"score": f, "near_tie": ties[0], "mistake": bool(mistake), "fired": fired, "removed": removed, "projected": projected,
+        for p in cache:  # h_{t+1} is the cache now: every pattern's running sum takes its coefficients
+            p["s"] = [sv + av for sv, av in zip(p["s"], p["a"])]
+        out.append({"sums": [list(p["s"]) for p in cache], "score": f, "near_tie": ties[0], "mistake": bool(mistake), "fired": fired, "removed": removed, "projected": projected,
                     "cache": [p["id"] for p in cache], "coef": [list(p["a"]) for p in cache],
                     "patterns": [list(p["x"]) for p in cache],
                     "mu": [mu(p) for p in cache]})

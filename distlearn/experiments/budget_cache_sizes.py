@@ -155,9 +155,10 @@ def tuned_svc(Xtr, ytr, Xte, yte, kp, Cs, seed=0):
 
 
 def merging(budget, gamma, seed=0):
-    """The merging curve's learner: MIRA (beta = 0.01, one pass) on an RBF cache of ``budget`` patterns."""
+    """The merging curve's learner: MIRA (beta = 0.01, one pass) on an RBF cache of ``budget`` patterns, its
+    last hypothesis (as the paper's curves and BSGD's; the estimators' default distils the average)."""
     return KernelMIRA(beta=0.01, epochs=1, kernel="rbf", gamma=gamma, budget=budget, removal="merge",
-                      random_state=seed)
+                      conversion="last", random_state=seed)
 
 
 def tuned_merge(Xtr, ytr, gammas, budget, seed=0):

@@ -33,6 +33,21 @@ largest ``mu`` (Fig. 3), 1 = the oldest, 2 = the one at position
 merge, RBF only: *after* inserting into a full cache, replace two patterns by one,
 :func:`_merge` -- BSGD's budget maintenance, Wang, Crammer & Vucetic 2012).
 
+**The budget's average.**  Beside its coefficients ``A[i]`` each slot keeps ``Ac[i]``, the sum
+over the hypotheses before its birth of the coefficients it inherited: 0 for an inserted example;
+for a row updated while cached (it leaves and returns in one slot with the summed coefficients),
+the leaving slot's sum ``Ac[v] + A[v] (t - born[v])``; for a merged pattern ``z``,
+``(Ac[m] + A[m] (t - born[m])) k(x_m, z) + (Ac[n] + A[n] (t - born[n])) k(x_n, z)`` -- the merge's
+projection applied to the summed coefficients.  A pattern born at round ``b`` is in the hypotheses
+``h_{b+1} ..``, so after ``T`` rounds a live slot's sum over ``h_0 .. h_T`` is
+``Ac[i] + A[i] (T - born[i])``, and dividing by ``T + 1`` gives an average of the online hypotheses
+whose expansion is the cache's own patterns: without a budget, the average itself; with merging,
+the average with every merge applied to the sums as it was to the coefficients; a pattern
+*removed* (by margin, age, draw or DistillCache) takes its sum with it.  Only insertions and merges
+write ``Ac`` (one ``K``-vector each): the rounds cost what they did.  Not defined for the Projectron,
+whose projections change cached coefficients.  (Measured on LETTER it loses to the average projected
+onto the final cache after the pass, which the estimators use: ``benchmarks/README.md``.)
+
 The entry point takes records, read by name: the cache (:class:`Cache`), the rule
 (:class:`StepRule`: ``rule.eta``, ``rule.beta``), the kernel (:class:`KernelParams`:
 ``kern.gamma``, ``kern.degree``, ``kern.coef0``), the budget (:class:`BudgetSpec`) and the
@@ -144,6 +159,7 @@ class Cache(NamedTuple):
     alive: np.ndarray  #: (slots,) bool
     meta: np.ndarray   #: int64 [n_slots, n_alive, t]: high-water mark, live slots, the learner's round counter
     Kinv: np.ndarray   #: the Projectron's inverse Gram matrix of the cache ((1, 1) otherwise)
+    Ac: np.ndarray     #: (slots, K) the sum of coefficients carried into the slot at its birth (module docstring)
 
 
 class BudgetLog(NamedTuple):
@@ -490,7 +506,8 @@ def _merge(t, gamma, c):
     pattern of the same class (of any class when ``x_m`` is its class's only one) of least
     degradation (the earliest slot on ties).  ``z = x_n + h (x_m - x_n)`` -- exactly ``x`` when both
     are ``x`` -- goes into a new slot born at round ``t``, with class ``lab[m]``; ``x_m`` and ``x_n``
-    die at ``t``.  The scores ``F`` are not kept under merging.  Returns ``(m, n)``."""
+    die at ``t``, and their carried sums ``Ac + A (t - born)`` merge into ``Ac[z]`` by the same
+    projection as the coefficients.  The scores ``F`` are not kept under merging.  Returns ``(m, n)``."""
     S, A, lab, alive = c.S, c.A, c.lab, c.alive
     n_slots = c.meta[0]
     K = A.shape[1]
@@ -535,9 +552,14 @@ def _merge(t, gamma, c):
         sqz += v * v
     km = math.exp(-gn * (1.0 - hn) * (1.0 - hn))
     kn = math.exp(-gn * hn * hn)
+    Ac = c.Ac
+    wm = float(t - c.born[m])
+    wn = float(t - c.born[n])
     for k in range(K):
         A[s, k] = A[m, k] * km + A[n, k] * kn
         c.F[s, k] = 0.0
+        # the carried sums, merged by the same projection (module docstring: the budget's average)
+        Ac[s, k] = (Ac[m, k] + A[m, k] * wm) * km + (Ac[n, k] + A[n, k] * wn) * kn
     c.sq[s] = sqz
     c.kd[s] = 1.0
     lab[s] = lab[m]
@@ -952,6 +974,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
     negv = np.zeros(K, dtype=np.float64)  # a twin's coefficients, negated (it leaves)
+    carry = np.zeros(K, dtype=np.float64)  # a twin's summed coefficients, carried into its return
     dummy = np.zeros(0, dtype=np.float64)
     # the scores F of the cached patterns are read only by margin-based removal; without it they
     # are not kept (the driver marks them stale: BudgetState.scores_kept).  Removal by margin
@@ -1054,8 +1077,11 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
             v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive)
+            for k in range(K):
+                carry[k] = 0.0
             if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
                 for k in range(K):
+                    carry[k] = c.Ac[v, k] + A[v, k] * float(t - c.born[v])
                     steps[k] += A[v, k]
                     m[k] -= A[v, k] * kr[v]
                     negv[k] = -A[v, k]
@@ -1086,6 +1112,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             c.died[s] = -1
             for k in range(K):
                 A[s, k] = steps[k]
+                c.Ac[s, k] = carry[k]
             if keep_scores:
                 _insert_scores(n_slots, mode, K, steps, kr, ident, F, c.lab, alive, bounded, ub, cols, Dp, Dn)
             for k in range(K):

@@ -78,6 +78,7 @@ __all__ = [
     "learn_budget_chunk",
     "kernel_decision",
     "keeps_scores",
+    "history_order",
     "kernel_matrix",
     "removal_margins",
 ]
@@ -165,6 +166,7 @@ class BudgetState:
     retired_life: list = field(default_factory=list)  # (born, died) pairs
     retired_lab: list = field(default_factory=list)
     Kinv: np.ndarray = field(default=None)     # type: ignore[assignment]  the Projectron's inverse Gram matrix
+    Ac: np.ndarray = field(default=None)       # type: ignore[assignment]  sums carried in at birth (budget_average)
     n_inserted: int = 0
     n_removed: int = 0
     #: Whether ``F`` holds the current scores: kept only by the calls whose removal reads them
@@ -207,7 +209,7 @@ class BudgetState:
 
         self.S = g(self.S, (new, self.n_features))
         self.sq, self.kd = g(self.sq, (new,)), g(self.kd, (new,))
-        self.A, self.F = g(self.A, (new, K)), g(self.F, (new, K))
+        self.A, self.F, self.Ac = g(self.A, (new, K)), g(self.F, (new, K)), g(self.Ac, (new, K))
         self.lab, self.born, self.died = g(self.lab, (new,)), g(self.born, (new,)), g(self.died, (new,), -1)
         self.alive = g(self.alive, (new,), False)
 
@@ -225,7 +227,7 @@ class BudgetState:
             self.retired_lab.append(self.lab[dead].copy())
         keep = np.flatnonzero(live)
         k = keep.size
-        for a in (self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive):
+        for a in (self.S, self.sq, self.kd, self.A, self.F, self.Ac, self.lab, self.born, self.died, self.alive):
             a[:k] = a[keep]
         self.alive[k:n] = False
         self.meta[0] = k
@@ -234,13 +236,26 @@ class BudgetState:
         """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
         Kinv = self.Kinv if self.Kinv is not None else np.zeros((1, 1))
         return B.Cache(self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive,
-                       self.meta, Kinv)
+                       self.meta, Kinv, self.Ac)
 
     def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The live support patterns, their coefficients and classes (insertion order)."""
         n = int(self.meta[0])
         idx = np.flatnonzero(self.alive[:n])
         return self.S[idx].copy(), self.A[idx].copy(), self.lab[idx].copy()
+
+    def budget_average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The average of ``h_0 .. h_n`` carried in the cache's own slots (``n`` the rounds seen): the live
+        patterns, in insertion order, with coefficients ``(Ac[i] + A[i] (n - born[i])) / (n + 1)``
+        (:mod:`distlearn.learners._budget`'s docstring: merges project the summed coefficients as they
+        project the coefficients; removed patterns take theirs with them).  Without a budget or
+        removals it is :meth:`average`; it needs no retired patterns and has at most the budget's
+        patterns.  Not defined for the Projectron (its updates change cached coefficients)."""
+        n = int(self.meta[0])
+        idx = np.flatnonzero(self.alive[:n])
+        T = self.t
+        A = (self.Ac[idx] + self.A[idx] * (T - self.born[idx]).astype(np.float64)[:, None]) / (T + 1)
+        return self.S[idx].copy(), A, self.lab[idx].copy()
 
     def average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(1/(n+1)) sum_{t=0}^{n} h_t`` as one kernel expansion, ``n`` the rounds seen (needs ``keep_retired``).
@@ -263,8 +278,17 @@ class BudgetState:
         S_all, A_all, L = np.concatenate(S), np.concatenate(A), np.concatenate(life)
         w = (L[:, 1] - L[:, 0]).astype(np.float64) / (n_rounds + 1)
         keep = np.flatnonzero(w > 0)
-        keep = keep[np.argsort(L[keep, 0], kind="stable")]  # insertion order, whatever the chunking
+        keep = keep[history_order(L[keep, 0], S_all[keep])]  # insertion order, whatever the chunking
         return S_all[keep], A_all[keep] * w[keep, None], lab[keep]
+
+
+def history_order(born: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """The permutation putting patterns in insertion order, the same whatever the chunking: by birth
+    round, and within a round (a merging round's own row and the merged pattern are born in it; a
+    chunk boundary may retire one and not the other) by the rows themselves, lexicographically."""
+    if len(born) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.lexsort((*np.asarray(S).T[::-1], born))
 
 
 BudgetLog = B.BudgetLog
@@ -277,7 +301,7 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
     cap, K = max(1, capacity), int(n_outputs)
     st.S = np.zeros((cap, n_features))
     st.sq, st.kd = np.zeros(cap), np.zeros(cap)
-    st.A, st.F = np.zeros((cap, K)), np.zeros((cap, K))
+    st.A, st.F, st.Ac = np.zeros((cap, K)), np.zeros((cap, K)), np.zeros((cap, K))
     st.lab, st.born = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
     st.died = np.full(cap, -1, dtype=np.int64)
     st.alive = np.zeros(cap, dtype=bool)

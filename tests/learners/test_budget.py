@@ -139,6 +139,8 @@ def test_chunking_does_not_change_the_model(budget, removal):
     assert np.array_equal(la[0].mistake, np.concatenate([lg.mistake for lg in lb]))
     for x, z in zip(a.average(), b.average()):
         assert np.array_equal(x, z)
+    for x, z in zip(a.budget_average(), b.budget_average()):  # the carried sums too, merges included
+        assert np.array_equal(x, z)
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
@@ -156,6 +158,10 @@ def test_average_is_the_mean_of_the_online_hypotheses(budget):
         total += kernel_decision(kern, S, A, Xt) if len(S) else 0.0
     S, A, _ = state.average()
     np.testing.assert_allclose(kernel_decision(kern, S, A, Xt), total / (len(y) + 1), rtol=1e-9, atol=1e-12)
+    if budget is None:  # nothing removed: the average carried in the cache's slots is the average
+        S, A, _ = state.budget_average()
+        assert len(S) == state.n_support
+        np.testing.assert_allclose(kernel_decision(kern, S, A, Xt), total / (len(y) + 1), rtol=1e-9, atol=1e-12)
 
 
 def test_random_removal_is_seeded():
@@ -190,11 +196,17 @@ def test_non_finite_row_is_named():
 
 # --------------------------------------------------------------------------- estimators
 
+@pytest.mark.parametrize("budget", ["variable", 12])
 @pytest.mark.parametrize("cls", [distlearn.KernelPerceptron, distlearn.KernelMIRA, distlearn.KernelPA])
-def test_partial_fit_in_pieces_is_one_pass_of_fit(cls):
+def test_partial_fit_in_pieces_is_one_pass_of_fit(cls, budget):
+    """Also for a merging budget with the default conversion (the average distilled into the cache)."""
     X, y = _data(n=240, k=3)
-    params = dict(budget="variable", beta=0.2, gamma=0.5, random_state=0, conversion="average", epochs=1)
+    params = dict(budget=budget, beta=0.2, gamma=0.5, random_state=0, epochs=1)
+    if budget == "variable":
+        params["conversion"] = "average"
     full = cls(shuffle=False, **params).fit(X, y)
+    if budget == 12:
+        assert full.support_vectors_.shape[0] == 12 and full.conversion_info_["conversion"] == "average"
     inc = cls(**params)
     for part in np.array_split(np.arange(len(y)), 5):
         inc.partial_fit(X[part], y[part], classes=np.unique(y))
