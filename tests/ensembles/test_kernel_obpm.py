@@ -407,3 +407,21 @@ def test_kernel_permutation_bpm_refit_keeps_the_patterns_and_solves_kernel_ridge
     np.testing.assert_allclose(b.dual_coef_, est.dual_coef_, rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match=r"^refit must be a real number in \[0, inf\) or None, got -1\.0$"):
         KernelPermutationBPM(refit=-1.0, **kw).fit(X, y)
+
+
+def test_kernel_permutation_bpm_refit_on_dask_workers_is_the_in_process_model(tmp_path, dask_scheduler):
+    """The refit's pass on two real dask workers (one range of blocks each, the patterns scattered once):
+    the members are the same bits, the coefficients the same to the rounding of the sums' order."""
+    from distlearn import KernelMIRA, KernelPermutationBPM
+    from distlearn.data import create_dataset
+
+    X, y = _data(n=300, k=3, seed=9)
+    store = str(create_dataset(tmp_path / "k.zarr", X, y, block_rows=40, dtype="float64").path)
+    kw = dict(n_estimators=2, base=KernelMIRA(gamma=0.5, budget=25, removal="merge"), epochs=1, random_state=5,
+              permutation="blocks", refit=1e-3)
+    a = KernelPermutationBPM(**kw).fit(store)
+    b = KernelPermutationBPM(scheduler=dask_scheduler["address"], **kw).fit(store)
+    assert np.array_equal(a.support_vectors_, b.support_vectors_) and a.refit_ == b.refit_ == {
+        "alpha": 1e-3, "n": 300, "patterns": len(a.support_vectors_)}
+    np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-7, atol=1e-9)
+    assert np.array_equal(a.predict(X), b.predict(X)) and a.score(X, y) > 0.8
