@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import Boolean, Integral, NJobs, OptionalPath, RandomState, Real, Scheduler, effective_n_jobs, in_memory
+from .._validation import (Boolean, Integral, NJobs, OptionalPath, RandomState, Real, Scheduler, effective_n_jobs,
+                           in_memory)
 from .._urls import absolute
 from ..conversions.kernel import ridge_refit, ridge_sums
 from ..data.store import open_dataset
