@@ -43,7 +43,8 @@ from .core import TreeNode, TreeSummary
 from .interval import best_interval
 
 __all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion",
-           "distil_expansion", "compress_expansion", "Compressed", "COMPRESS_BLOCK", "ridge_sums", "ridge_refit"]
+           "distil_expansion", "compress_expansion", "Compressed", "COMPRESS_BLOCK", "ridge_targets", "ridge_sums",
+           "ridge_refit"]
 
 
 class KernelHistory(NamedTuple):

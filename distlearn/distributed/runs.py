@@ -659,8 +659,8 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
         cuts = [round(i * n_blocks / n) for i in range(n + 1)]
         nonce = uuid.uuid4().hex[:12]
         shared = ex.scatter(fn)  # what fn carries (e.g. an expansion's patterns) shipped once
-        handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, str(path), cuts[i], cuts[i + 1])
-                   for i in range(n) if cuts[i] < cuts[i + 1]]
+        handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, str(path), cuts[i],
+                             cuts[i + 1]) for i in range(n) if cuts[i] < cuts[i + 1]]
         ex.wait(handles)
         parts = [ex.result(h) for h in handles]
     total = parts[0]

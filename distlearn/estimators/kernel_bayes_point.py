@@ -374,7 +374,9 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         Member ``j``'s permutations are keyed by ``(seed, j, epoch)``.
     scheduler : None, str or distributed.Client, default=None
         For a store: where the members train (one task per member), as in
-        :class:`PermutationBPM`.  The model is the same bits wherever they train.
+        :class:`PermutationBPM`.  The model is the same bits wherever they train (with ``refit``:
+        the members and patterns; the refitted coefficients to rounding, their sums' order
+        following the workers' block ranges).
     refit : float or None, default=None
         None: the Bayes point is the members' average.  A number ``alpha >= 0``: the members
         choose the patterns and one more pass over the training rows fits their coefficients,
