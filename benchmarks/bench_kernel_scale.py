@@ -4,6 +4,9 @@
 
     .venv/bin/python benchmarks/bench_kernel_scale.py --svc-rows 60000 --svc-out DIR      # SVC alone, once
     .venv/bin/python benchmarks/bench_kernel_scale.py --svc-json DIR --json out.json      # ours + the table
+    # the issue's goal, met: the refitted permutation Bayes point (and the same members without the refit)
+    .venv/bin/python benchmarks/bench_kernel_scale.py --obpm-members 0 --pbpm-members 2 --budget 2000 \
+        --gamma-factor 2 --refit 1e-6 --svc-json DIR --json out.json
 
 Data: Fashion-MNIST (``--fashion-dir`` or ``$DISTLEARN_FASHION_MNIST``, the
 fetched copy or Debian's ``dataset-fashion-mnist``: :mod:`distlearn.data.public`),
@@ -29,6 +32,12 @@ Rows (one timed run each; the machine's load average is recorded with each):
   kernel-pbpm     KernelPermutationBPM(``--pbpm-members``, KernelMIRA(budget=B)) on the same
                   cluster: one task per member (run-parallel), each on its own permutation of
                   the blocks and of the rows in each block (streamed, not loaded).
+  kernel-pbpm-refit  the same with ``refit=--refit`` (skipped without it): the members choose the
+                  patterns, one more data-parallel pass (one range of blocks per worker) fits their
+                  coefficients by kernel ridge restricted to their span.
+
+``--gamma-factor F`` runs the permutation rows at F times the "scale" width (F / (d Var X),
+measured here on the training rows); the OBPM row keeps "scale".
 
 Columns: fit seconds, test error, patterns of the Bayes point, predict seconds,
 the largest member cache and group pool, the workers' peak resident memory
@@ -205,13 +214,25 @@ def fashion_scale_rows(args: argparse.Namespace) -> dict:
                       "retired_mib": sum(x[0].nbytes for x in st.retired) / 2**20,
                       "member_max_cache": int(est.member_n_support_.max()),
                       "online_error": est.online_errors_ / max(1, est.t_)})
-        if args.pbpm_members:
-            base = KernelMIRA(beta=args.beta, budget=args.budget, removal=args.pbpm_removal)
+        gamma = "scale" if args.gamma_factor == 1 else args.gamma_factor / (Xtr.shape[1] * float(np.var(Xtr)))
+        for label, refit in (("kernel-pbpm", None), ("kernel-pbpm-refit", args.refit)):
+            if not args.pbpm_members or (refit is None and (label != "kernel-pbpm" or args.skip_plain)):
+                continue  # the refit row needs --refit; --skip-plain drops the plain row
+            base = KernelMIRA(beta=args.beta, budget=args.budget, removal=args.pbpm_removal, gamma=gamma)
             est = KernelPermutationBPM(n_estimators=args.pbpm_members, base=base, epochs=1, conversion="last",
                                        permutation="blocks",  # "exact" would load the store whole in each worker
-                                       random_state=0, scheduler=client)
-            row("kernel-pbpm", est)
-            out["rows"][-1]["member_support"] = [int(e.support_vectors_.shape[0]) for e in est.estimators_]
+                                       random_state=0, scheduler=client, refit=refit)
+            row(label, est)
+            r = out["rows"][-1]
+            r["member_support"] = [int(e.support_vectors_.shape[0]) for e in est.estimators_]
+            if refit is not None:  # the same members' plain Bayes point (their average), for comparison
+                from distlearn.learners.kernel import kernel_decision
+
+                S = np.concatenate([e.support_vectors_ for e in est.estimators_])
+                A = np.concatenate([e.dual_coef_ for e in est.estimators_], axis=1).T / len(est.estimators_)
+                scores = kernel_decision(est._kernel_obj, S, A, Xte)
+                r["average_test_error"] = float(np.mean(est.classes_[np.argmax(scores, axis=1)] != yte))
+                r["refit"] = est.refit_
     return out
 
 
@@ -231,6 +252,9 @@ def report(out: dict, svc: dict | None) -> None:
             print(f"{r['method']}: groups {r['groups']}, pools at the end {r['group_pool_sizes_at_end']} patterns "
                   f"({', '.join(f'{v:.1f}' for v in r['group_pool_mib_at_end'])} MiB), largest member cache "
                   f"{r['member_max_cache']}, retired slots kept for the average {r['retired_mib']:.1f} MiB")
+        if "average_test_error" in r:
+            print(f"{r['method']}: the same members' average (no refit): "
+                  f"{100 * r['average_test_error']:.2f} % test error")
         if "last_test_error" in r:
             print(f"{r['method']}: the same fit's 'last' Bayes point: {100 * r['last_test_error']:.2f} % test error, "
                   f"{r['last_support']} patterns")
@@ -274,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="the kernel OBPM's: 'average' (the 'last' Bayes point of the same fit is scored too) "
                    "keeps every retired slot besides the budgets; 'last' keeps only the budgets")
     p.add_argument("--pbpm-members", type=int, default=4, help="members of the kernel permutation BPM (0: skip)")
+    p.add_argument("--gamma-factor", type=float, default=1.0, help="the permutation rows' width: this times "
+                   "the 'scale' width (1: gamma='scale')")
+    p.add_argument("--refit", type=float, default=None, help="also run the permutation BPM with refit=ALPHA "
+                   "(kernel ridge of its patterns' coefficients over the training rows)")
+    p.add_argument("--skip-plain", action="store_true", help="with --refit: skip the permutation row without it")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     args.budget = None if args.budget == "none" else (args.budget if args.budget == "variable" else int(args.budget))

@@ -65,6 +65,9 @@ ESTIMATORS = [
                                    random_state=0),
     distlearn.KernelOBPM(n_estimators=3, base=distlearn.KernelPA(gamma="auto"), epochs=2, random_state=0),
     distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelPA(gamma="auto"), epochs=1, random_state=0),
+    # ... refitted: the members' patterns, their coefficients by kernel ridge over the training rows
+    distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelMIRA(budget=20, removal="merge"), epochs=1,
+                                   conversion="last", refit=1e-3, random_state=0),
 ]
 
 #: Checks we are known to fail, with the reason.  Empty for one-pass conversions.

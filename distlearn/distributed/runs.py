@@ -632,3 +632,38 @@ def fit_members(estimators: Sequence[Any], train: Any, *, load: bool = False, sc
                    for j, est in enumerate(estimators)]
         ex.wait(handles)
         return [ex.result(h) for h in handles]
+
+
+def _block_range_sums(fn: Any, path: str, lo: int, hi: int) -> tuple[Any, ...]:
+    """``fn(X, y)`` summed over the blocks ``lo .. hi - 1`` of the store at ``path``, one block read at a time."""
+    ds = open_store(path)
+    total: tuple[Any, ...] | None = None
+    for b in range(lo, hi):
+        blk = ds.read_block(b)
+        part = fn(blk.X, blk.y)
+        total = part if total is None else tuple(a + p for a, p in zip(total, part))
+    assert total is not None  # lo < hi
+    return total
+
+
+def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) -> tuple[Any, ...]:
+    """``fn(X, y)`` (a tuple of arrays) summed over every block of the store at ``path``, data-parallel:
+    one task per worker (``scheduler`` as in :func:`executor_for`) streams its own range of consecutive
+    blocks, and the tasks' sums are added here.  ``fn`` must be picklable (a module-level function or a
+    :func:`functools.partial` of one); each task holds one block and its running sums."""
+    import uuid
+
+    n_blocks = open_store(path).n_blocks
+    with executor_for(scheduler, n_jobs=n_jobs) as ex:
+        n = max(1, min(n_blocks, int(ex.n_workers)))
+        cuts = [round(i * n_blocks / n) for i in range(n + 1)]
+        nonce = uuid.uuid4().hex[:12]
+        shared = ex.scatter(fn)  # what fn carries (e.g. an expansion's patterns) shipped once
+        handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, str(path), cuts[i],
+                             cuts[i + 1]) for i in range(n) if cuts[i] < cuts[i + 1]]
+        ex.wait(handles)
+        parts = [ex.result(h) for h in handles]
+    total = parts[0]
+    for part in parts[1:]:
+        total = tuple(a + p for a, p in zip(total, part))
+    return total

@@ -13,7 +13,7 @@ import distlearn
 import distlearn.conversions.kernel as CK
 from distlearn.conversions.kernel import compress_expansion, compress_in_parts
 from distlearn.data import create_dataset
-from distlearn.learners.kernel import make_kernel
+from distlearn.learners.kernel import kernel_decision, make_kernel
 
 
 def _expansion(m, d, K, seed, spread=1.0):
@@ -360,3 +360,55 @@ def test_compress_is_validated_in_one_line_naming_it(value):
     with pytest.raises(ValueError, match=r"^compress must be a real number in \[0, 1\) or 'auto', got ") as e:
         distlearn.KernelMIRA(budget="variable", compress=value).fit(X, y)
     assert "\n" not in str(e.value)
+
+
+# -- ridge_refit: kernel ridge restricted to the span of the patterns -----------------------------------------------
+
+
+def _ridge_data(n=120, k=3, seed=0):
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(n, 4))
+    y = (np.floor((np.arctan2(X[:, 1], X[:, 0]) + np.pi) / (2 * np.pi) * k) % k).astype(np.int64)
+    return X, y
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_ridge_refit_over_every_training_row_is_scikit_learn_kernel_ridge(k):
+    """With the patterns S = all n training rows, (K K + alpha n K) A = K T is kernel ridge regression
+    (K + alpha n I) A = T: scikit-learn's KernelRidge(alpha * n) on the same +-1 targets, the same scores."""
+    from sklearn.kernel_ridge import KernelRidge
+
+    from distlearn.conversions.kernel import ridge_refit, ridge_sums, ridge_targets
+
+    X, y = _ridge_data(k=k, seed=k)
+    kern = make_kernel("rbf", gamma=0.4)
+    out = 1 if k == 2 else k
+    alpha = 1e-2
+    G, R = ridge_sums(kern, X, X, y, out)
+    A = ridge_refit(kern, X, G, R, len(X), alpha)
+    T = ridge_targets(y, out)
+    assert T.shape == (len(X), out) and set(np.unique(T)) == {-1.0, 1.0}
+    peer = KernelRidge(alpha=alpha * len(X), kernel="rbf", gamma=0.4).fit(X, T)
+    Xt, _ = _ridge_data(n=50, k=k, seed=10 + k)
+    np.testing.assert_allclose(kernel_decision(kern, X, A, Xt), peer.predict(Xt).reshape(50, out), rtol=1e-5, atol=1e-6)
+
+
+def test_ridge_sums_add_up_over_row_blocks_and_the_refit_fits_the_training_rows_better_than_a_random_expansion():
+    from distlearn.conversions.kernel import ridge_refit, ridge_sums
+
+    X, y = _ridge_data(n=200, k=3, seed=5)
+    kern = make_kernel("rbf", gamma=0.5)
+    S = X[::10]
+    G, R = ridge_sums(kern, S, X, y, 3)
+    parts = [ridge_sums(kern, S, X[a:b], y[a:b], 3) for a, b in ((0, 70), (70, 200))]
+    np.testing.assert_allclose(parts[0][0] + parts[1][0], G, rtol=1e-12)
+    np.testing.assert_allclose(parts[0][1] + parts[1][1], R, rtol=1e-12)
+    # an independent solve of the normal equations (G + alpha n K_SS) A = R
+    alpha = 1e-3
+    K, Kss = _rbf(X, S, 0.5), _rbf(S, S, 0.5)
+    T = -np.ones((200, 3))
+    T[np.arange(200), y] = 1.0
+    want = np.linalg.solve(K.T @ K + alpha * 200 * Kss, K.T @ T)
+    A = ridge_refit(kern, S, G, R, 200, alpha)
+    np.testing.assert_allclose(K @ A, K @ want, rtol=1e-6, atol=1e-6)
+    assert np.mean(np.argmax(K @ A, axis=1) == y) > 0.9

@@ -302,7 +302,7 @@ def test_kernel_permutation_bpm_has_no_linear_only_parameters_and_permutation_bp
         with pytest.raises(TypeError, match=linear_only):
             KernelPermutationBPM(**{linear_only: None})
     assert set(KernelPermutationBPM().get_params()) == {"n_estimators", "base", "base_params", "epochs", "conversion",
-                                                        "permutation", "n_jobs", "random_state", "scheduler"}
+                                                        "permutation", "n_jobs", "random_state", "scheduler", "refit"}
     for base, shown in ((KernelPerceptron(), r"KernelPerceptron\(\.\.\.\)"), ("kernel-mira", "'kernel-mira'")):
         est = PermutationBPM(base=base)
         with pytest.raises(ValueError, match=rf"^base={shown}: PermutationBPM averages weight vectors; the kernel "
@@ -375,3 +375,53 @@ def test_distlearn_train_model_kernel_obpm_and_the_old_obpm_kernel_base(tmp_path
     assert main(["train", str(store), "--model", "obpm", "--param", "base=kernel-mira", "--epochs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--model kernel-obpm" in err and "KernelOBPM(base='kernel-mira'" in err and "\n" not in err
+
+
+def test_kernel_permutation_bpm_refit_keeps_the_patterns_and_solves_kernel_ridge_on_them(tmp_path):
+    """refit=alpha: the same members and patterns as without it; the coefficients solve the normal equations
+    (K'K + alpha n K_SS) A = K'T (numpy, explicit matrices); a store fit sums them over ranges of blocks
+    (two threads, two tasks) and gives the same model as arrays."""
+    from distlearn import KernelMIRA, KernelPermutationBPM
+    from distlearn.conversions.kernel import DISTIL_RIDGE
+    from distlearn.data import create_dataset
+
+    X, y = _data(n=240, k=3, seed=8)
+    kw = dict(n_estimators=2, base=KernelMIRA(gamma=0.5, budget=30, removal="merge"), epochs=1, random_state=3)
+    plain = KernelPermutationBPM(**kw).fit(X[:200], y[:200])
+    est = KernelPermutationBPM(refit=1e-3, **kw).fit(X[:200], y[:200])
+    assert np.array_equal(est.support_vectors_, plain.support_vectors_)
+    assert est.refit_ == {"alpha": 1e-3, "n": 200, "patterns": len(est.support_vectors_)}
+    S = est.support_vectors_
+    K = np.exp(-0.5 * ((X[:200, None, :] - S[None, :, :]) ** 2).sum(-1))
+    Kss = np.exp(-0.5 * ((S[:, None, :] - S[None, :, :]) ** 2).sum(-1))
+    T = -np.ones((200, 3))
+    T[np.arange(200), y[:200]] = 1.0
+    M = K.T @ K + 1e-3 * 200 * Kss
+    M += DISTIL_RIDGE * np.mean(np.diag(M)) * np.eye(len(S))  # the solve's own ridge, relative to the diagonal
+    A = np.linalg.solve(M, K.T @ T)
+    np.testing.assert_allclose(est.decision_function(X[:200]), K @ A, rtol=1e-7, atol=1e-9)
+    assert est.score(X[:200], y[:200]) > plain.score(X[:200], y[:200])
+    store = create_dataset(tmp_path / "k.zarr", X[:200], y[:200], block_rows=50, dtype="float64").path
+    b = KernelPermutationBPM(refit=1e-3, permutation="exact", n_jobs=2, **kw).fit(str(store))
+    assert np.array_equal(b.support_vectors_, est.support_vectors_) and b.refit_ == est.refit_
+    np.testing.assert_allclose(b.dual_coef_, est.dual_coef_, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match=r"^refit must be a real number in \[0, inf\) or None, got -1\.0$"):
+        KernelPermutationBPM(refit=-1.0, **kw).fit(X, y)
+
+
+def test_kernel_permutation_bpm_refit_on_dask_workers_is_the_in_process_model(tmp_path, dask_scheduler):
+    """The refit's pass on two real dask workers (one range of blocks each, the patterns scattered once):
+    the members are the same bits, the coefficients the same to the rounding of the sums' order."""
+    from distlearn import KernelMIRA, KernelPermutationBPM
+    from distlearn.data import create_dataset
+
+    X, y = _data(n=300, k=3, seed=9)
+    store = str(create_dataset(tmp_path / "k.zarr", X, y, block_rows=40, dtype="float64").path)
+    kw = dict(n_estimators=2, base=KernelMIRA(gamma=0.5, budget=25, removal="merge"), epochs=1, random_state=5,
+              permutation="blocks", refit=1e-3)
+    a = KernelPermutationBPM(**kw).fit(store)
+    b = KernelPermutationBPM(scheduler=dask_scheduler["address"], **kw).fit(store)
+    assert np.array_equal(a.support_vectors_, b.support_vectors_) and a.refit_ == b.refit_ == {
+        "alpha": 1e-3, "n": 300, "patterns": len(a.support_vectors_)}
+    np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-7, atol=1e-9)
+    assert np.array_equal(a.predict(X), b.predict(X)) and a.score(X, y) > 0.8
