@@ -37,7 +37,7 @@ from ..learners.kernel import (
 from ..stream import array_order, epoch_chunks, is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
+__all__ = ["AUTO_HISTORY_BYTES", "AUTO_HISTORY_CACHES", "COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
            "KernelPA", "race_gamma", "race_length"]
 
 #: ``gamma="auto"``'s candidate widths: the "scale" width ``1 / (n_features * X.var())`` times ``2**k`` for
@@ -70,6 +70,15 @@ COMPRESS_AUTO_BINARY = 0.4
 #: error, 1.5-2.3 s after fits of 5-11 s in the benchmark); an explicit ``compress=`` value compresses whole
 #: whatever the size.
 COMPRESS_AUTO_MAX = 6_144
+#: ``conversion="auto"``'s distilled average keeps the history of the cache (every pattern ever cached, with
+#: its coefficients and lifetime, and the rounds' losses) until the end of the fit; it grows with the updates,
+#: not the budget.  So that a fixed budget still bounds memory, once that history holds more than
+#: ``max(AUTO_HISTORY_BYTES, AUTO_HISTORY_CACHES x the full cache's bytes)`` the history is dropped and
+#: the fit reports the last hypothesis (``conversion_info_["conversion"] == "last"``, with
+#: ``conversion_info_["history_dropped"]`` the round).  History only grows, so the choice is the same
+#: whatever the chunking.  An explicit ``conversion="average"`` is not capped.
+AUTO_HISTORY_BYTES = 256 * 2**20
+AUTO_HISTORY_CACHES = 16
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
@@ -205,7 +214,10 @@ _KERNEL_DOC = """
         The average keeps every pattern ever cached until the projection (memory grows with
         the updates; the cache stays at the budget), and every fit or ``partial_fit`` call
         projects it, ``O(|history| B d + B^3)``: pass ``conversion="last"`` for a long stream
-        of small calls, or for memory bounded by the budget.
+        of small calls.  "auto" keeps memory bounded all the same: past
+        ``max(256 MiB, 16 x the full cache)`` of history (:data:`AUTO_HISTORY_BYTES`; LETTER's
+        one pass at B = 100 counts about 5 MiB) it drops the history and reports the last
+        hypothesis, ``conversion_info_["history_dropped"]`` giving the round.
     distill : bool, default=True
         With ``conversion="average"`` and a budget, report the average distilled back into
         the budget: the average's expansion runs over every pattern ever cached (all the
@@ -386,6 +398,7 @@ class KernelClassifier(OnlineLinearClassifier):
         self.t_ = 0
         self._sizes: list[np.ndarray] = []
         self._logs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._history_dropped: int | None = None
         self._seed = rng.normalize_seed(self.random_state)
 
     def _empty_state(self, n_features: int) -> Any:
@@ -462,7 +475,7 @@ class KernelClassifier(OnlineLinearClassifier):
         if keep == 1:
             w = race.runners[race.alive[0]]
             for name in ("gamma_", "_kernel_obj", "_state", "n_updates_", "online_errors_", "n_removed_",
-                         "n_merged_", "t_", "_sizes", "_logs"):
+                         "n_merged_", "t_", "_sizes", "_logs", "_history_dropped"):
                 setattr(self, name, getattr(w, name))
             self._race = None
 
@@ -480,11 +493,11 @@ class KernelClassifier(OnlineLinearClassifier):
 
     def _snapshot(self) -> tuple[Any, ...]:
         return (copy.deepcopy(self._state), self.n_updates_, self.online_errors_, self.n_removed_, self.n_merged_,
-                self.n_iter_, self.t_, list(self._sizes), list(self._logs))
+                self.n_iter_, self.t_, list(self._sizes), list(self._logs), self._history_dropped)
 
     def _restore(self, snap: tuple[Any, ...]) -> None:
         (self._state, self.n_updates_, self.online_errors_, self.n_removed_, self.n_merged_, self.n_iter_, self.t_,
-         self._sizes, self._logs) = snap
+         self._sizes, self._logs, self._history_dropped) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
                count: bool) -> None:
@@ -509,11 +522,34 @@ class KernelClassifier(OnlineLinearClassifier):
         self._sizes.append(log.cache_size.astype(np.int32))
         if self._state.keep_retired:
             self._logs.append((log.mistake.copy(), log.hinge.copy(), log.updated.copy()))
+            self._cap_history()
+
+    def _history_cap(self) -> float:
+        """The bytes of history ``conversion="auto"`` keeps (:data:`AUTO_HISTORY_BYTES`); no cap otherwise."""
+        if not (isinstance(self.conversion, str) and self.conversion.lower() == "auto") or \
+                budget_code(self.budget)[0] != BUDGET_FIXED:
+            return math.inf
+        st = self._state
+        row = (st.n_features + 2 * st.n_outputs + 4) * 8  # S, A and F, sq, kd, lab, born/died of one slot
+        return float(max(AUTO_HISTORY_BYTES, AUTO_HISTORY_CACHES * int(self.budget) * row))
+
+    def _cap_history(self) -> None:
+        """Drop the history once it is above :meth:`_history_cap` (see :data:`AUTO_HISTORY_BYTES`)."""
+        st = self._state
+        # every slot ever born (an update's row, a merge's synthetic pattern) and every round's losses: what the
+        # history holds by the end, counted the same whatever the chunking (retiring waits for a compaction)
+        row = (st.n_features + 2 * st.n_outputs + 4) * 8
+        held = (self.n_updates_ + self.n_merged_) * row + self.t_ * 10
+        if held > self._history_cap():
+            st.keep_retired = False
+            st.retired_S, st.retired_A, st.retired_life, st.retired_lab = [], [], [], []
+            self._logs = []
+            self._history_dropped = int(self.t_)
 
     def _finish(self) -> None:
         self._settle()
         st = self._state
-        conv = self._conversion()
+        conv = self._conversion() if getattr(self, "_history_dropped", None) is None else Last()
         self.__dict__.pop("hypothesis_", None)
         if isinstance(conv, Last):
             S, A, lab = st.support()
@@ -534,6 +570,8 @@ class KernelClassifier(OnlineLinearClassifier):
                     S, A, lab = Z, distil_expansion(self._kernel_obj, S, A, Z), lab_z
         if isinstance(self.conversion, str) and self.conversion.lower() == "auto":
             self.conversion_info_["conversion"] = type(conv).__name__.lower()
+            if getattr(self, "_history_dropped", None) is not None:
+                self.conversion_info_["history_dropped"] = self._history_dropped
         if "hypothesis_" not in self.__dict__:
             S, A, lab = self._compress(S, A, lab)
         self.support_vectors_ = S

@@ -308,6 +308,37 @@ def test_auto_conversion_distils_the_average_of_a_merging_budget_only():
         assert np.array_equal(c.dual_coef_, d.dual_coef_) and np.array_equal(c.support_vectors_, d.support_vectors_)
 
 
+def test_auto_conversion_drops_a_history_above_its_cap_and_reports_the_last_hypothesis(monkeypatch):
+    """The history "auto" keeps is capped (``AUTO_HISTORY_BYTES``), so a fixed budget bounds memory: above the
+    cap the history is dropped and the fit is the last hypothesis, bit for bit, whatever the chunking (history
+    only grows); below it the fit is the distilled average.  An explicit ``conversion="average"`` is not capped."""
+    import distlearn.estimators.kernel as ek
+    from distlearn.estimators.kernel import KernelPA
+
+    X, y = _data(300, 4, seed=8)
+    kw = dict(gamma=0.5, budget=10, random_state=0, epochs=2)
+    below = KernelPA(**kw).fit(X, y)
+    assert below.conversion_info_["conversion"] == "average" and "history_dropped" not in below.conversion_info_
+    monkeypatch.setattr(ek, "AUTO_HISTORY_BYTES", 4096)
+    monkeypatch.setattr(ek, "AUTO_HISTORY_CACHES", 1)
+    capped = KernelPA(**kw).fit(X, y)
+    last = KernelPA(conversion="last", **kw).fit(X, y)
+    info = capped.conversion_info_
+    assert info["conversion"] == "last" and 0 < info["history_dropped"] <= 2 * len(X)
+    assert capped._state.retired_S == [] and capped._logs == [] and not capped._state.keep_retired
+    assert np.array_equal(capped.dual_coef_, last.dual_coef_)
+    assert np.array_equal(capped.support_vectors_, last.support_vectors_)
+    # fed in pieces of 37 rows: the cap is crossed at another call, the model is the same
+    pieces = KernelPA(gamma=0.5, budget=10, random_state=0)
+    for lo in range(0, len(X), 37):
+        pieces.partial_fit(X[lo:lo + 37], y[lo:lo + 37], classes=np.unique(y))
+    whole = KernelPA(gamma=0.5, budget=10, random_state=0, epochs=1, shuffle=False).fit(X, y)
+    assert pieces.conversion_info_["conversion"] == whole.conversion_info_["conversion"] == "last"
+    assert np.array_equal(pieces.dual_coef_, whole.dual_coef_)
+    explicit = KernelPA(conversion="average", **kw).fit(X, y)
+    assert "history_dropped" not in explicit.conversion_info_ and explicit.conversion_info_["distilled_from"] > 10
+
+
 SLOW_LETTER = __import__("os").environ.get("DISTLEARN_LETTER")
 
 
