@@ -270,9 +270,11 @@ def ridge_sums(kernel: Kernel, S: np.ndarray, X: Any, yi: np.ndarray, n_outputs:
     """The sums over the rows ``X`` (class indices ``yi``) of the normal equations of :func:`ridge_refit`:
     ``G = K' K`` and ``R = K' T``, ``K = k(X, S)`` (rows by patterns) and ``T`` the +-1 targets
     (:func:`ridge_targets`).  Sums over disjoint row sets add up, so blocks and workers sum their own and
-    the totals are added; memory ``O(|S|^2)`` beside one block's kernel rows (at most ~4 Mi entries), never
-    the data's.  Float64 throughout (a float32 ``G`` is positive semi-definite only to about 1e-6 of its
-    diagonal: measured on Fashion-MNIST with 4,000 patterns).  Cost ``O(n |S| (d + |S|))``."""
+    the totals are added (:func:`~distlearn.distributed.runs.store_sums`, in a fixed tree); memory
+    ``O(|S|^2)`` beside one block's kernel rows (at most ~4 Mi entries), never the data's.  Float64
+    throughout (a float32 ``G`` is positive semi-definite only to about 1e-6 of its diagonal: measured on
+    Fashion-MNIST with 4,000 patterns).  Cost ``O(n |S| (d + |S|))``.  BLAS runs on one thread
+    (:func:`_one_blas_thread`), so the sums are the same bits in any process."""
     from scipy.linalg.blas import dgemm
 
     S = np.ascontiguousarray(S, dtype=np.float64)
@@ -281,12 +283,13 @@ def ridge_sums(kernel: Kernel, S: np.ndarray, X: Any, yi: np.ndarray, n_outputs:
     T = ridge_targets(yi, n_outputs)
     sqS = np.einsum("ij,ij->i", S, S)
     block = max(1, (1 << 22) // max(1, m))
-    for lo in range(0, X.shape[0], block):
-        Xb = X[lo:lo + block]
-        Xb = Xb.astype(np.float64) if sp.issparse(Xb) else np.ascontiguousarray(Xb, dtype=np.float64)
-        K = kernel_matrix(kernel, Xb, S, sqS)
-        G = dgemm(1.0, K.T, K.T, beta=1.0, c=G, trans_b=True, overwrite_c=True)  # G += K'K in place
-        R += K.T @ T[lo:lo + block]
+    with _one_blas_thread():
+        for lo in range(0, X.shape[0], block):
+            Xb = X[lo:lo + block]
+            Xb = Xb.astype(np.float64) if sp.issparse(Xb) else np.ascontiguousarray(Xb, dtype=np.float64)
+            K = kernel_matrix(kernel, Xb, S, sqS)
+            G = dgemm(1.0, K.T, K.T, beta=1.0, c=G, trans_b=True, overwrite_c=True)  # G += K'K in place
+            R += K.T @ T[lo:lo + block]
     return G, R
 
 
