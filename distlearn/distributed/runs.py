@@ -643,8 +643,12 @@ SUMS_SPLIT_EVERY = 2
 
 
 def sum_cuts(n_blocks: int, parts: int = SUMS_PARTS) -> list[int]:
-    """The block boundaries of :func:`store_sums`' parts: ``min(n_blocks, parts)`` consecutive ranges of
-    ``n_blocks // P`` or one more blocks (a function of the store only, never of the workers)."""
+    """The block boundaries of :func:`store_sums`' parts: ``P = min(n_blocks, parts)`` consecutive ranges of
+    ``n_blocks // P`` or one more blocks (a function of the store only, never of the workers).
+
+    >>> sum_cuts(5), sum_cuts(130)[:4], len(sum_cuts(130)) - 1
+    ([0, 1, 2, 3, 4, 5], [0, 2, 4, 6], 64)
+    """
     n = max(1, min(int(n_blocks), int(parts)))
     return [i * n_blocks // n for i in range(n + 1)]
 
@@ -676,18 +680,23 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
     of fan-in :data:`SUMS_SPLIT_EVERY` (:meth:`Executor.tree`; in this process :func:`graph.fold` over the
     parts as they finish, the same grouping).  So the sums, and what is solved from them, are the same bits
     in this process, on one worker or on a hundred, whatever the retries; ``fn`` itself must give the same
-    bits everywhere (e.g. BLAS on one thread).  Memory, with ``P`` the size of one part's sums: a task
-    holds two (its running sums and one block's) beside one block, a merge three; the driver receives one
-    (a reduction on Dask) or holds about ``log2(parts) + 2 n_jobs`` (in this process).  ``fn`` must be
-    picklable (a module-level function or a :func:`functools.partial` of one)."""
+    bits everywhere (e.g. BLAS on one thread; in this process the whole pass runs with BLAS on one
+    thread).  Memory, counted in one part's sums: a task holds two (its running sums and one block's)
+    beside one block, a merge three, and a worker keeps its finished parts until their merge runs; the
+    driver receives one (Dask) or holds about ``log2(parts) + 2 n_jobs`` (in this process).  ``fn`` must
+    be picklable (a module-level function or a :func:`functools.partial` of one)."""
     import uuid
 
     cuts = sum_cuts(open_store(path).n_blocks)
     jobs = [(str(path), lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]) if lo < hi]
     with executor_for(scheduler, n_jobs=n_jobs) as ex:
-        if ex.kind != "dask":  # parts as they finish (at most 2 n_jobs ahead), folded at once
-            parts = ex.map_ordered(functools.partial(_block_range_sums, fn), jobs)
-            return graph.fold(parts, graph.sum_tuples, split_every=SUMS_SPLIT_EVERY)
+        if ex.kind != "dask":  # parts as they finish (at most 2 n_jobs ahead), folded at once; BLAS on
+            # one thread for the whole pass (the limit is process-wide: set once, not per thread)
+            from ..conversions.kernel import _one_blas_thread
+
+            with _one_blas_thread():
+                parts = ex.map_ordered(functools.partial(_block_range_sums, fn), jobs)
+                return graph.fold(parts, graph.sum_tuples, split_every=SUMS_SPLIT_EVERY)
         nonce = uuid.uuid4().hex[:12]
         shared = ex.scatter(fn)  # what fn carries (e.g. an expansion's patterns) shipped once
         handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, *job)
