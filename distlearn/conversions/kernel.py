@@ -30,7 +30,10 @@ most ``B/2`` inserted inside it.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -228,13 +231,28 @@ def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray
         return _gram_solve((G + G.T) / 2.0, rhs)
 
 
-def _one_blas_thread() -> Any:
+_BLAS_LOCK = threading.Lock()
+_blas_users: list[Any] = []  # the open contexts' limiter (the first one's), one entry per context
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread: a threaded BLAS sums in an order that depends on its
     thread count (so a Dask worker, one thread, and this process would differ in the last bits), and on
-    a busy machine its threads spin against each other."""
+    a busy machine its threads spin against each other.  The limit is process-wide, so the contexts of
+    several threads share it: the first sets it, the last restores it (a thread that left first would
+    otherwise restore the threads of the BLAS another thread is still using)."""
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=1, user_api="blas")
+    with _BLAS_LOCK:
+        _blas_users.append(_blas_users[0] if _blas_users else threadpool_limits(limits=1, user_api="blas"))
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            limiter = _blas_users.pop()
+            if not _blas_users:
+                limiter.restore_original_limits()
 
 
 def _ridged(G: np.ndarray) -> np.ndarray:

@@ -680,8 +680,7 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
     of fan-in :data:`SUMS_SPLIT_EVERY` (:meth:`Executor.tree`; in this process :func:`graph.fold` over the
     parts as they finish, the same grouping).  So the sums, and what is solved from them, are the same bits
     in this process, on one worker or on a hundred, whatever the retries; ``fn`` itself must give the same
-    bits everywhere (e.g. BLAS on one thread; in this process the whole pass runs with BLAS on one
-    thread).  Memory, counted in one part's sums: a task holds two (its running sums and one block's)
+    bits everywhere (e.g. BLAS on one thread).  Memory, counted in one part's sums: a task holds two (its running sums and one block's)
     beside one block, a merge three, and a worker keeps its finished parts until their merge runs; the
     driver receives one (Dask) or holds about ``log2(parts) + 2 n_jobs`` (in this process).  ``fn`` must
     be picklable (a module-level function or a :func:`functools.partial` of one)."""
@@ -690,8 +689,9 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
     cuts = sum_cuts(open_store(path).n_blocks)
     jobs = [(str(path), lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]) if lo < hi]
     with executor_for(scheduler, n_jobs=n_jobs) as ex:
-        if ex.kind != "dask":  # parts as they finish (at most 2 n_jobs ahead), folded at once; BLAS on
-            # one thread for the whole pass (the limit is process-wide: set once, not per thread)
+        if ex.kind != "dask":  # parts as they finish (at most 2 n_jobs ahead), folded at once; BLAS on one
+            # thread set here, in the calling thread, for the whole pass (the pool's threads then share it:
+            # OpenBLAS 0.3.31 was seen to ignore a limit set from another thread)
             from ..conversions.kernel import _one_blas_thread
 
             with _one_blas_thread():
