@@ -680,10 +680,11 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
     of fan-in :data:`SUMS_SPLIT_EVERY` (:meth:`Executor.tree`; in this process :func:`graph.fold` over the
     parts as they finish, the same grouping).  So the sums, and what is solved from them, are the same bits
     in this process, on one worker or on a hundred, whatever the retries; ``fn`` itself must give the same
-    bits everywhere (e.g. BLAS on one thread).  Memory, counted in one part's sums: a task holds two (its running sums and one block's)
-    beside one block, a merge three, and a worker keeps its finished parts until their merge runs; the
-    driver receives one (Dask) or holds about ``log2(parts) + 2 n_jobs`` (in this process).  ``fn`` must
-    be picklable (a module-level function or a :func:`functools.partial` of one)."""
+    bits everywhere (e.g. BLAS on one thread).  Memory, counted in one part's sums: a task holds two (its
+    running sums and one block's) beside one block, a merge three, and a worker keeps its finished parts
+    until their merge runs; the driver receives one (Dask) or holds about ``log2(parts) + 2 n_jobs`` (in
+    this process).  ``fn`` must be picklable (a module-level function or a :func:`functools.partial` of
+    one)."""
     import uuid
 
     cuts = sum_cuts(open_store(path).n_blocks)
@@ -701,8 +702,10 @@ def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) ->
         shared = ex.scatter(fn)  # what fn carries (e.g. an expansion's patterns) shipped once
         handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, *job)
                    for i, job in enumerate(jobs)]
-        root = ex.tree(f"distlearn-sums-merge-{nonce}", handles, graph.sum_tuples, SUMS_SPLIT_EVERY)
+        # the merges first once their parts are ready, so finished parts do not wait on the workers
+        root = ex.tree(f"distlearn-sums-merge-{nonce}", handles, graph.sum_tuples, SUMS_SPLIT_EVERY, priority=1)
+        del handles  # a part held here stays in its worker's memory after its merge (12 parts: +800 MiB)
         try:
             return ex.result(root)
         finally:
-            ex.cancel([root, *handles])
+            ex.cancel([root])  # its parts, wanted by nothing else, go with it
