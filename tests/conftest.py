@@ -24,16 +24,15 @@ def _dask_cli() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "distributed.cli.dask_spec"]
 
 
-@pytest.fixture(scope="session")
-def dask_scheduler(tmp_path_factory):
-    """Address of a real ``dask scheduler`` with two ``dask worker`` processes, loopback only."""
+def _real_cluster(tmp_path_factory, n_workers):
+    """A real ``dask scheduler`` with ``n_workers`` single-threaded ``dask worker`` processes, loopback only."""
     from distributed import Client
 
     d = tmp_path_factory.mktemp("cluster")
     sched_file = d / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     cli = _dask_cli()
-    logs = [open(d / f"{n}.log", "w") for n in ("scheduler", "worker0", "worker1")]
+    logs = [open(d / f"{n}.log", "w") for n in ("scheduler", *(f"worker{k}" for k in range(n_workers)))]
     procs = [
         subprocess.Popen(
             [*cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -44,7 +43,7 @@ def dask_scheduler(tmp_path_factory):
     deadline = time.time() + 60
     while not sched_file.exists() and time.time() < deadline:
         time.sleep(0.1)
-    for k in (1, 2):
+    for k in range(1, n_workers + 1):
         procs.append(
             subprocess.Popen(
                 [*cli, "worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1",
@@ -54,7 +53,7 @@ def dask_scheduler(tmp_path_factory):
         )
     try:
         with Client(scheduler_file=str(sched_file), timeout=60) as c:
-            c.wait_for_workers(2, timeout=90)
+            c.wait_for_workers(n_workers, timeout=90)
             address = c.scheduler.address
         yield {"address": address, "scheduler_file": str(sched_file)}
     finally:
@@ -67,6 +66,18 @@ def dask_scheduler(tmp_path_factory):
                 p.kill()
         for f in logs:
             f.close()
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler(tmp_path_factory):
+    """Address of a real ``dask scheduler`` with two ``dask worker`` processes, loopback only."""
+    yield from _real_cluster(tmp_path_factory, 2)
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler_one_worker(tmp_path_factory):
+    """The same with one ``dask worker`` process (worker-count independence)."""
+    yield from _real_cluster(tmp_path_factory, 1)
 
 
 @pytest.fixture

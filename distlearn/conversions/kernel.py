@@ -30,7 +30,10 @@ most ``B/2`` inserted inside it.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -228,13 +231,28 @@ def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray
         return _gram_solve((G + G.T) / 2.0, rhs)
 
 
-def _one_blas_thread() -> Any:
+_BLAS_LOCK = threading.Lock()
+_blas_users: list[Any] = []  # the open contexts' limiter (the first one's), one entry per context
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread: a threaded BLAS sums in an order that depends on its
     thread count (so a Dask worker, one thread, and this process would differ in the last bits), and on
-    a busy machine its threads spin against each other."""
+    a busy machine its threads spin against each other.  The limit is process-wide, so the contexts of
+    several threads share it: the first sets it, the last restores it (a thread that left first would
+    otherwise restore the threads of the BLAS another thread is still using)."""
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=1, user_api="blas")
+    with _BLAS_LOCK:
+        _blas_users.append(_blas_users[0] if _blas_users else threadpool_limits(limits=1, user_api="blas"))
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            limiter = _blas_users.pop()
+            if not _blas_users:
+                limiter.restore_original_limits()
 
 
 def _ridged(G: np.ndarray) -> np.ndarray:
@@ -270,9 +288,11 @@ def ridge_sums(kernel: Kernel, S: np.ndarray, X: Any, yi: np.ndarray, n_outputs:
     """The sums over the rows ``X`` (class indices ``yi``) of the normal equations of :func:`ridge_refit`:
     ``G = K' K`` and ``R = K' T``, ``K = k(X, S)`` (rows by patterns) and ``T`` the +-1 targets
     (:func:`ridge_targets`).  Sums over disjoint row sets add up, so blocks and workers sum their own and
-    the totals are added; memory ``O(|S|^2)`` beside one block's kernel rows (at most ~4 Mi entries), never
-    the data's.  Float64 throughout (a float32 ``G`` is positive semi-definite only to about 1e-6 of its
-    diagonal: measured on Fashion-MNIST with 4,000 patterns).  Cost ``O(n |S| (d + |S|))``."""
+    the totals are added (:func:`~distlearn.distributed.runs.store_sums`, in a fixed tree); memory
+    ``O(|S|^2)`` beside one block's kernel rows (at most ~4 Mi entries), never the data's.  Float64
+    throughout (a float32 ``G`` is positive semi-definite only to about 1e-6 of its diagonal: measured on
+    Fashion-MNIST with 4,000 patterns).  Cost ``O(n |S| (d + |S|))``.  BLAS runs on one thread
+    (:func:`_one_blas_thread`), so the sums are the same bits in any process."""
     from scipy.linalg.blas import dgemm
 
     S = np.ascontiguousarray(S, dtype=np.float64)
@@ -281,12 +301,13 @@ def ridge_sums(kernel: Kernel, S: np.ndarray, X: Any, yi: np.ndarray, n_outputs:
     T = ridge_targets(yi, n_outputs)
     sqS = np.einsum("ij,ij->i", S, S)
     block = max(1, (1 << 22) // max(1, m))
-    for lo in range(0, X.shape[0], block):
-        Xb = X[lo:lo + block]
-        Xb = Xb.astype(np.float64) if sp.issparse(Xb) else np.ascontiguousarray(Xb, dtype=np.float64)
-        K = kernel_matrix(kernel, Xb, S, sqS)
-        G = dgemm(1.0, K.T, K.T, beta=1.0, c=G, trans_b=True, overwrite_c=True)  # G += K'K in place
-        R += K.T @ T[lo:lo + block]
+    with _one_blas_thread():
+        for lo in range(0, X.shape[0], block):
+            Xb = X[lo:lo + block]
+            Xb = Xb.astype(np.float64) if sp.issparse(Xb) else np.ascontiguousarray(Xb, dtype=np.float64)
+            K = kernel_matrix(kernel, Xb, S, sqS)
+            G = dgemm(1.0, K.T, K.T, beta=1.0, c=G, trans_b=True, overwrite_c=True)  # G += K'K in place
+            R += K.T @ T[lo:lo + block]
     return G, R
 
 

@@ -78,8 +78,12 @@ class Executor:
         """
         raise NotImplementedError
 
-    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
-        """A reduction tree of fan-in ``split_every`` over ``parts`` (the same grouping everywhere)."""
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY,
+             priority: int = 0) -> Any:
+        """A reduction tree of fan-in ``split_every`` over ``parts`` (the same grouping everywhere).
+
+        ``priority > 0``: on Dask a merge whose parts are ready runs before tasks submitted with the default
+        priority 0 (the parts still to compute), so finished parts do not pile up on the workers."""
         raise NotImplementedError
 
     def scatter(self, obj: Any) -> Any:
@@ -160,7 +164,8 @@ class InProcess(Executor):
             return f
         return [self.submit((key, "out", i), operator.getitem, f, i) for i in range(nout)]
 
-    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY,
+             priority: int = 0) -> Any:
         return self.submit(key, lambda *vals: graph.fold(vals, merge, split_every=split_every), *parts)
 
     def scatter(self, obj: Any) -> Any:
@@ -238,10 +243,11 @@ class OnDask(Executor):
             return [self.client.submit(operator.getitem, f, i, key=(f"{name}-out{i}", *index))
                     for i in range(nout)]
 
-    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY) -> Any:
+    def tree(self, key: str, parts: Sequence[Any], merge: Callable[..., Any], split_every: int = SPLIT_EVERY,
+             priority: int = 0) -> Any:
         with cluster_faults(self.client, self.address):
             return self.client.compute(graph.tree_reduce(parts, merge, split_every=split_every, name=key),
-                                       retries=self.retries)
+                                       retries=self.retries, priority=priority)
 
     def scatter(self, obj: Any) -> Any:
         with cluster_faults(self.client, self.address):

@@ -17,7 +17,7 @@ for floating-point sums).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._config import SPLIT_EVERY
@@ -79,17 +79,46 @@ def tree_reduce(parts: Sequence[Any], merge: Callable[..., Any], *, split_every:
     return level[0]
 
 
-def fold(parts: Sequence[Any], merge: Callable[..., Any], *, split_every: int = SPLIT_EVERY) -> Any:
+def fold(parts: Iterable[Any], merge: Callable[..., Any], *, split_every: int = SPLIT_EVERY) -> Any:
     """The same tree evaluated in this process (no Dask): the in-process twin of
-    :func:`tree_reduce`, with the same grouping and therefore the same rounding."""
-    level = list(parts)
-    if not level:
+    :func:`tree_reduce`, with the same grouping and therefore the same rounding.
+
+    ``parts`` may be any iterable, consumed once and in order: a group is merged as soon as
+    it is complete, so at most ``split_every - 1`` values per level wait (a generator of
+    large parts is folded in ``O(split_every * depth)`` parts of memory, not ``O(len)``)."""
+    if split_every < 2:
+        raise ValueError(f"split_every must be at least 2, got {split_every}")
+    waiting: list[list[Any]] = []  # waiting[l]: the open group of level-l nodes
+
+    def push(level: int, value: Any) -> None:
+        while True:
+            if level == len(waiting):
+                waiting.append([])
+            waiting[level].append(value)
+            if len(waiting[level]) < split_every:
+                return
+            value, waiting[level] = merge(*waiting[level]), []
+            level += 1
+
+    n = 0
+    for part in parts:
+        push(0, part)
+        n += 1
+    if n == 0:
         raise ValueError("need at least one part")
-    if len(level) == 1:
-        return merge(level[0])
-    while len(level) > 1:
-        level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
-    return level[0]
+    if n == 1:
+        return merge(waiting[0][0])
+    depth = tree_depth(n, split_every)
+    for level in range(depth):  # the last, incomplete group of every level (tree_reduce merges it too)
+        if waiting[level]:
+            group, waiting[level] = waiting[level], []
+            push(level + 1, merge(*group))
+    return waiting[depth][0]
+
+
+def sum_tuples(*parts: Any) -> tuple[Any, ...]:
+    """A merge of tuples: element ``i`` of the result is :func:`sum_parts` of the parts' elements ``i``."""
+    return tuple(sum_parts(*column) for column in zip(*parts))
 
 
 def sum_parts(*parts: Any) -> Any:

@@ -49,6 +49,7 @@ from .. import rng
 from .._validation import did_you_mean
 from ..data.store import open_dataset
 from ..stream import is_store, open_store, store_token
+from . import graph
 from .executor import Executor, executor_for
 from .run_table import DEFAULT_METRICS, METRICS, RunTable, _scalar
 
@@ -634,36 +635,77 @@ def fit_members(estimators: Sequence[Any], train: Any, *, load: bool = False, sc
         return [ex.result(h) for h in handles]
 
 
+#: The most parts :func:`store_sums` cuts a store's blocks into (consecutive ranges, a function of the number
+#: of blocks only): the parallelism of the pass, and the number of partial sums the reduction tree moves.
+SUMS_PARTS = 64
+#: Fan-in of :func:`store_sums`' reduction tree: a merge holds two parts and their sum.
+SUMS_SPLIT_EVERY = 2
+
+
+def sum_cuts(n_blocks: int, parts: int = SUMS_PARTS) -> list[int]:
+    """The block boundaries of :func:`store_sums`' parts: ``P = min(n_blocks, parts)`` consecutive ranges of
+    ``n_blocks // P`` or one more blocks (a function of the store only, never of the workers).
+
+    >>> sum_cuts(5), sum_cuts(130)[:4], len(sum_cuts(130)) - 1
+    ([0, 1, 2, 3, 4, 5], [0, 2, 4, 6], 64)
+    """
+    n = max(1, min(int(n_blocks), int(parts)))
+    return [i * n_blocks // n for i in range(n + 1)]
+
+
 def _block_range_sums(fn: Any, path: str, lo: int, hi: int) -> tuple[Any, ...]:
-    """``fn(X, y)`` summed over the blocks ``lo .. hi - 1`` of the store at ``path``, one block read at a time."""
+    """``fn(X, y)`` summed over the blocks ``lo .. hi - 1`` of the store at ``path`` in block order, one block
+    read at a time (the running sums updated in place: two sums and one block in memory)."""
     ds = open_store(path)
     total: tuple[Any, ...] | None = None
     for b in range(lo, hi):
         blk = ds.read_block(b)
         part = fn(blk.X, blk.y)
-        total = part if total is None else tuple(a + p for a, p in zip(total, part))
+        if total is None:
+            total = part
+        else:
+            for a, p in zip(total, part):
+                a += p
     assert total is not None  # lo < hi
     return total
 
 
 def store_sums(fn: Any, path: str, *, scheduler: Any = None, n_jobs: int = 1) -> tuple[Any, ...]:
-    """``fn(X, y)`` (a tuple of arrays) summed over every block of the store at ``path``, data-parallel:
-    one task per worker (``scheduler`` as in :func:`executor_for`) streams its own range of consecutive
-    blocks, and the tasks' sums are added here.  ``fn`` must be picklable (a module-level function or a
-    :func:`functools.partial` of one); each task holds one block and its running sums."""
+    """``fn(X, y)`` (a tuple of float arrays) summed over every block of the store at ``path``, data-parallel,
+    with the same bits wherever it runs.
+
+    The blocks are cut into at most :data:`SUMS_PARTS` consecutive ranges (:func:`sum_cuts`: a function
+    of the store's block count, not of the workers); each range is one task (``scheduler`` as in
+    :func:`executor_for`) that streams its blocks in order, and the parts are added in a reduction tree
+    of fan-in :data:`SUMS_SPLIT_EVERY` (:meth:`Executor.tree`; in this process :func:`graph.fold` over the
+    parts as they finish, the same grouping).  So the sums, and what is solved from them, are the same bits
+    in this process, on one worker or on a hundred, whatever the retries; ``fn`` itself must give the same
+    bits everywhere (e.g. BLAS on one thread).  Memory, counted in one part's sums: a task holds two (its
+    running sums and one block's) beside one block, a merge three, and a worker keeps its finished parts
+    until their merge runs; the driver receives one (Dask) or holds about ``log2(parts) + 2 n_jobs`` (in
+    this process).  ``fn`` must be picklable (a module-level function or a :func:`functools.partial` of
+    one)."""
     import uuid
 
-    n_blocks = open_store(path).n_blocks
+    cuts = sum_cuts(open_store(path).n_blocks)
+    jobs = [(str(path), lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]) if lo < hi]
     with executor_for(scheduler, n_jobs=n_jobs) as ex:
-        n = max(1, min(n_blocks, int(ex.n_workers)))
-        cuts = [round(i * n_blocks / n) for i in range(n + 1)]
+        if ex.kind != "dask":  # parts as they finish (at most 2 n_jobs ahead), folded at once; BLAS on one
+            # thread set here, in the calling thread, for the whole pass (the pool's threads then share it:
+            # OpenBLAS 0.3.31 was seen to ignore a limit set from another thread)
+            from ..conversions.kernel import _one_blas_thread
+
+            with _one_blas_thread():
+                parts = ex.map_ordered(functools.partial(_block_range_sums, fn), jobs)
+                return graph.fold(parts, graph.sum_tuples, split_every=SUMS_SPLIT_EVERY)
         nonce = uuid.uuid4().hex[:12]
         shared = ex.scatter(fn)  # what fn carries (e.g. an expansion's patterns) shipped once
-        handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, str(path), cuts[i],
-                             cuts[i + 1]) for i in range(n) if cuts[i] < cuts[i + 1]]
-        ex.wait(handles)
-        parts = [ex.result(h) for h in handles]
-    total = parts[0]
-    for part in parts[1:]:
-        total = tuple(a + p for a, p in zip(total, part))
-    return total
+        handles = [ex.submit((f"distlearn-sums-{nonce}", i), _block_range_sums, shared, *job)
+                   for i, job in enumerate(jobs)]
+        # the merges first once their parts are ready, so finished parts do not wait on the workers
+        root = ex.tree(f"distlearn-sums-merge-{nonce}", handles, graph.sum_tuples, SUMS_SPLIT_EVERY, priority=1)
+        del handles  # a part held here stays in its worker's memory after its merge (12 parts: +800 MiB)
+        try:
+            return ex.result(root)
+        finally:
+            ex.cancel([root])  # its parts, wanted by nothing else, go with it

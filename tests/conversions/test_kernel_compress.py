@@ -412,3 +412,49 @@ def test_ridge_sums_add_up_over_row_blocks_and_the_refit_fits_the_training_rows_
     A = ridge_refit(kern, S, G, R, 200, alpha)
     np.testing.assert_allclose(K @ A, K @ want, rtol=1e-6, atol=1e-6)
     assert np.mean(np.argmax(K @ A, axis=1) == y) > 0.9
+
+
+def test_one_blas_thread_holds_until_the_last_of_overlapping_threads_leaves():
+    """The BLAS limit is process-wide: a thread that leaves its context first must not give the BLAS its
+    threads back while another thread is still in its context (the refit's sums run as threads in process),
+    and the last one to leave restores the limit found (a context per thread each restoring what it saw did
+    both wrong: 2 threads inside, 1 left behind).  In a fresh interpreter: OpenBLAS was seen to ignore a
+    limit set from a second thread once the main thread had set one (earlier tests do)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import threading
+        from threadpoolctl import threadpool_info
+        from distlearn.conversions.kernel import _one_blas_thread
+
+        def blas_threads():
+            return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+        print(blas_threads())
+        inside, leave = threading.Event(), threading.Event()
+
+        def other():
+            with _one_blas_thread():
+                inside.set()
+                leave.wait(30)
+
+        t = threading.Thread(target=other)
+        t.start()
+        assert inside.wait(30)
+        with _one_blas_thread():
+            leave.set()
+            t.join(30)  # the other thread has left its context; this one is still in
+            print(t.is_alive(), blas_threads())
+        print(blas_threads())
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    before, inside, after = out.stdout.splitlines()
+    if before in ("[]", "[1]"):
+        pytest.skip(f"BLAS threads {before}: nothing to limit")
+    assert inside == "False [1]" and after == before

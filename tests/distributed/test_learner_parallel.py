@@ -185,6 +185,34 @@ def test_tree_shape_and_value(n, s):
     np.testing.assert_array_equal(got, seq)  # exact: integer-valued floats
 
 
+@pytest.mark.parametrize("s", [2, 3, 8])
+def test_fold_of_a_generator_is_the_tree_grouping_with_few_parts_waiting(s):
+    """fold consumes an iterable once: the same nesting as tree_reduce's graph (a merge that records its
+    arguments), for every length, with at most s - 1 values per level waiting (bounded memory)."""
+    import dask
+
+    alive, peak = [0], [0]
+
+    def gen(n):
+        for i in range(n):
+            alive[0] += 1
+            peak[0] = max(peak[0], alive[0])
+            yield ("p", i)
+
+    def nest(*a):
+        alive[0] -= len(a) - 1  # the inputs are consumed, the merged value waits
+        return ("m", *a)
+
+    for n in range(1, 70):
+        alive[0] = peak[0] = 0
+        got = fold(gen(n), nest, split_every=s)
+        want = tree_reduce([("p", i) for i in range(n)], nest, split_every=s).compute(scheduler="sync")
+        assert got == want, n
+        assert peak[0] <= (s - 1) * max(1, tree_depth(n, s)) + 1
+    with pytest.raises(ValueError, match="at least one part"):
+        fold(iter(()), nest, split_every=s)
+
+
 def test_tree_of_futures_on_local_threads():
     """The tree takes Futures as parts (they stay where they are) and keys are per-input."""
     import dask

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -379,8 +380,9 @@ def test_distlearn_train_model_kernel_obpm_and_the_old_obpm_kernel_base(tmp_path
 
 def test_kernel_permutation_bpm_refit_keeps_the_patterns_and_solves_kernel_ridge_on_them(tmp_path):
     """refit=alpha: the same members and patterns as without it; the coefficients solve the normal equations
-    (K'K + alpha n K_SS) A = K'T (numpy, explicit matrices); a store fit sums them over ranges of blocks
-    (two threads, two tasks) and gives the same model as arrays."""
+    (K'K + alpha n K_SS) A = K'T (numpy, explicit matrices); a store fit sums them block by block (one part
+    per block, added in a tree) and gives the same model as arrays (to the rounding of the sums' order), the
+    same bits on one thread or two."""
     from distlearn import KernelMIRA, KernelPermutationBPM
     from distlearn.conversions.kernel import DISTIL_RIDGE
     from distlearn.data import create_dataset
@@ -405,23 +407,49 @@ def test_kernel_permutation_bpm_refit_keeps_the_patterns_and_solves_kernel_ridge
     b = KernelPermutationBPM(refit=1e-3, permutation="exact", n_jobs=2, **kw).fit(str(store))
     assert np.array_equal(b.support_vectors_, est.support_vectors_) and b.refit_ == est.refit_
     np.testing.assert_allclose(b.dual_coef_, est.dual_coef_, rtol=1e-7, atol=1e-9)
+    c = KernelPermutationBPM(refit=1e-3, permutation="exact", n_jobs=1, **kw).fit(str(store))
+    assert np.array_equal(c.dual_coef_, b.dual_coef_)
     with pytest.raises(ValueError, match=r"^refit must be a real number in \[0, inf\) or None, got -1\.0$"):
         KernelPermutationBPM(refit=-1.0, **kw).fit(X, y)
 
 
-def test_kernel_permutation_bpm_refit_on_dask_workers_is_the_in_process_model(tmp_path, dask_scheduler):
-    """The refit's pass on two real dask workers (one range of blocks each, the patterns scattered once):
-    the members are the same bits, the coefficients the same to the rounding of the sums' order."""
+def test_kernel_permutation_bpm_refit_is_the_same_bits_in_process_on_one_worker_and_on_two(
+        tmp_path, dask_scheduler, dask_scheduler_one_worker):
+    """The refit's pass over a store of 8 blocks (8 parts, a tree of depth 3) in this process, on one real
+    dask worker and on two (the patterns scattered once): the members and the refitted coefficients are the
+    same bits everywhere (the parts and their tree are the store's, not the workers')."""
+    import hashlib
+
     from distlearn import KernelMIRA, KernelPermutationBPM
     from distlearn.data import create_dataset
+    from distlearn.distributed.runs import store_sums, sum_cuts
+    from distlearn.estimators.kernel_bayes_point import _refit_sums
 
     X, y = _data(n=300, k=3, seed=9)
     store = str(create_dataset(tmp_path / "k.zarr", X, y, block_rows=40, dtype="float64").path)
+    assert sum_cuts(8) == list(range(9)) and sum_cuts(200)[:3] == [0, 3, 6] and len(sum_cuts(200)) == 65
     kw = dict(n_estimators=2, base=KernelMIRA(gamma=0.5, budget=25, removal="merge"), epochs=1, random_state=5,
               permutation="blocks", refit=1e-3)
-    a = KernelPermutationBPM(**kw).fit(store)
-    b = KernelPermutationBPM(scheduler=dask_scheduler["address"], **kw).fit(store)
-    assert np.array_equal(a.support_vectors_, b.support_vectors_) and a.refit_ == b.refit_ == {
-        "alpha": 1e-3, "n": 300, "patterns": len(a.support_vectors_)}
-    np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-7, atol=1e-9)
-    assert np.array_equal(a.predict(X), b.predict(X)) and a.score(X, y) > 0.8
+    fits = [KernelPermutationBPM(**kw).fit(store),
+            KernelPermutationBPM(n_jobs=2, **kw).fit(store),
+            KernelPermutationBPM(scheduler=dask_scheduler_one_worker["address"], **kw).fit(store),
+            KernelPermutationBPM(scheduler=dask_scheduler["address"], **kw).fit(store)]
+    a = fits[0]
+    assert a.refit_ == {"alpha": 1e-3, "n": 300, "patterns": len(a.support_vectors_)}
+    digests = {hashlib.sha256(f.dual_coef_.tobytes()).hexdigest() for f in fits}
+    assert len(digests) == 1, digests
+    for b in fits[1:]:
+        assert np.array_equal(a.support_vectors_, b.support_vectors_) and a.refit_ == b.refit_
+        assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.score(X, y) > 0.8
+    # the sums themselves: equal bits; the rows in another grouping (one pass over the arrays) to rounding
+    fn = functools.partial(_refit_sums, a._kernel_obj, a.support_vectors_, a.classes_, 3)
+    G, R = store_sums(fn, store)
+    G2, R2 = store_sums(fn, store, scheduler=dask_scheduler["address"])
+    assert np.array_equal(G, G2) and np.array_equal(R, R2)
+    from distlearn.conversions.kernel import ridge_sums
+
+    G1, R1 = ridge_sums(a._kernel_obj, a.support_vectors_, X, y, 3)
+    np.testing.assert_allclose(G, G1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(R, R1, rtol=1e-12, atol=1e-12)
+
