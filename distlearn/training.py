@@ -52,7 +52,8 @@ MODELS: dict[str, str] = {"obpm": "Online Bayes Point Machine over any rule (--p
                                                "gamma=scale|auto|G beta=0.1 budget=variable|N "
                                                "removal=auto|merge|margin|oldest|random",
                           "kernel-mira": "kernel MIRA on a budget, the budget paper's learner (same --param as "
-                                         "kernel-perceptron; beta=0.01)",
+                                         "kernel-perceptron; beta=auto: 1 for more than two classes under a "
+                                         "merging budget, else 0.01)",
                           "kernel-pa": "kernel passive-aggressive PA/PA-I/PA-II, single-prototype multiclass "
                                        "(--param variant=PA C=1 kernel=rbf budget=...)",
                           "kernel-obpm": "kernel Online Bayes Point Machine: 20 kernel learners on one shared pool "
