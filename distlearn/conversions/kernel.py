@@ -404,6 +404,21 @@ def _pool_picks(SP: np.ndarray, cP: np.ndarray, dP: np.ndarray, floorP: np.ndarr
     return picked[:n], LP
 
 
+def _take_columns(L: np.ndarray, rows: int, keep: np.ndarray) -> np.ndarray:
+    """``L`` with only the columns ``keep``, of which only the first ``rows`` rows are copied (the others, left
+    uninitialized, are capacity)."""
+    out = np.empty((L.shape[0], len(keep)), dtype=L.dtype)
+    np.take(L[:rows], keep, axis=1, out=out[:rows])
+    return out
+
+
+def _grow_rows(L: np.ndarray, rows: int, cap: int) -> np.ndarray:
+    """``L`` with room for ``cap`` rows, its first ``rows`` copied (the others uninitialized)."""
+    out = np.empty((cap, L.shape[1]), dtype=L.dtype)
+    out[:rows] = L[:rows]
+    return out
+
+
 class Compressed(NamedTuple):
     """The result of :func:`compress_expansion`: the kept patterns' indices into ``S`` (ascending), their
     coefficients, and the relative residual ``||f - f_M|| / ||f||`` of the compressed expansion (recomputed
@@ -628,9 +643,9 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
             r = len(J)
             if k + r > cap:
                 grow = min(m, 2 * cap) - cap
-                Lc = np.concatenate([Lc, np.zeros((grow, Lc.shape[1]))])
+                Lc = _grow_rows(Lc, k, cap + grow)
                 if Lc32 is not None:
-                    Lc32 = np.concatenate([Lc32, np.zeros((grow, Lc32.shape[1]), dtype=np.float32)])
+                    Lc32 = _grow_rows(Lc32, k, cap + grow)
                 LM = np.pad(LM, ((0, grow), (0, grow)))
                 cap += grow
             Lc[k:k + r] = Lnew
@@ -645,12 +660,12 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
             chosen.extend(J.tolist())
             res2 = nf2 - float(np.sum(Y * Y))
             if len(cols) > COMPRESS_COMPACT * n_free + 64:  # drop the chosen patterns' columns
-                keep_c = free[cols]
+                keep_c = np.flatnonzero(free[cols])
                 cols = cols[keep_c]
                 where[cols] = np.arange(len(cols))
-                Lc = np.ascontiguousarray(Lc[:, keep_c])
+                Lc = _take_columns(Lc, k + r, keep_c)  # rows from k + r on are written before they are read
                 if Lc32 is not None:
-                    Lc32 = np.ascontiguousarray(Lc32[:, keep_c])
+                    Lc32 = _take_columns(Lc32, k + r, keep_c)
                 if Kx is not None:
                     Kc = Kx[cols]
         if res2 > room or len(chosen) >= m:
