@@ -33,8 +33,11 @@ Rows per data set:
                  other parameter at its default (``--compress 0 auto``: a row without the post-fit
                  compression and one with it, fitted apart)
 
-Columns: test error (%), fit seconds, support patterns (``n_support_.sum()``; SVC's
-``n_support_.sum()``), and for ours the gap to the tuned SVC in points.  Runs alternate ours and
+Columns: test error (%), the gap to the tuned SVC in points, fit seconds (wall and CPU), the fit's
+CPU time over SVC's (``/SVC``: run with ``OPENBLAS_NUM_THREADS=1``, so both use one core), support
+patterns (``n_support_.sum()``; SVC's ``n_support_.sum()``) and the epochs run (``n_iter_``); the JSON
+rows also hold ours' ``n_updates_`` and ``online_errors_`` over all passes (with ``--default-epochs 1 2 3``
+the differences of consecutive rows are each pass's updates and mistakes: what ``epochs="auto"`` reads).  Runs alternate ours and
 SVC's fit per data set (SVC first); one timed run each (``--repeat`` for medians).  Nothing is
 asserted: the targets (within 1 point of the tuned SVC, no more support patterns) are printed beside
 the rows.
@@ -114,14 +117,20 @@ def _compress_value(text: str) -> Any:
     return text if text == "auto" else float(text)
 
 
+def _epochs_value(text: str) -> Any:
+    return text if text == "auto" else int(text)
+
+
 def candidates(which: str, gammas: list[str], epochs: list[int], only: list[str],
-               compress: tuple[str, ...] = ("auto",)) -> list[tuple[str, Any]]:
+               compress: tuple[str, ...] = ("auto",), default_epochs: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
     """(name, estimator factory) of our candidates."""
     if which == "defaults":
-        return [(f"{cls.__name__}(budget='variable'{'' if c == 'auto' else f', compress={c}'})",
-                 lambda cls=cls, c=c: cls(budget="variable", compress=_compress_value(c), random_state=0))
+        return [(f"{cls.__name__}(budget='variable'{'' if c == 'auto' else f', compress={c}'}"
+                 f"{'' if e is None else f', epochs={e}'})",
+                 lambda cls=cls, c=c, e=e: cls(budget="variable", compress=_compress_value(c), random_state=0,
+                                               **({} if e is None else {"epochs": _epochs_value(e)})))
                 for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA))
-                if name in only for c in compress]
+                if name in only for e in (default_epochs or (None,)) for c in compress]
     out: list[tuple[str, Any]] = []
     rules = {"perceptron": (KernelPerceptron, {}), "mira": (KernelMIRA, {}), "pa": (KernelPA, {})}
     if which == "grid":
@@ -161,12 +170,15 @@ def svc_tuned(Xtr: np.ndarray, ytr: np.ndarray, args: argparse.Namespace) -> tup
 
 def run(factory: Any, Xtr, ytr, Xte, yte) -> dict[str, Any]:
     est = factory()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     est.fit(Xtr, ytr)
-    fit = time.perf_counter() - t0
+    fit, cpu = time.perf_counter() - t0, time.process_time() - c0
     err = float(np.mean(est.predict(Xte) != yte))
     n_sv = int(np.sum(est.n_support_))
-    return {"err": 100.0 * err, "fit_s": fit, "n_sv": n_sv}
+    ours = hasattr(est, "gamma_")  # a distlearn kernel learner (its updates and mistakes over all passes)
+    return {"err": 100.0 * err, "fit_s": fit, "fit_cpu_s": cpu, "n_sv": n_sv,
+            "epochs_run": int(est.n_iter_) if ours else None, "n_updates": int(est.n_updates_) if ours else None,
+            "online_errors": int(est.online_errors_) if ours else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gamma", nargs="+", default=["auto", "scale"], help="our candidates' gamma values")
     ap.add_argument("--rules", nargs="+", default=["perceptron", "mira", "pa"], help="our candidates' rules")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="our candidates' epochs")
+    ap.add_argument("--default-epochs", nargs="+", default=[], metavar="E",
+                    help="with --candidates defaults: one row per epochs value (an integer or auto; default: the "
+                         "estimator's own)")
     ap.add_argument("--compress", nargs="+", default=["auto"],
                     help="the defaults' compress values, one row each (e.g. 0 auto: before and after the "
                          "compression; default: auto)")
@@ -200,21 +215,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1]} features, "
               f"{len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
-        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress))
+        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
+                           tuple(args.default_epochs))
         res: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.repeat):  # A B A B: SVC's refit, then each candidate, per repeat
             res.setdefault("svc-tuned", []).append(run(svc_factory, Xtr, ytr, Xte, yte))
             for tag, f in cands:
                 res.setdefault(tag, []).append(run(f, Xtr, ytr, Xte, yte))
-        svc = {k: statistics.median(r[k] for r in res["svc-tuned"]) for k in ("err", "fit_s", "n_sv")}
-        print(f"  {'row':44s} {'err %':>7s} {'gap':>6s} {'fit s':>7s} {'SVs':>6s}   SVC {svc_info}")
+        keys = ("err", "fit_s", "fit_cpu_s", "n_sv")
+        svc = {k: statistics.median(r[k] for r in res["svc-tuned"]) for k in keys}
+        print(f"  {'row':56s} {'err %':>7s} {'gap':>6s} {'fit s':>7s} {'CPU s':>7s} {'/SVC':>5s} {'SVs':>6s} "
+              f"{'ep':>3s}   SVC {svc_info}")
         for tag, rr in res.items():
-            med = {k: statistics.median(r[k] for r in rr) for k in ("err", "fit_s", "n_sv")}
+            med = {k: statistics.median(r[k] for r in rr) for k in keys}
             gap = med["err"] - svc["err"]
+            ratio = med["fit_cpu_s"] / max(svc["fit_cpu_s"], 1e-9)  # CPU: SVC and our BLAS use one thread
+            ep = rr[0]["epochs_run"]
             ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 + 1e-9 and med["n_sv"] <= svc["n_sv"] else "  MISS")
-            print(f"  {tag:44s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['n_sv']:6.0f}{ok}", flush=True)
-            rows.append({"dataset": name, "row": tag, **med, "gap": gap, **({"svc": svc_info} if tag == "svc-tuned"
-                                                                             else {})})
+            print(f"  {tag:56s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['fit_cpu_s']:7.2f} "
+                  f"{ratio:5.2f} {med['n_sv']:6.0f} {'' if ep is None else ep:>3}{ok}", flush=True)
+            rows.append({"dataset": name, "row": tag, **med, "gap": gap, "cpu_over_svc": ratio, "epochs_run": ep,
+                         "n_updates": rr[0]["n_updates"], "online_errors": rr[0]["online_errors"],
+                         **({"svc": svc_info} if tag == "svc-tuned" else {})})
     with open("/proc/loadavg") as fh:
         print(f"# load at end: {fh.read().split()[:3]}")
     if args.json:

@@ -72,15 +72,19 @@ class Real:
 
 
 class Integral:
-    def __init__(self, lo: int | None = None, hi: int | None = None) -> None:
-        self.lo, self.hi = lo, hi
+    """An integer in ``[lo, hi]`` (``None``: unbounded), or one of the strings ``also``."""
+
+    def __init__(self, lo: int | None = None, hi: int | None = None, also: tuple[str, ...] = ()) -> None:
+        self.lo, self.hi, self.also = lo, hi, also
 
     def describe(self) -> str:
         lo = "-inf" if self.lo is None else str(self.lo)
         hi = "inf" if self.hi is None else str(self.hi)
-        return f"an integer in [{lo}, {hi}]"
+        return f"an integer in [{lo}, {hi}]" + "".join(f" or {a!r}" for a in self.also)
 
     def check(self, name: str, value: Any) -> None:
+        if isinstance(value, str) and value in self.also:
+            return
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):

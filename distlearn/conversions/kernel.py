@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -341,9 +342,83 @@ COMPRESS_DEPENDENT = 1e-9
 #: From this many patterns on, ``norm="data"`` computes the rows of ``K K`` the selection needs (the picks' and
 #: the pool's) from a float32 copy of ``K`` (the dominant products; LETTER's expansion, 4,000 patterns: the
 #: picks' rows 1.3x faster, 8,155: the pool's too 1.2x more, the same patterns kept); the coefficients then take :data:`COMPRESS_REFINE` steps of iterative refinement against
-#: the float64 ``K``, and the residual is recomputed in float64, so the bound holds exactly.
-COMPRESS_SINGLE_FROM = 2048
+#: the float64 ``K``, and the residual is recomputed in float64, so the bound holds exactly.  1,024 (it was
+#: 2,048): the parts of :func:`compress_in_parts` use it too (LETTER's parts 0.36 -> 0.28 s in the picks'
+#: rows; the same 5,172 patterns kept, and the same kept sets on the Fashion-MNIST sets of ~1,900 patterns).
+COMPRESS_SINGLE_FROM = 1024
 COMPRESS_REFINE = 2
+
+
+#: The Schur rows of a block's picks are computed against a superset ``cols`` of the patterns still free; it is
+#: compacted (the chosen patterns' columns of K and of the factor dropped) once it holds more than this many
+#: times the free ones (plus 64).  LETTER's parts keep ~63 % of their patterns, so the products shrink by
+#: about a third.
+COMPRESS_COMPACT = 1.25
+
+
+@numba.njit(cache=True, nogil=True)
+def _pool_picks(SP: np.ndarray, cP: np.ndarray, dP: np.ndarray, floorP: np.ndarray, n_max: int, r2: float,
+                room: float) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy selection inside a pool (:func:`_compress_expansion`): up to ``n_max`` picks, each the pattern of
+    largest exact gain ``||cP_j||^2 / dP_j`` on the pool's Schur complement ``SP`` (``dP_j`` above ``floorP_j``;
+    ties: the first), updated exactly after each pick; stops once the tracked squared residual ``r2`` is within
+    ``room``.  Returns the picks (pool positions, in order) and the pool's factor columns ``LP`` (``p x n_max``).
+    ``cP`` and ``dP`` are updated in place."""
+    p, n_out = cP.shape
+    LP = np.zeros((p, n_max))
+    picked = np.empty(n_max, np.int64)
+    taken = np.zeros(p, np.bool_)
+    tiny = np.finfo(np.float64).tiny
+    n = 0
+    for s in range(n_max):
+        best, j = -1.0, -1
+        for i in range(p):
+            if taken[i] or not dP[i] > floorP[i]:
+                continue
+            num = 0.0
+            for c in range(n_out):
+                num += cP[i, c] * cP[i, c]
+            sc = num / max(dP[i], tiny)
+            if sc > best:
+                best, j = sc, i
+        if j < 0 or not best > 0:
+            break
+        root = math.sqrt(dP[j])
+        for i in range(p):
+            v = SP[i, j]
+            for q in range(s):
+                v -= LP[i, q] * LP[j, q]
+            LP[i, s] = v / root
+        yy = 0.0
+        for c in range(n_out):
+            yj = cP[j, c] / root
+            yy += yj * yj
+            for i in range(p):
+                cP[i, c] -= LP[i, s] * yj
+        for i in range(p):
+            dP[i] -= LP[i, s] * LP[i, s]
+        taken[j] = True
+        picked[n] = j
+        n += 1
+        r2 -= yy
+        if r2 <= room:
+            break
+    return picked[:n], LP
+
+
+def _take_columns(L: np.ndarray, rows: int, keep: np.ndarray) -> np.ndarray:
+    """``L`` with only the columns ``keep``, of which only the first ``rows`` rows are copied (the others, left
+    uninitialized, are capacity)."""
+    out = np.empty((L.shape[0], len(keep)), dtype=L.dtype)
+    np.take(L[:rows], keep, axis=1, out=out[:rows])
+    return out
+
+
+def _grow_rows(L: np.ndarray, rows: int, cap: int) -> np.ndarray:
+    """``L`` with room for ``cap`` rows, its first ``rows`` copied (the others uninitialized)."""
+    out = np.empty((cap, L.shape[1]), dtype=L.dtype)
+    out[:rows] = L[:rows]
+    return out
 
 
 class Compressed(NamedTuple):
@@ -378,7 +453,8 @@ COMPRESS_PART_ROUNDS = 4
 COMPRESS_PART_LOWER = 0.8
 
 
-def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, part: int | None = None) -> Compressed:
+def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, part: int | None = None,
+                      scores: np.ndarray | None = None) -> Compressed:
     """:func:`compress_expansion` (``norm="data"``) of consecutive parts of the expansion, each on its own
     patterns, with the residual of the whole checked: for caches where the whole selection's
     ``O(|S|^2 |M|)`` costs more than the fit.
@@ -393,6 +469,11 @@ def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
     (``tol_g * min(0.8, tol / residual)``, :data:`COMPRESS_PART_LOWER`), at most :data:`COMPRESS_PART_ROUNDS` times, after which the expansion is kept
     as it is.  So ``residual <= tol`` holds as for the whole selection; a tolerance of 0, one pattern or one
     part is :func:`compress_expansion` itself.  BLAS on one thread, as there.
+
+    The pass of kernel rows computes ``f(S)`` and ``f(S) - f_M(S)`` together (``K_SS [A, A - B]``, ``B`` the
+    parts' coefficients scattered on ``M``); ``scores`` (``f(S)``, the learner's own kept scores: the
+    budget engine keeps them for DistillCache) leaves only ``K_SM B`` to compute.  LETTER's 8,155
+    patterns (26 classes): the pass was two (``f(S)``, then ``f_M(S)``).
     """
     from threadpoolctl import threadpool_limits
 
@@ -410,11 +491,14 @@ def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
     bounds.append(m)
     if len(bounds) == 2:
         return compress_expansion(kernel, S, A, tol, norm="data")
-    with threadpool_limits(limits=1, user_api="blas"):
-        F = kernel_decision(kernel, S, A, S)
+    n_out = A.shape[1]
+    F = nf = None
+    if scores is not None:
+        F = np.asarray(scores, dtype=np.float64).reshape(m, n_out)
         nf = float(np.linalg.norm(F))
         if not nf > 0 or not np.isfinite(nf):
             return Compressed(np.arange(m), A, 0.0)
+    with threadpool_limits(limits=1, user_api="blas"):
         tol_g = tol
         for _ in range(COMPRESS_PART_ROUNDS):
             keep, coef = [], []
@@ -423,7 +507,16 @@ def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
                 keep.append(c.keep + lo)
                 coef.append(c.coef)
             M, B = np.concatenate(keep), np.concatenate(coef)
-            D = kernel_decision(kernel, S[M], B, S) - F
+            if F is None:  # f(S) and f(S) - f_M(S) in one pass of kernel rows: K_SS [A, A - B on M]
+                W = np.concatenate([A, A], axis=1)
+                W[M, n_out:] -= B
+                FD = kernel_decision(kernel, S, W, S)
+                F, D = FD[:, :n_out], FD[:, n_out:]
+                nf = float(np.linalg.norm(F))
+                if not nf > 0 or not np.isfinite(nf):
+                    return Compressed(np.arange(m), A, 0.0)
+            else:
+                D = F - kernel_decision(kernel, S[M], B, S)
             res = float(np.linalg.norm(D)) / nf
             if res <= tol:
                 return Compressed(M, B, res)
@@ -451,7 +544,10 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     residual within the tolerance.  The new columns of ``L`` come from ``G``'s columns of the picks (``data``:
     one matrix product ``K_{P,:} K``; it, the factor's product ``L_{:,P}' L`` (from a float32 copy of the
     factor) and the pool's Gram matrix in float32 from :data:`COMPRESS_SINGLE_FROM` patterns on: LETTER's
-    8,155 patterns, the same 3,291 kept, 47 -> 29 s at load 5, alternating).  The
+    8,155 patterns, the same 3,291 kept, 47 -> 29 s at load 5, alternating), computed against the patterns
+    still free only (a chosen pattern's Schur row is zero; the columns held are compacted at
+    :data:`COMPRESS_COMPACT` times the free ones); the greedy picks inside a pool run in one numba loop
+    (:func:`_pool_picks`; in Python they were 0.14 of LETTER's 1.0 s of parts).  The
     coefficients are ``L_M^-T y`` (``norm="data"``: refined against the float64 ``K``) and the residual
     returned is recomputed from them; should it exceed the tolerance (rounding), the selection continues
     with the tracked target lowered by the excess.  No data rows, no labels: ``O(|S|^2 |M|)`` time
@@ -478,8 +574,7 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
         nf2 = float(np.sum(A * F))
         diag = np.diag(K).copy()
 
-        def columns(J: np.ndarray) -> np.ndarray:
-            return K[J]  # rows: K is symmetric
+        K32 = None
 
         def pool_gram(J: np.ndarray) -> np.ndarray:
             return K[np.ix_(J, J)]
@@ -490,9 +585,6 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
 
         K32 = K.astype(np.float32) if m >= COMPRESS_SINGLE_FROM else None
 
-        def columns(J: np.ndarray) -> np.ndarray:  # rows of K K (symmetric): contiguous rows
-            return K[J] @ K if K32 is None else (K32[J] @ K32).astype(np.float64)
-
         def pool_gram(J: np.ndarray) -> np.ndarray:
             KJ = K[J] if K32 is None else K32[J]
             return (KJ @ KJ.T).astype(np.float64)
@@ -502,13 +594,26 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
         return everything
     room = tol * tol * nf2
     floor = COMPRESS_DEPENDENT * np.maximum(diag, np.finfo(float).tiny)
-    Lt = np.zeros((min(m, 256), m))  # the factor, transposed: one row per pattern chosen (grown by doubling)
-    single = norm == "data" and m >= COMPRESS_SINGLE_FROM
-    Lt32 = np.zeros(Lt.shape, dtype=np.float32) if single else None  # its float32 copy for the Schur rows
+    cap = min(m, 256)  # rows of the factor held (grown by doubling)
+    single = norm == "data" and K32 is not None
+    # The Schur rows of the picks are needed against the patterns still free only (a chosen pattern's Schur
+    # row is zero; the picks' own columns are taken while they are free), so the products run over ``cols``,
+    # a superset of the free patterns compacted whenever it exceeds them by COMPRESS_COMPACT: ``Kc`` the
+    # rows of K (data, symmetric: its columns; the float32 copy from COMPRESS_SINGLE_FROM on) and ``Lc`` the
+    # factor, transposed, there (one row per pivot; ``Lc32`` its float32 copy).  ``LM`` collects the factor's
+    # columns of the picks as they are made: ``L_M'``, upper triangular.
+    cols = np.arange(m)
+    Kx = (K32 if single else K) if norm == "data" else None
+    Kc = Kx
+    Lc = np.zeros((cap, m))
+    Lc32 = np.zeros((cap, m), dtype=np.float32) if single else None
+    LM = np.zeros((cap, cap))
+    where = np.arange(m)  # position of a pattern in cols
     Y = np.zeros((0, A.shape[1]))
     corr, d = t.copy(), diag.copy()
     chosen: list[int] = []
     free = np.ones(m, dtype=bool)
+    n_free = m
     res2 = nf2
     goal, repairs = room, 0
     while True:
@@ -522,63 +627,62 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
             pool = pool[score[pool] > 0]
             if len(pool) == 0:
                 break
-            Lk = Lt[:k]
-            LP0 = Lk[:, pool]
+            LP0 = Lc[:k, where[pool]]
             SP = pool_gram(pool) - LP0.T @ LP0  # the pool's Schur complement
-            cP, dP = corr[pool].copy(), np.diag(SP).copy()
-            LP = np.zeros((len(pool), min(block, len(pool))))
-            picked: list[int] = []
-            r2 = res2
-            for s in range(LP.shape[1]):  # greedy inside the pool, each pick exact
-                sc = np.where(dP > floor[pool], np.sum(cP * cP, axis=1) / np.maximum(dP, np.finfo(float).tiny), -1.0)
-                sc[picked] = -1.0
-                j = int(np.argmax(sc))
-                if sc[j] <= 0:
-                    break
-                col = (SP[:, j] - LP[:, :s] @ LP[j, :s]) / math.sqrt(dP[j])
-                LP[:, s] = col
-                yj = cP[j] / math.sqrt(dP[j])
-                cP -= np.outer(col, yj)
-                dP -= col * col
-                picked.append(j)
-                r2 -= float(yj @ yj)
-                if r2 <= room:
-                    break
-            if not picked:
+            picked, LP = _pool_picks(SP, corr[pool], np.diag(SP).copy(), floor[pool], min(block, len(pool)),
+                                     res2, room)
+            if len(picked) == 0:
                 break
             J = pool[picked]
             Lpp = LP[picked][:, :len(picked)]  # lower triangular: the Cholesky factor of the picks' Schur block
-            if Lt32 is None:
-                C = columns(J) - Lk[:, J].T @ Lk  # every pattern's Schur row against the picks (r x m)
-            else:  # the same in float32: the rows of K K and the factor's product (the dominant costs)
-                L32 = Lt32[:k]
-                C = (K32[J] @ K32 - L32[:, J].T @ L32).astype(np.float64)
-            Lnew = sla.solve_triangular(Lpp, C, lower=True, check_finite=False)  # the factor's new rows (r x m)
+            wJ = where[J]
+            # every still-free pattern's Schur row against the picks (r x |cols|): G's rows of the picks (data:
+            # K_J,: K, in float32 from COMPRESS_SINGLE_FROM on) minus the factor's product
+            if norm == "data":
+                Lx = Lc if Lc32 is None else Lc32
+                C = np.asarray(Kx[J] @ Kc.T - Lx[:k, wJ].T @ Lx[:k], dtype=np.float64)
+            else:
+                C = K[J][:, cols] - Lc[:k, wJ].T @ Lc[:k]
+            Lnew = sla.solve_triangular(Lpp, C, lower=True, check_finite=False)  # the factor's new rows
             ynew = sla.solve_triangular(Lpp, corr[J], lower=True, check_finite=False)
-            if k + len(J) > Lt.shape[0]:
-                grow = min(m, 2 * Lt.shape[0]) - Lt.shape[0]
-                Lt = np.concatenate([Lt, np.zeros((grow, m))])
-                if Lt32 is not None:
-                    Lt32 = np.concatenate([Lt32, np.zeros((grow, Lt32.shape[1]), dtype=np.float32)])
-            Lt[k:k + len(J)] = Lnew
-            if Lt32 is not None:
-                Lt32[k:k + len(J)] = Lnew
+            r = len(J)
+            if k + r > cap:
+                grow = min(m, 2 * cap) - cap
+                Lc = _grow_rows(Lc, k, cap + grow)
+                if Lc32 is not None:
+                    Lc32 = _grow_rows(Lc32, k, cap + grow)
+                LM = np.pad(LM, ((0, grow), (0, grow)))
+                cap += grow
+            Lc[k:k + r] = Lnew
+            if Lc32 is not None:
+                Lc32[k:k + r] = Lnew
+            LM[:k + r, k:k + r] = Lc[:k + r, wJ]
             Y = np.concatenate([Y, ynew])
-            corr -= Lnew.T @ ynew
-            d -= np.einsum("ij,ij->j", Lnew, Lnew)
+            corr[cols] -= Lnew.T @ ynew
+            d[cols] -= np.einsum("ij,ij->j", Lnew, Lnew)
             free[J] = False
+            n_free -= r
             chosen.extend(J.tolist())
             res2 = nf2 - float(np.sum(Y * Y))
+            if len(cols) > COMPRESS_COMPACT * n_free + 64:  # drop the chosen patterns' columns
+                keep_c = np.flatnonzero(free[cols])
+                cols = cols[keep_c]
+                where[cols] = np.arange(len(cols))
+                Lc = _take_columns(Lc, k + r, keep_c)  # rows from k + r on are written before they are read
+                if Lc32 is not None:
+                    Lc32 = _take_columns(Lc32, k + r, keep_c)
+                if Kx is not None:
+                    Kc = Kx[cols]
         if res2 > room or len(chosen) >= m:
             return everything
         M = np.array(chosen)
-        LM = Lt[:len(M), M]  # upper triangular: L_M'
-        coef = sla.solve_triangular(LM, Y, lower=False, check_finite=False)  # L_M' coef = Y
+        LMk = LM[:len(M), :len(M)]  # upper triangular: L_M'
+        coef = sla.solve_triangular(LMk, Y, lower=False, check_finite=False)  # L_M' coef = Y
         if norm == "data":
-            KM = K[:, M]
+            KM = K[M].T  # K is symmetric: its rows M, gathered whole, are its columns
             for _ in range(COMPRESS_REFINE):  # iterative refinement of the normal equations (float32 rows)
                 E = F - KM @ coef
-                coef = coef + sla.cho_solve((LM, False), KM.T @ E, check_finite=False)
+                coef = coef + sla.cho_solve((LMk, False), KM.T @ E, check_finite=False)
             r2 = float(np.sum((KM @ coef - F) ** 2))
         else:
             r2 = nf2 - 2.0 * float(np.sum(coef * t[M])) + float(np.sum(coef * (K[np.ix_(M, M)] @ coef)))

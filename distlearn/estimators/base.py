@@ -281,6 +281,10 @@ class OnlineLinearClassifier(LinearClassifier):
     def _after_fit(self, X: Any, yi: np.ndarray | None) -> None:
         """Hook run at the end of ``fit`` with the training data (``yi`` None for a store)."""
 
+    def _n_epochs(self, n_rows: int) -> int:
+        """Hook: the passes ``fit`` makes over ``n_rows`` rows (``epochs``; kernel learners resolve "auto")."""
+        return int(self.epochs)
+
     @property
     def _no_weights_why(self) -> str:  # type: ignore[override]
         return UNWEIGHTED_WHY.get(self._rule(2)[0], "its step has no weighted form")
@@ -379,13 +383,14 @@ class OnlineLinearClassifier(LinearClassifier):
         n = X.shape[0]
         sw = self._sample_weight(sample_weight, X)
         weights = {} if sw is None else {"sample_weight": sw}
-        self._begin(self._classes(y), X.shape[1], X, n * self.epochs)
+        epochs = self._n_epochs(n)
+        self._begin(self._classes(y), X.shape[1], X, n * epochs)
         yi = self._encode(y)
         tids = np.arange(n, dtype=np.int64)
         for p in range(self._passes):
             if p:
                 self._next_pass()
-            for epoch in range(self.epochs):
+            for epoch in range(epochs):
                 self._learn(X, yi, array_order(self._seed, epoch, n, self.shuffle), tids, epoch, count=p == 0,
                             **weights)
                 if p == 0:
@@ -456,9 +461,10 @@ class OnlineLinearClassifier(LinearClassifier):
     def _fit_store(self, X: Any, y: Any, partial: bool = False, classes: Any = None) -> None:
         ds = self._open_store(X, y)
         first = not partial or not hasattr(self, "classes_")
+        epochs = 1 if partial else self._n_epochs(ds.n_samples)
         if first:
             self._begin(ds.classes if classes is None else np.asarray(classes), ds.n_features, ds,
-                        ds.n_samples * (1 if partial else self.epochs))
+                        ds.n_samples * epochs)
             self.n_features_in_ = ds.n_features
         elif ds.n_features != self.n_features_in_:
             raise ValueError(f"store {ds.path} has {ds.n_features} features, but {type(self).__name__} "
@@ -466,7 +472,7 @@ class OnlineLinearClassifier(LinearClassifier):
         for p in range(1 if partial else self._passes):
             if p:
                 self._next_pass()
-            self._store_epochs(ds, 1 if partial else self.epochs, partial, count=p == 0)
+            self._store_epochs(ds, epochs, partial, count=p == 0)
         self._finish()
 
     def _store_epochs(self, ds: Any, epochs: int, partial: bool, count: bool) -> None:

@@ -458,3 +458,34 @@ def test_one_blas_thread_holds_until_the_last_of_overlapping_threads_leaves():
     if before in ("[]", "[1]"):
         pytest.skip(f"BLAS threads {before}: nothing to limit")
     assert inside == "False [1]" and after == before
+
+
+def test_parts_with_the_learners_scores_equal_the_parts_without():
+    """compress_in_parts given f(S) (the engine's kept scores) keeps the same patterns with the same coefficients,
+    and its residual is the one recomputed from them."""
+    S, A = _expansion(300, 3, 3, seed=21)
+    kern = make_kernel("rbf", gamma=0.5)
+    F = _rbf(S, S, 0.5) @ A
+    a = compress_in_parts(kern, S, A, 0.2, part=64)
+    b = compress_in_parts(kern, S, A, 0.2, part=64, scores=F)
+    assert len(a.keep) < 300 and np.array_equal(a.keep, b.keep) and np.array_equal(a.coef, b.coef)
+    assert b.residual == pytest.approx(np.linalg.norm(_rbf(S, S[b.keep], 0.5) @ b.coef - F) / np.linalg.norm(F),
+                                       rel=1e-9)
+
+
+def test_estimator_passes_the_kept_scores_to_the_parts(monkeypatch):
+    """A variable budget keeps f(S): the compression in parts gets it (and it is f(S), to rounding)."""
+    import distlearn.estimators.kernel as EK
+
+    seen = {}
+
+    def spy(kernel, S, A, tol, part=None, scores=None):
+        seen["scores"], seen["exact"] = scores, kernel_decision(kernel, S, A, S)
+        return compress_in_parts(kernel, S, A, tol, part=part, scores=scores)
+
+    X, y = _data()
+    monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", 10)
+    monkeypatch.setattr(EK, "compress_in_parts", spy)
+    distlearn.KernelMIRA(gamma=0.5, budget="variable", epochs=2, random_state=0).fit(X, y)
+    assert seen["scores"] is not None and seen["scores"].shape == seen["exact"].shape
+    np.testing.assert_allclose(seen["scores"], seen["exact"], rtol=1e-9, atol=1e-9 * np.abs(seen["exact"]).max())
