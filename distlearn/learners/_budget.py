@@ -85,6 +85,28 @@ from ._kernels import (
     _native_taus,
     _out_of_range,
 )
+from ._simd import (
+    GATHER_LANES,
+    GATHER_ROWS,
+    gather_sums_1_1,
+    gather_sums_1_2,
+    gather_sums_1_3,
+    gather_sums_1_4,
+    gather_sums_1_5,
+    gather_sums_1_6,
+    gather_sums_2_1,
+    gather_sums_2_2,
+    gather_sums_2_3,
+    gather_sums_2_4,
+    gather_sums_2_5,
+    gather_sums_2_6,
+    gather_sums_4_1,
+    gather_sums_4_2,
+    gather_sums_4_3,
+    gather_sums_4_4,
+    gather_sums_4_5,
+    gather_sums_4_6,
+)
 
 LINEAR_KERNEL = 0
 POLY_KERNEL = 1
@@ -340,7 +362,7 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M):
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs):
     """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
     ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
 
@@ -348,10 +370,10 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M)
     ``< n0`` hold the block's values (:func:`_block_rows`), the live slots in ``[n0, n_at)`` (inserted since
     the block began) get :func:`_kval`, the dead slots 0 (so they add +-0, which leaves a sum that started
     at +0.0 as it was, while ``A`` is finite -- the caller recomputes a non-finite score over the live slots
-    only).  Then the sums, four rows per read of ``A`` (:func:`_sums_rows`): the cache's
-    coefficients are read once per four rounds instead of once per round, which is what a round of a large
-    cache is bound by (``benchmarks/README.md``, "kernel score sums").  Each value is bit for bit the
-    per-round sum over the live slots."""
+    only).  Then the sums, all rows in one read of ``A`` (:func:`_gathered_sums`, ``ident`` the identity, ``offs[b]
+    = b * slots``): the cache's coefficients are read once per ``e - ii`` rounds instead of once per round, which
+    is what a round of a large cache is bound by (``benchmarks/README.md``, "kernel score sums").  Each value is
+    bit for bit the per-round sum over the live slots."""
     for rr in range(ii, e):
         gb = G[rr - b0]
         xr = X[order[rr]]
@@ -360,7 +382,8 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M)
                 gb[i] = 0.0
         for i in range(n0, n_at):
             gb[i] = _kval(kern, S[i], sq[i], xr, sqt[rr - b0]) if alive[i] else 0.0
-    _sums_rows(A, G, ii - b0, e - b0, n_at, M)
+    _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
+                   M.reshape(M.shape[0] * M.shape[1]))
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -381,6 +404,77 @@ def _sums_rows(A, G, lo, hi, n, M):
         b += 2
     if hi - b == 1:
         _margins_dense(w, K, xf, b * cap, n, M[b])
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _gather_pass(ng, R, w, K, k0, idx, alive, n, g, offs, r0, out):
+    """One :func:`~distlearn.learners._simd.gather_sums` call: ``ng`` (1, 2 or 4) column groups, ``R`` rows."""
+    if ng == 1:
+        if R == 1:
+            gather_sums_1_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 2:
+            gather_sums_1_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 3:
+            gather_sums_1_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 4:
+            gather_sums_1_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 5:
+            gather_sums_1_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        else:
+            gather_sums_1_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+    elif ng == 2:
+        if R == 1:
+            gather_sums_2_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 2:
+            gather_sums_2_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 3:
+            gather_sums_2_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 4:
+            gather_sums_2_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 5:
+            gather_sums_2_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        else:
+            gather_sums_2_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+    else:
+        if R == 1:
+            gather_sums_4_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 2:
+            gather_sums_4_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 3:
+            gather_sums_4_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 4:
+            gather_sums_4_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        elif R == 5:
+            gather_sums_4_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+        else:
+            gather_sums_4_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _gathered_sums(A, idx, alive, n, g, offs, lo, hi, out):
+    """Score sums with gathered kernel values: ``out[r * K + k] = sum_i A[i, k] g[offs[r] + idx[i]]`` over the
+    live slots ``i < n`` in order, from +0.0, for the rows ``lo <= r < hi`` (``g`` flat kernel rows, ``offs[r]``
+    where row ``r``'s starts; ``idx`` maps a slot to its kernel value's column: the identity for the single
+    learner's and the pool's slots, the slot -> pool map for an OBPM member).
+
+    :func:`~distlearn.learners._simd.gather_sums` in one pass over ``A`` per :data:`GATHER_ROWS` rows and 32
+    columns: each coefficient row feeds every row's sums from registers, and a member's kernel values are
+    gathered as the pass reads them (no copy of its rows by slot first).  Every value is bit for bit the
+    per-round loop ``m[k] += A[i, k] * kv_i`` over the live slots (a dead slot is skipped, not multiplied)."""
+    K = A.shape[1]
+    w = A.reshape(A.shape[0] * K)
+    for q in range(lo * K, hi * K):
+        out[q] = 0.0
+    k0 = 0
+    while k0 < K:
+        left = K - k0
+        ng = 1 if left <= GATHER_LANES else (2 if left <= 2 * GATHER_LANES else 4)
+        r0 = lo
+        while r0 < hi:
+            R = min(GATHER_ROWS, hi - r0)
+            _gather_pass(ng, R, w, K, k0, idx, alive, n, g, offs, r0, out)
+            r0 += R
+        k0 += ng * GATHER_LANES
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -987,6 +1081,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
     Dn = np.zeros(max(K, 2), dtype=np.float64)
     ident = np.arange(cap)  # slot i holds row i (_remove_scores)
+    offs = np.arange(ROW_BLOCK) * cap  # where row b of G starts, flat (_score_rows)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
@@ -1009,7 +1104,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             if ii >= sums_end:
                 n_at = n_slots
                 sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
-                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M)
+                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs)
             kr = G[ii - b0]
             for k in range(K):
                 m[k] = M[ii - b0, k]

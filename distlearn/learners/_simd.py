@@ -208,3 +208,94 @@ dense_margins_quad_1 = _make_dense_margins_quad(1)
 dense_margins_quad_2 = _make_dense_margins_quad(2)
 dense_margins_quad_3 = _make_dense_margins_quad(3)
 dense_margins_quad_4 = _make_dense_margins_quad(4)
+
+
+#: float64 lanes per vector of the gathered score sums (:func:`gather_sums`): 8, so the 26 columns of a
+#: LETTER problem take 4 vectors and six rows' sums (24 registers) stay in the 32 vector registers of AVX-512
+#: (LLVM splits them in two on a target with 16 registers of 4 lanes, the same lanes and the same bits).
+GATHER_LANES = 8
+#: Rows whose sums :func:`gather_sums` keeps in registers in one pass over the coefficients.
+GATHER_ROWS = 6
+
+
+def _gather_codegen(NG: int, R: int):
+    """LLVM IR of :func:`gather_sums` with ``NG`` groups of :data:`GATHER_LANES` columns and ``R`` rows."""
+    L = GATHER_LANES
+
+    def codegen(context, builder, signature, args):
+        tys = signature.args
+        wa = context.make_array(tys[0])(context, builder, args[0])
+        Kv = context.cast(builder, args[1], tys[1], types.int64)
+        k0 = context.cast(builder, args[2], tys[2], types.int64)
+        ia = context.make_array(tys[3])(context, builder, args[3])
+        aa = context.make_array(tys[4])(context, builder, args[4])
+        i0 = context.cast(builder, args[5], tys[5], types.int64)
+        i1 = context.cast(builder, args[6], tys[6], types.int64)
+        ga = context.make_array(tys[7])(context, builder, args[7])
+        oa = context.make_array(tys[8])(context, builder, args[8])
+        r0 = context.cast(builder, args[9], tys[9], types.int64)
+        outa = context.make_array(tys[10])(context, builder, args[10])
+        vty = ir.VectorType(_F64, L)
+        left = builder.sub(Kv, k0)
+        lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+        masks = [builder.icmp_signed("<", lanes, _splat(builder, builder.sub(left, _I64(q * L)), L)) for q in range(NG)]
+        offs = [builder.load(builder.gep(oa.data, [builder.add(r0, _I64(r))])) for r in range(R)]
+
+        def out_ptr(r, q):
+            return builder.gep(outa.data, [builder.add(builder.mul(builder.add(r0, _I64(r)), Kv),
+                                                       builder.add(k0, _I64(q * L)))])
+
+        # the running sums, promoted to registers: loaded from out, stored back at the end (exact)
+        accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vty, masks[q]))
+                 for q in range(NG)] for r in range(R)]
+        with cgutils.for_range(builder, builder.sub(i1, i0)) as loop:
+            i = builder.add(loop.index, i0)
+            live = builder.load(builder.gep(aa.data, [i]))
+            with builder.if_then(builder.icmp_unsigned("!=", live, ir.Constant(live.type, 0)), likely=True):
+                p = builder.load(builder.gep(ia.data, [i]))
+                gs = [_splat(builder, builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])), L)
+                      for r in range(R)]
+                base = builder.add(builder.mul(i, Kv), k0)
+                for q in range(NG):
+                    wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vty, masks[q])
+                    for r in range(R):
+                        builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[r])), accs[r][q])
+        for r in range(R):
+            for q in range(NG):
+                _masked_store(builder, builder.load(accs[r][q]), out_ptr(r, q), masks[q])
+        return context.get_dummy_value()
+
+    return codegen
+
+
+def _make_gather_sums(NG: int, R: int):
+    @intrinsic
+    def gather_sums(typingctx, w, K, k0, idx, alive, i0, i1, g, offs, r0, out):
+        """Score sums of ``R`` rows over the live slots ``i0 <= i < i1`` with each slot's kernel value
+        gathered: ``out[(r0 + r) * K + k] += w[i * K + k] * g[offs[r0 + r] + idx[i]]`` for every slot ``i``
+        with ``alive[i]``, in slot order, for ``r < R`` and the columns ``k0 <= k < min(K, k0 + 8 NG)``.
+
+        Every lane is its own sequential sum (loaded from ``out``, the products added one slot at a time
+        in order, stored back), with the scalar loop's roundings: nothing fused or reassociated, so with
+        ``out`` zeroed first and the whole slot range in one call or in consecutive calls the result is bit
+        for bit ``sum_{i live} A[i, k] g_i`` as the engines' per-round loops sum it.  A dead slot is skipped
+        (the sum over the live slots, whatever its coefficients hold).  The kernel OBPM's members gather
+        from the pool's kernel rows (``idx`` the slot -> pool map); the coefficients are read once for
+        ``R`` rows (``benchmarks/README.md``, "member score sums").
+        """
+        if not (isinstance(w, types.Array) and w.dtype == types.float64 and isinstance(g, types.Array)
+                and g.dtype == types.float64 and isinstance(out, types.Array) and out.dtype == types.float64):
+            return None
+        return types.void(w, K, k0, idx, alive, i0, i1, g, offs, r0, out), _gather_codegen(NG, R)
+
+    return gather_sums
+
+
+# gather_sums_NG_R: NG in (1, 2, 4) column groups of GATHER_LANES, R in 1 .. GATHER_ROWS rows (dispatched by
+# distlearn.learners._budget._gathered_sums)
+gather_sums_1_1, gather_sums_1_2, gather_sums_1_3, gather_sums_1_4, gather_sums_1_5, gather_sums_1_6 = (
+    _make_gather_sums(1, r) for r in range(1, 7))
+gather_sums_2_1, gather_sums_2_2, gather_sums_2_3, gather_sums_2_4, gather_sums_2_5, gather_sums_2_6 = (
+    _make_gather_sums(2, r) for r in range(1, 7))
+gather_sums_4_1, gather_sums_4_2, gather_sums_4_3, gather_sums_4_4, gather_sums_4_5, gather_sums_4_6 = (
+    _make_gather_sums(4, r) for r in range(1, 7))
