@@ -208,8 +208,9 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     n_order = order.shape[0]
     # Score sums a block at a time (each bit for bit the per-round sum, as the single learner's,
     # :func:`~distlearn.learners._budget._score_rows`): at a block's start, the ensemble margins of its rows
-    # over the live pool (Me) and each member's scores of its shown rows over its slots (Mj), each read of
-    # Abar or A[j] feeding up to four rounds; a round adds the slots appended since.  A removal (which moves
+    # over the live pool (Me) and each member's scores of its shown rows over its live slots (Mj), each read of
+    # Abar or A[j] feeding up to GATHER_ROWS = 6 rounds, a member's kernel values gathered from the pool's rows
+    # through pidx (_gathered_sums); a round adds the slots appended since.  A removal (which moves
     # Abar of a pool slot and takes a member slot out of the middle of its order) ends the block sums of the
     # ensemble and of that member: their later rounds in the block sum over the slots one by one.
     Me = np.zeros((ROW_BLOCK, K), dtype=np.float64)

@@ -79,9 +79,6 @@ from ._kernels import (
     PA2,
     PERCEPTRON,
     _binary_step,
-    _margins_dense,
-    _margins_dense_pair,
-    _margins_dense_quad,
     _native_taus,
     _out_of_range,
 )
@@ -384,26 +381,6 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M,
             gb[i] = _kval(kern, S[i], sq[i], xr, sqt[rr - b0]) if alive[i] else 0.0
     _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
                    M.reshape(M.shape[0] * M.shape[1]))
-
-
-@njit(inline="always", **NUMBA_FLAGS)
-def _sums_rows(A, G, lo, hi, n, M):
-    """``M[b, k] = sum_{i < n} A[i, k] G[b, i]`` for the rows ``lo <= b < hi`` of ``G``, every column a
-    sequential sum over ``i`` from +0.0 (:func:`~distlearn.learners._kernels._margins_dense`, bit for bit),
-    four rows per pass over ``A`` (then two, then one)."""
-    K = A.shape[1]
-    cap = G.shape[1]
-    w = A.reshape(A.shape[0] * K)
-    xf = G.reshape(G.shape[0] * cap)
-    b = lo
-    while hi - b >= 4:
-        _margins_dense_quad(w, K, xf, b * cap, cap, n, M, b)
-        b += 4
-    if hi - b >= 2:
-        _margins_dense_pair(w, K, xf, b * cap, (b + 1) * cap, n, M[b], M[b + 1])
-        b += 2
-    if hi - b == 1:
-        _margins_dense(w, K, xf, b * cap, n, M[b])
 
 
 @njit(inline="always", **NUMBA_FLAGS)

@@ -74,10 +74,9 @@ def _lane_mask(builder, n_valid, start):
 
 
 def _margins_codegen(NG: int, R: int):
-    """LLVM IR of the margin loop over ``R`` rows (1, 2 or 4) sharing each load of W.
+    """LLVM IR of the margin loop over ``R`` rows (1 or 2) sharing each load of W.
 
-    Arguments as in :func:`dense_margins` (R = 1), :func:`dense_margins_pair` (R = 2) or
-    :func:`dense_margins_quad` (R = 4):
+    Arguments as in :func:`dense_margins` (R = 1) or :func:`dense_margins_pair` (R = 2):
     ``w, K, k0, xf``, then the rows' offsets, ``d``, then the rows' sum arrays."""
 
     def codegen(context, builder, signature, args):
@@ -181,21 +180,6 @@ def _make_dense_margins_pair(NG: int):
     return dense_margins_pair
 
 
-def _make_dense_margins_quad(NG: int):
-    @intrinsic
-    def dense_margins_quad(typingctx, w, K, k0, xf, lo, lo2, lo3, lo4, d, acc, acc2, acc3, acc4):
-        """:func:`dense_margins` of four rows at once (``xf[lo:lo + d]`` into ``acc``, ... ``xf[lo4:lo4 + d]``
-        into ``acc4``): each of W's vectors is loaded once and feeds four rows' sums.  Every lane of each
-        row is its own sequential sum in order, bit for bit :func:`dense_margins` (as the pair).  The kernel
-        budget engine's score sums ``m = sum_i A[i] k(x_i, x)`` over a cache too large for the core's cache
-        are bound by reading ``A``: four rows per read measured 2.7x one row (8,200 slots, K = 26)."""
-        if not _margin_types_ok(w, xf, acc, acc2, acc3, acc4):
-            return None
-        return types.void(w, K, k0, xf, lo, lo2, lo3, lo4, d, acc, acc2, acc3, acc4), _margins_codegen(NG, 4)
-
-    return dense_margins_quad
-
-
 dense_margins_1 = _make_dense_margins(1)
 dense_margins_2 = _make_dense_margins(2)
 dense_margins_3 = _make_dense_margins(3)
@@ -204,10 +188,6 @@ dense_margins_pair_1 = _make_dense_margins_pair(1)
 dense_margins_pair_2 = _make_dense_margins_pair(2)
 dense_margins_pair_3 = _make_dense_margins_pair(3)
 dense_margins_pair_4 = _make_dense_margins_pair(4)
-dense_margins_quad_1 = _make_dense_margins_quad(1)
-dense_margins_quad_2 = _make_dense_margins_quad(2)
-dense_margins_quad_3 = _make_dense_margins_quad(3)
-dense_margins_quad_4 = _make_dense_margins_quad(4)
 
 
 #: float64 lanes per vector of the gathered score sums (:func:`gather_sums`): 8, so the 26 columns of a
@@ -281,7 +261,7 @@ def _make_gather_sums(NG: int, R: int):
         for bit ``sum_{i live} A[i, k] g_i`` as the engines' per-round loops sum it.  A dead slot is skipped
         (the sum over the live slots, whatever its coefficients hold).  The kernel OBPM's members gather
         from the pool's kernel rows (``idx`` the slot -> pool map); the coefficients are read once for
-        ``R`` rows (``benchmarks/README.md``, "member score sums").
+        ``R`` rows (``benchmarks/README.md``, "Round 4").
         """
         if not (isinstance(w, types.Array) and w.dtype == types.float64 and isinstance(g, types.Array)
                 and g.dtype == types.float64 and isinstance(out, types.Array) and out.dtype == types.float64):
