@@ -82,28 +82,7 @@ from ._kernels import (
     _native_taus,
     _out_of_range,
 )
-from ._simd import (
-    GATHER_LANES,
-    GATHER_ROWS,
-    gather_sums_1_1,
-    gather_sums_1_2,
-    gather_sums_1_3,
-    gather_sums_1_4,
-    gather_sums_1_5,
-    gather_sums_1_6,
-    gather_sums_2_1,
-    gather_sums_2_2,
-    gather_sums_2_3,
-    gather_sums_2_4,
-    gather_sums_2_5,
-    gather_sums_2_6,
-    gather_sums_4_1,
-    gather_sums_4_2,
-    gather_sums_4_3,
-    gather_sums_4_4,
-    gather_sums_4_5,
-    gather_sums_4_6,
-)
+from ._simd import GATHER_LANES, GATHER_ROWS, gather_sums
 
 LINEAR_KERNEL = 0
 POLY_KERNEL = 1
@@ -384,50 +363,6 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M,
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _gather_pass(ng, R, w, K, k0, idx, alive, n, g, offs, r0, out):
-    """One :func:`~distlearn.learners._simd.gather_sums` call: ``ng`` (1, 2 or 4) column groups, ``R`` rows."""
-    if ng == 1:
-        if R == 1:
-            gather_sums_1_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 2:
-            gather_sums_1_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 3:
-            gather_sums_1_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 4:
-            gather_sums_1_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 5:
-            gather_sums_1_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        else:
-            gather_sums_1_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-    elif ng == 2:
-        if R == 1:
-            gather_sums_2_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 2:
-            gather_sums_2_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 3:
-            gather_sums_2_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 4:
-            gather_sums_2_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 5:
-            gather_sums_2_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        else:
-            gather_sums_2_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-    else:
-        if R == 1:
-            gather_sums_4_1(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 2:
-            gather_sums_4_2(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 3:
-            gather_sums_4_3(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 4:
-            gather_sums_4_4(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        elif R == 5:
-            gather_sums_4_5(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-        else:
-            gather_sums_4_6(w, K, k0, idx, alive, 0, n, g, offs, r0, out)
-
-
-@njit(inline="always", **NUMBA_FLAGS)
 def _gathered_sums(A, idx, alive, n, g, offs, lo, hi, out):
     """Score sums with gathered kernel values: ``out[r * K + k] = sum_i A[i, k] g[offs[r] + idx[i]]`` over the
     live slots ``i < n`` in order, from +0.0, for the rows ``lo <= r < hi`` (``g`` flat kernel rows, ``offs[r]``
@@ -449,7 +384,7 @@ def _gathered_sums(A, idx, alive, n, g, offs, lo, hi, out):
         r0 = lo
         while r0 < hi:
             R = min(GATHER_ROWS, hi - r0)
-            _gather_pass(ng, R, w, K, k0, idx, alive, n, g, offs, r0, out)
+            gather_sums(w, K, k0, ng, idx, alive, 0, n, g, offs, r0, R, out)
             r0 += R
         k0 += ng * GATHER_LANES
 

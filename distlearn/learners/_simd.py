@@ -198,84 +198,88 @@ GATHER_LANES = 8
 GATHER_ROWS = 6
 
 
-def _gather_codegen(NG: int, R: int):
-    """LLVM IR of :func:`gather_sums` with ``NG`` groups of :data:`GATHER_LANES` columns and ``R`` rows."""
+def _gather_loop(context, builder, tys, args, NG: int, R: int):
+    """The IR of one :func:`gather_sums` variant: ``NG`` groups of :data:`GATHER_LANES` columns, ``R`` rows."""
     L = GATHER_LANES
+    wa = context.make_array(tys[0])(context, builder, args[0])
+    Kv = context.cast(builder, args[1], tys[1], types.int64)
+    k0 = context.cast(builder, args[2], tys[2], types.int64)
+    ia = context.make_array(tys[4])(context, builder, args[4])
+    aa = context.make_array(tys[5])(context, builder, args[5])
+    i0 = context.cast(builder, args[6], tys[6], types.int64)
+    i1 = context.cast(builder, args[7], tys[7], types.int64)
+    ga = context.make_array(tys[8])(context, builder, args[8])
+    oa = context.make_array(tys[9])(context, builder, args[9])
+    r0 = context.cast(builder, args[10], tys[10], types.int64)
+    outa = context.make_array(tys[12])(context, builder, args[12])
+    vty = ir.VectorType(_F64, L)
+    left = builder.sub(Kv, k0)
+    lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+    masks = [builder.icmp_signed("<", lanes, _splat(builder, builder.sub(left, _I64(q * L)), L)) for q in range(NG)]
+    offs = [builder.load(builder.gep(oa.data, [builder.add(r0, _I64(r))])) for r in range(R)]
 
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        wa = context.make_array(tys[0])(context, builder, args[0])
-        Kv = context.cast(builder, args[1], tys[1], types.int64)
-        k0 = context.cast(builder, args[2], tys[2], types.int64)
-        ia = context.make_array(tys[3])(context, builder, args[3])
-        aa = context.make_array(tys[4])(context, builder, args[4])
-        i0 = context.cast(builder, args[5], tys[5], types.int64)
-        i1 = context.cast(builder, args[6], tys[6], types.int64)
-        ga = context.make_array(tys[7])(context, builder, args[7])
-        oa = context.make_array(tys[8])(context, builder, args[8])
-        r0 = context.cast(builder, args[9], tys[9], types.int64)
-        outa = context.make_array(tys[10])(context, builder, args[10])
-        vty = ir.VectorType(_F64, L)
-        left = builder.sub(Kv, k0)
-        lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
-        masks = [builder.icmp_signed("<", lanes, _splat(builder, builder.sub(left, _I64(q * L)), L)) for q in range(NG)]
-        offs = [builder.load(builder.gep(oa.data, [builder.add(r0, _I64(r))])) for r in range(R)]
+    def out_ptr(r, q):
+        return builder.gep(outa.data, [builder.add(builder.mul(builder.add(r0, _I64(r)), Kv),
+                                                   builder.add(k0, _I64(q * L)))])
 
-        def out_ptr(r, q):
-            return builder.gep(outa.data, [builder.add(builder.mul(builder.add(r0, _I64(r)), Kv),
-                                                       builder.add(k0, _I64(q * L)))])
-
-        # the running sums, promoted to registers: loaded from out, stored back at the end (exact)
-        accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vty, masks[q]))
-                 for q in range(NG)] for r in range(R)]
-        with cgutils.for_range(builder, builder.sub(i1, i0)) as loop:
-            i = builder.add(loop.index, i0)
-            live = builder.load(builder.gep(aa.data, [i]))
-            with builder.if_then(builder.icmp_unsigned("!=", live, ir.Constant(live.type, 0)), likely=True):
-                p = builder.load(builder.gep(ia.data, [i]))
-                gs = [_splat(builder, builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])), L)
-                      for r in range(R)]
-                base = builder.add(builder.mul(i, Kv), k0)
-                for q in range(NG):
-                    wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vty, masks[q])
-                    for r in range(R):
-                        builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[r])), accs[r][q])
-        for r in range(R):
+    # the running sums, promoted to registers: loaded from out, stored back at the end (exact)
+    accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vty, masks[q]))
+             for q in range(NG)] for r in range(R)]
+    with cgutils.for_range(builder, builder.sub(i1, i0)) as loop:
+        i = builder.add(loop.index, i0)
+        live = builder.load(builder.gep(aa.data, [i]))
+        with builder.if_then(builder.icmp_unsigned("!=", live, ir.Constant(live.type, 0)), likely=True):
+            p = builder.load(builder.gep(ia.data, [i]))
+            gs = [_splat(builder, builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])), L) for r in range(R)]
+            base = builder.add(builder.mul(i, Kv), k0)
             for q in range(NG):
-                _masked_store(builder, builder.load(accs[r][q]), out_ptr(r, q), masks[q])
-        return context.get_dummy_value()
-
-    return codegen
-
-
-def _make_gather_sums(NG: int, R: int):
-    @intrinsic
-    def gather_sums(typingctx, w, K, k0, idx, alive, i0, i1, g, offs, r0, out):
-        """Score sums of ``R`` rows over the live slots ``i0 <= i < i1`` with each slot's kernel value
-        gathered: ``out[(r0 + r) * K + k] += w[i * K + k] * g[offs[r0 + r] + idx[i]]`` for every slot ``i``
-        with ``alive[i]``, in slot order, for ``r < R`` and the columns ``k0 <= k < min(K, k0 + 8 NG)``.
-
-        Every lane is its own sequential sum (loaded from ``out``, the products added one slot at a time
-        in order, stored back), with the scalar loop's roundings: nothing fused or reassociated, so with
-        ``out`` zeroed first and the whole slot range in one call or in consecutive calls the result is bit
-        for bit ``sum_{i live} A[i, k] g_i`` as the engines' per-round loops sum it.  A dead slot is skipped
-        (the sum over the live slots, whatever its coefficients hold).  The kernel OBPM's members gather
-        from the pool's kernel rows (``idx`` the slot -> pool map); the coefficients are read once for
-        ``R`` rows (``benchmarks/README.md``, "Round 4").
-        """
-        if not (isinstance(w, types.Array) and w.dtype == types.float64 and isinstance(g, types.Array)
-                and g.dtype == types.float64 and isinstance(out, types.Array) and out.dtype == types.float64):
-            return None
-        return types.void(w, K, k0, idx, alive, i0, i1, g, offs, r0, out), _gather_codegen(NG, R)
-
-    return gather_sums
+                wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vty, masks[q])
+                for r in range(R):
+                    builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[r])), accs[r][q])
+    for r in range(R):
+        for q in range(NG):
+            _masked_store(builder, builder.load(accs[r][q]), out_ptr(r, q), masks[q])
 
 
-# gather_sums_NG_R: NG in (1, 2, 4) column groups of GATHER_LANES, R in 1 .. GATHER_ROWS rows (dispatched by
-# distlearn.learners._budget._gathered_sums)
-gather_sums_1_1, gather_sums_1_2, gather_sums_1_3, gather_sums_1_4, gather_sums_1_5, gather_sums_1_6 = (
-    _make_gather_sums(1, r) for r in range(1, 7))
-gather_sums_2_1, gather_sums_2_2, gather_sums_2_3, gather_sums_2_4, gather_sums_2_5, gather_sums_2_6 = (
-    _make_gather_sums(2, r) for r in range(1, 7))
-gather_sums_4_1, gather_sums_4_2, gather_sums_4_3, gather_sums_4_4, gather_sums_4_5, gather_sums_4_6 = (
-    _make_gather_sums(4, r) for r in range(1, 7))
+#: The column groups (of :data:`GATHER_LANES`) a :func:`gather_sums` call may take.
+GATHER_GROUPS = (1, 2, 4)
+
+
+def _gather_codegen(context, builder, signature, args):
+    """:func:`gather_sums`: one loop per (groups, rows) pair, chosen by a switch on ``ng * 8 + R``."""
+    tys = signature.args
+    ng = context.cast(builder, args[3], tys[3], types.int64)
+    R = context.cast(builder, args[11], tys[11], types.int64)
+    key = builder.add(builder.mul(ng, _I64(8)), R)
+    done = builder.append_basic_block("gather.done")
+    sw = builder.switch(key, done)
+    for NG in GATHER_GROUPS:
+        for r in range(1, GATHER_ROWS + 1):
+            blk = builder.append_basic_block(f"gather.{NG}.{r}")
+            sw.add_case(_I64(NG * 8 + r), blk)
+            builder.position_at_end(blk)
+            _gather_loop(context, builder, tys, args, NG, r)
+            builder.branch(done)
+    builder.position_at_end(done)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def gather_sums(typingctx, w, K, k0, ng, idx, alive, i0, i1, g, offs, r0, R, out):
+    """Score sums of ``R`` rows (1 .. :data:`GATHER_ROWS`) over the live slots ``i0 <= i < i1`` with each slot's
+    kernel value gathered: ``out[(r0 + r) * K + k] += w[i * K + k] * g[offs[r0 + r] + idx[i]]`` for every slot
+    ``i`` with ``alive[i]``, in slot order, for ``r < R`` and the columns ``k0 <= k < min(K, k0 + 8 ng)``
+    (``ng`` in :data:`GATHER_GROUPS`; any other ``ng`` or ``R`` does nothing).
+
+    Every lane is its own sequential sum (loaded from ``out``, the products added one slot at a time in
+    order, stored back), with the scalar loop's roundings: nothing fused or reassociated, so with ``out``
+    zeroed first and the whole slot range in one call or in consecutive calls the result is bit for bit
+    ``sum_{i live} A[i, k] g_i`` as the engines' per-round loops sum it.  A dead slot is skipped (the sum over
+    the live slots, whatever its coefficients hold).  The kernel OBPM's members gather from the pool's kernel
+    rows (``idx`` the slot -> pool map); the coefficients are read once for ``R`` rows
+    (``benchmarks/README.md``, "Round 4").
+    """
+    if not (isinstance(w, types.Array) and w.dtype == types.float64 and isinstance(g, types.Array)
+            and g.dtype == types.float64 and isinstance(out, types.Array) and out.dtype == types.float64):
+        return None
+    return types.void(w, K, k0, ng, idx, alive, i0, i1, g, offs, r0, R, out), _gather_codegen
