@@ -27,7 +27,7 @@ Rows:
   letter-floor      the floor of letter-variable: its "fit" is the CPU seconds of the engine's blocked kernel
                     rows alone (ROW_BLOCK rounds at a time) for the fit's 48,000 rounds against its final
                     cache, scaled to the cache sizes the fit had round by round; ``rows_and_sums_s`` adds
-                    the score sums (four rounds per read of the coefficients).  Every round of the fit
+                    the score sums (four rounds per read of the coefficients, ``_gathered_sums``).  Every round of the fit
                     pays at least these; the updates, removals and the gamma race come on top.
 
 LETTER comes from ``$DISTLEARN_LETTER`` or the fetched copy (``distlearn data fetch letter``),
@@ -84,7 +84,7 @@ def floor(Xtr, ytr, Xte, yte) -> dict:
     from numba import njit
 
     from distlearn import KernelMIRA
-    from distlearn.learners._budget import ROW_BLOCK, SLOT_BLOCK, _next_block, _sums_rows
+    from distlearn.learners._budget import ROW_BLOCK, SLOT_BLOCK, _gathered_sums, _next_block
 
     clf = KernelMIRA(kernel="rbf", budget="variable", random_state=0).fit(Xtr, ytr)
     S, A = np.ascontiguousarray(clf.support_vectors_), np.ascontiguousarray(clf.dual_coef_.T)
@@ -95,10 +95,13 @@ def floor(Xtr, ytr, Xte, yte) -> dict:
         Xt, sqt, G = np.zeros((S.shape[1], ROW_BLOCK)), np.zeros(ROW_BLOCK), np.zeros((ROW_BLOCK, S.shape[0]))
         acc, live = np.zeros((SLOT_BLOCK, ROW_BLOCK)), np.zeros(S.shape[0], np.int64)
         alive, M, t = np.ones(S.shape[0], np.bool_), np.zeros((ROW_BLOCK, A.shape[1])), 0.0
+        ident, offs = np.arange(S.shape[0]), np.arange(ROW_BLOCK) * S.shape[0]
         for ii in range(0, order.shape[0] - ROW_BLOCK + 1, ROW_BLOCK):
             _next_block(kern, X, order, ii, S, sq, alive, S.shape[0], Xt, sqt, G, acc, live)
             if sums:
-                _sums_rows(A, G, 0, ROW_BLOCK, S.shape[0], M)
+                for b in range(0, ROW_BLOCK, 4):  # four rounds per read of the coefficients, as the engine
+                    _gathered_sums(A, ident, alive, S.shape[0], G.reshape(G.size), offs, b, b + 4,
+                                   M.reshape(M.size))
             t += G[0, 0] + M[0, 0]
         return t
 

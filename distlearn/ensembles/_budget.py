@@ -49,6 +49,7 @@ from ..learners._budget import (
     REMOVE_RANDOM,
     ROW_BLOCK,
     SLOT_BLOCK,
+    _gathered_sums,
     _insert_scores,
     _kval,
     _next_block,
@@ -56,7 +57,6 @@ from ..learners._budget import (
     _remove_scores,
     _self_kernel,
     _steps,
-    _sums_rows,
     _victim,
 )
 
@@ -189,7 +189,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
     live = np.zeros(PS.shape[0], dtype=np.int64)
-    kpool = np.zeros(PS.shape[0], dtype=np.float64)  # the round's kernel row against the pool
+    kpool = G[0]  # the round's kernel row against the pool (a row of G, the slots since the block's start added)
     m = np.zeros(K, dtype=np.float64)
     steps = np.zeros(K, dtype=np.float64)
     work = np.zeros(K, dtype=np.float64)
@@ -208,14 +208,17 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     n_order = order.shape[0]
     # Score sums a block at a time (each bit for bit the per-round sum, as the single learner's,
     # :func:`~distlearn.learners._budget._score_rows`): at a block's start, the ensemble margins of its rows
-    # over the live pool (Me) and each member's scores of its shown rows over its slots (Mj), each read of
-    # Abar or A[j] feeding up to four rounds; a round adds the slots appended since.  A removal (which moves
+    # over the live pool (Me) and each member's scores of its shown rows over its live slots (Mj), each read of
+    # Abar or A[j] feeding up to GATHER_ROWS = 6 rounds, a member's kernel values gathered from the pool's rows
+    # through pidx (_gathered_sums); a round adds the slots appended since.  A removal (which moves
     # Abar of a pool slot and takes a member slot out of the middle of its order) ends the block sums of the
     # ensemble and of that member: their later rounds in the block sum over the slots one by one.
     Me = np.zeros((ROW_BLOCK, K), dtype=np.float64)
     Mj = np.zeros((N, ROW_BLOCK, K), dtype=np.float64)
-    Mt = np.zeros((ROW_BLOCK, K), dtype=np.float64)
-    KJ = np.zeros((ROW_BLOCK, A.shape[1]), dtype=np.float64)  # a member's kernel rows by slot
+    Mt = np.zeros(ROW_BLOCK * K, dtype=np.float64)
+    gflat = G.reshape(ROW_BLOCK * PS.shape[0])  # the block's kernel rows, row b at b * pool capacity
+    offs_all = np.arange(ROW_BLOCK) * PS.shape[0]
+    offs = np.zeros(ROW_BLOCK, dtype=np.int64)
     rows_j = np.zeros(ROW_BLOCK, dtype=np.int64)
     me_ok = False
     mj_ok = np.zeros(N, dtype=np.bool_)
@@ -227,33 +230,27 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             n0 = pmeta[0]
             _next_block(kern, X, order, ii, PS, pool.sq, palive, n0, Xt, sqt, G, acc, live)
             nb = min(ROW_BLOCK, n_order - ii)
-            for b in range(nb):
-                gb = G[b]
-                for i in range(n0):
-                    if not palive[i]:
-                        gb[i] = 0.0  # a dead pool slot adds +-0 (its Abar is 0)
-            _sums_rows(Abar, G, 0, nb, n0, Me)
+            # the ensemble margins over the live pool, and each member's scores of its shown rows over its live
+            # slots, their kernel values gathered from the pool's rows (_gathered_sums: one read of Abar, of A[j],
+            # per six rows)
+            _gathered_sums(Abar, ident, palive, n0, gflat, offs_all, 0, nb, Me.reshape(ROW_BLOCK * K))
             me_ok = True
             for j in range(N):
                 nr = 0
                 for b in range(nb):
                     if mask[ii + b, j]:
                         rows_j[nr] = b
+                        offs[nr] = offs_all[b]
                         nr += 1
                 mj_ok[j] = nr > 0
                 if nr == 0:
                     continue
                 nj = mmeta[j, 0]
                 mj_at[j] = nj
-                for q in range(nr):
-                    gb = G[rows_j[q]]
-                    kq = KJ[q]
-                    for i in range(nj):
-                        kq[i] = gb[pidx[j, i]] if alive[j, i] else 0.0
-                _sums_rows(A[j], KJ, 0, nr, nj, Mt)
+                _gathered_sums(A[j], pidx[j], alive[j], nj, gflat, offs, 0, nr, Mt)
                 for q in range(nr):
                     for k in range(K):
-                        Mj[j, rows_j[q], k] = Mt[q, k]
+                        Mj[j, rows_j[q], k] = Mt[q * K + k]
         r = order[ii]
         x = X[r]
         yc = y[r]
@@ -262,10 +259,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         if not ok:
             return ii
         n_pool = pmeta[0]
-        gb = G[ii - b0]
-        for i in range(n0):
-            if palive[i]:
-                kpool[i] = gb[i]
+        kpool = G[ii - b0]  # the round's kernel row against the pool: the block's values for the live slots < n0
         for i in range(n0, n_pool):
             if palive[i]:
                 kpool[i] = _kval(kern, PS[i], pool.sq[i], x, sqx)
@@ -334,8 +328,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     _insert_scores(n_slots, mode, K, steps, kpool, pidx[j], F[j], mem.lab[j], alive[j], bounded, ub[j],
                                    cols, Dp, Dn)
                 for k in range(K):
-                    F[j, s, k] = m[k] + steps[k] * kxx
                     Abar[pt, k] += steps[k]
+                if keep_scores:  # else F is stale (the driver's scores_kept) and its pages stay untouched
+                    for k in range(K):
+                        F[j, s, k] = m[k] + steps[k] * kxx
                 alive[j, s] = True
                 pool.ref[pt] += 1
                 mmeta[j, 0] = s + 1

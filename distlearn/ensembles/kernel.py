@@ -143,15 +143,21 @@ class KernelEnsembleState:
     def member_rounds(self) -> np.ndarray:
         return self.mmeta[:, 2].copy()
 
-    def _grow(self, pool_need: int, member_need: int) -> None:
-        def g(a: np.ndarray, n: int, axis: int, fill: Any = 0) -> np.ndarray:
+    def _grow(self, pool_need: int, member_need: int, keep_scores: bool = True) -> None:
+        """Room for ``pool_need`` pool and ``member_need`` member slots.  ``keep_scores=False``: the next rounds
+        do not keep the scores ``F`` (the engine writes them only under margin removal), so a grown ``F`` is not
+        copied: its pages stay untouched zeros, and the state marks it stale."""
+        def g(a: np.ndarray, n: int, axis: int, fill: Any = 0, copy: bool = True) -> np.ndarray:
             if a.shape[axis] >= n:
                 return a
             n = max(n, 2 * a.shape[axis], 64)
             shape = list(a.shape)
             shape[axis] = n
-            out = np.full(shape, fill, dtype=a.dtype)
-            out[tuple(slice(0, s) for s in a.shape)] = a
+            # zeros: pages the engine never reaches are never touched (the members' (N, slots, K) arrays are
+            # hundreds of MB at 100 members, mostly capacity)
+            out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
+            if copy:
+                out[tuple(slice(0, s) for s in a.shape)] = a
             return out
 
         self.PS = g(self.PS, pool_need, 0)
@@ -159,8 +165,11 @@ class KernelEnsembleState:
                                                                (self.psq, self.pkd, self.plab, self.pkey, self.pref))
         self.palive = g(self.palive, pool_need, 0, False)
         self.Abar = g(self.Abar, pool_need, 0)
-        self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.gborn = (
-            g(a, member_need, 1) for a in (self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.gborn))
+        self.pidx, self.A, self.kdm, self.labm, self.born, self.gborn = (
+            g(a, member_need, 1) for a in (self.pidx, self.A, self.kdm, self.labm, self.born, self.gborn))
+        self.F = g(self.F, member_need, 1, copy=keep_scores)
+        if not keep_scores:
+            self.scores_kept = False
         self.died, self.gdied = g(self.died, member_need, 1, -1), g(self.gdied, member_need, 1, -1)
         self.alive = g(self.alive, member_need, 1, False)
 
@@ -226,6 +235,8 @@ class KernelEnsembleState:
         if average and not self.keep_retired:
             raise ValueError("the average needs the retired patterns: build the state with keep_retired=True")
         N, K, n_rounds = self.n_members, self.n_outputs, self.t
+        if not average:
+            return self._last_point()
         parts = []  # (S, A, key, life, lab, member) of member slots
         for j in range(N):
             n = int(self.mmeta[j, 0])
@@ -250,6 +261,23 @@ class KernelEnsembleState:
         coef /= N
         keep = np.flatnonzero(np.any(coef != 0.0, axis=1))
         return S[first[keep]], coef[keep], lab[first[keep]]
+
+    def _last_point(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`bayes_point` of the last hypotheses, summed in the pool: each live pool pattern's coefficients
+        added over the members holding it in member order (the (pattern, member) order of the general path,
+        so the same bits), patterns in the order they entered the pool (``pkey``)."""
+        N, K = self.n_members, self.n_outputs
+        n = int(self.pmeta[0])
+        coef = np.zeros((n, K))
+        for j in range(N):
+            m = int(self.mmeta[j, 0])
+            s = np.flatnonzero(self.alive[j, :m])
+            coef[self.pidx[j, s]] += self.A[j, s]  # a member holds a pattern once: no repeated index
+        coef /= N
+        order = np.flatnonzero(self.palive[:n])
+        order = order[np.argsort(self.pkey[order], kind="stable")]
+        keep = order[np.any(coef[order] != 0.0, axis=1)]
+        return self.PS[keep].copy(), coef[keep], self.plab[keep].copy()
 
 
 def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleState:
@@ -381,7 +409,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         else:
             uniforms = np.zeros((0, 0))
         state.compact()
-        state._grow(int(state.pmeta[0]) + (hi - lo), int(state.mmeta[:, 0].max(initial=0)) + (hi - lo))
+        state._grow(int(state.pmeta[0]) + (hi - lo), int(state.mmeta[:, 0].max(initial=0)) + (hi - lo), keep)
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
                                           state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
         state.scores_kept = keep

@@ -79,12 +79,10 @@ from ._kernels import (
     PA2,
     PERCEPTRON,
     _binary_step,
-    _margins_dense,
-    _margins_dense_pair,
-    _margins_dense_quad,
     _native_taus,
     _out_of_range,
 )
+from ._simd import GATHER_LANES, GATHER_ROWS, gather_sums
 
 LINEAR_KERNEL = 0
 POLY_KERNEL = 1
@@ -340,7 +338,7 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M):
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs):
     """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
     ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
 
@@ -348,10 +346,10 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M)
     ``< n0`` hold the block's values (:func:`_block_rows`), the live slots in ``[n0, n_at)`` (inserted since
     the block began) get :func:`_kval`, the dead slots 0 (so they add +-0, which leaves a sum that started
     at +0.0 as it was, while ``A`` is finite -- the caller recomputes a non-finite score over the live slots
-    only).  Then the sums, four rows per read of ``A`` (:func:`_sums_rows`): the cache's
-    coefficients are read once per four rounds instead of once per round, which is what a round of a large
-    cache is bound by (``benchmarks/README.md``, "kernel score sums").  Each value is bit for bit the
-    per-round sum over the live slots."""
+    only).  Then the sums, all rows in one read of ``A`` (:func:`_gathered_sums`, ``ident`` the identity, ``offs[b]
+    = b * slots``): the cache's coefficients are read once per ``e - ii`` rounds instead of once per round, which
+    is what a round of a large cache is bound by (``benchmarks/README.md``, "kernel score sums").  Each value is
+    bit for bit the per-round sum over the live slots."""
     for rr in range(ii, e):
         gb = G[rr - b0]
         xr = X[order[rr]]
@@ -360,27 +358,35 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M)
                 gb[i] = 0.0
         for i in range(n0, n_at):
             gb[i] = _kval(kern, S[i], sq[i], xr, sqt[rr - b0]) if alive[i] else 0.0
-    _sums_rows(A, G, ii - b0, e - b0, n_at, M)
+    _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
+                   M.reshape(M.shape[0] * M.shape[1]))
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _sums_rows(A, G, lo, hi, n, M):
-    """``M[b, k] = sum_{i < n} A[i, k] G[b, i]`` for the rows ``lo <= b < hi`` of ``G``, every column a
-    sequential sum over ``i`` from +0.0 (:func:`~distlearn.learners._kernels._margins_dense`, bit for bit),
-    four rows per pass over ``A`` (then two, then one)."""
+def _gathered_sums(A, idx, alive, n, g, offs, lo, hi, out):
+    """Score sums with gathered kernel values: ``out[r * K + k] = sum_i A[i, k] g[offs[r] + idx[i]]`` over the
+    live slots ``i < n`` in order, from +0.0, for the rows ``lo <= r < hi`` (``g`` flat kernel rows, ``offs[r]``
+    where row ``r``'s starts; ``idx`` maps a slot to its kernel value's column: the identity for the single
+    learner's and the pool's slots, the slot -> pool map for an OBPM member).
+
+    :func:`~distlearn.learners._simd.gather_sums` in one pass over ``A`` per :data:`GATHER_ROWS` rows and 32
+    columns: each coefficient row feeds every row's sums from registers, and a member's kernel values are
+    gathered as the pass reads them (no copy of its rows by slot first).  Every value is bit for bit the
+    per-round loop ``m[k] += A[i, k] * kv_i`` over the live slots (a dead slot is skipped, not multiplied)."""
     K = A.shape[1]
-    cap = G.shape[1]
     w = A.reshape(A.shape[0] * K)
-    xf = G.reshape(G.shape[0] * cap)
-    b = lo
-    while hi - b >= 4:
-        _margins_dense_quad(w, K, xf, b * cap, cap, n, M, b)
-        b += 4
-    if hi - b >= 2:
-        _margins_dense_pair(w, K, xf, b * cap, (b + 1) * cap, n, M[b], M[b + 1])
-        b += 2
-    if hi - b == 1:
-        _margins_dense(w, K, xf, b * cap, n, M[b])
+    for q in range(lo * K, hi * K):
+        out[q] = 0.0
+    k0 = 0
+    while k0 < K:
+        left = K - k0
+        ng = 1 if left <= GATHER_LANES else (2 if left <= 2 * GATHER_LANES else 4)
+        r0 = lo
+        while r0 < hi:
+            R = min(GATHER_ROWS, hi - r0)
+            gather_sums(w, K, k0, ng, idx, alive, 0, n, g, offs, r0, R, out)
+            r0 += R
+        k0 += ng * GATHER_LANES
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -987,6 +993,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     Dp = np.zeros(max(K, 2), dtype=np.float64)  # margin-bound growth per unit kernel value, by class
     Dn = np.zeros(max(K, 2), dtype=np.float64)
     ident = np.arange(cap)  # slot i holds row i (_remove_scores)
+    offs = np.arange(ROW_BLOCK) * cap  # where row b of G starts, flat (_score_rows)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
     for ii in range(n_order):
         if blocked and ii % ROW_BLOCK == 0:
@@ -1009,7 +1016,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             if ii >= sums_end:
                 n_at = n_slots
                 sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
-                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M)
+                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs)
             kr = G[ii - b0]
             for k in range(K):
                 m[k] = M[ii - b0, k]

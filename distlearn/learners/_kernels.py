@@ -59,10 +59,6 @@ from ._simd import (
     dense_margins_pair_2,
     dense_margins_pair_3,
     dense_margins_pair_4,
-    dense_margins_quad_1,
-    dense_margins_quad_2,
-    dense_margins_quad_3,
-    dense_margins_quad_4,
 )
 
 # Rule codes.  Binary rules act on each output column independently
@@ -1004,28 +1000,6 @@ def _margins_dense_pair(w, K, xf, lo, lo2, d, acc, acc2):
         dense_margins_pair_2(w, K, k0, xf, lo, lo2, d, acc, acc2)
     else:
         dense_margins_pair_1(w, K, k0, xf, lo, lo2, d, acc, acc2)
-
-
-@njit(inline="always", **NUMBA_FLAGS)
-def _margins_dense_quad(w, K, xf, lo, stride, d, acc, b):
-    """:func:`_margins_dense` of the four rows of ``d`` values at ``lo + r * stride`` (r = 0..3) into ``acc[b + r]``, in one
-    pass over ``w`` (each bit for bit its own :func:`_margins_dense`; the kernel budget engine's score
-    sums, :func:`distlearn.learners._budget._score_rows`)."""
-    lo2, lo3, lo4 = lo + stride, lo + 2 * stride, lo + 3 * stride
-    a1, a2, a3, a4 = acc[b], acc[b + 1], acc[b + 2], acc[b + 3]
-    k0 = 0
-    while K - k0 > 16:
-        dense_margins_quad_4(w, K, k0, xf, lo, lo2, lo3, lo4, d, a1, a2, a3, a4)
-        k0 += 16
-    left = K - k0
-    if left > 12:
-        dense_margins_quad_4(w, K, k0, xf, lo, lo2, lo3, lo4, d, a1, a2, a3, a4)
-    elif left > 8:
-        dense_margins_quad_3(w, K, k0, xf, lo, lo2, lo3, lo4, d, a1, a2, a3, a4)
-    elif left > 4:
-        dense_margins_quad_2(w, K, k0, xf, lo, lo2, lo3, lo4, d, a1, a2, a3, a4)
-    else:
-        dense_margins_quad_1(w, K, k0, xf, lo, lo2, lo3, lo4, d, a1, a2, a3, a4)
 
 
 @njit(**NUMBA_FLAGS)

@@ -74,10 +74,9 @@ def _lane_mask(builder, n_valid, start):
 
 
 def _margins_codegen(NG: int, R: int):
-    """LLVM IR of the margin loop over ``R`` rows (1, 2 or 4) sharing each load of W.
+    """LLVM IR of the margin loop over ``R`` rows (1 or 2) sharing each load of W.
 
-    Arguments as in :func:`dense_margins` (R = 1), :func:`dense_margins_pair` (R = 2) or
-    :func:`dense_margins_quad` (R = 4):
+    Arguments as in :func:`dense_margins` (R = 1) or :func:`dense_margins_pair` (R = 2):
     ``w, K, k0, xf``, then the rows' offsets, ``d``, then the rows' sum arrays."""
 
     def codegen(context, builder, signature, args):
@@ -181,21 +180,6 @@ def _make_dense_margins_pair(NG: int):
     return dense_margins_pair
 
 
-def _make_dense_margins_quad(NG: int):
-    @intrinsic
-    def dense_margins_quad(typingctx, w, K, k0, xf, lo, lo2, lo3, lo4, d, acc, acc2, acc3, acc4):
-        """:func:`dense_margins` of four rows at once (``xf[lo:lo + d]`` into ``acc``, ... ``xf[lo4:lo4 + d]``
-        into ``acc4``): each of W's vectors is loaded once and feeds four rows' sums.  Every lane of each
-        row is its own sequential sum in order, bit for bit :func:`dense_margins` (as the pair).  The kernel
-        budget engine's score sums ``m = sum_i A[i] k(x_i, x)`` over a cache too large for the core's cache
-        are bound by reading ``A``: four rows per read measured 2.7x one row (8,200 slots, K = 26)."""
-        if not _margin_types_ok(w, xf, acc, acc2, acc3, acc4):
-            return None
-        return types.void(w, K, k0, xf, lo, lo2, lo3, lo4, d, acc, acc2, acc3, acc4), _margins_codegen(NG, 4)
-
-    return dense_margins_quad
-
-
 dense_margins_1 = _make_dense_margins(1)
 dense_margins_2 = _make_dense_margins(2)
 dense_margins_3 = _make_dense_margins(3)
@@ -204,7 +188,98 @@ dense_margins_pair_1 = _make_dense_margins_pair(1)
 dense_margins_pair_2 = _make_dense_margins_pair(2)
 dense_margins_pair_3 = _make_dense_margins_pair(3)
 dense_margins_pair_4 = _make_dense_margins_pair(4)
-dense_margins_quad_1 = _make_dense_margins_quad(1)
-dense_margins_quad_2 = _make_dense_margins_quad(2)
-dense_margins_quad_3 = _make_dense_margins_quad(3)
-dense_margins_quad_4 = _make_dense_margins_quad(4)
+
+
+#: float64 lanes per vector of the gathered score sums (:func:`gather_sums`): 8, so the 26 columns of a
+#: LETTER problem take 4 vectors and six rows' sums (24 registers) stay in the 32 vector registers of AVX-512
+#: (LLVM splits them in two on a target with 16 registers of 4 lanes, the same lanes and the same bits).
+GATHER_LANES = 8
+#: Rows whose sums :func:`gather_sums` keeps in registers in one pass over the coefficients.
+GATHER_ROWS = 6
+
+
+def _gather_loop(context, builder, tys, args, NG: int, R: int):
+    """The IR of one :func:`gather_sums` variant: ``NG`` groups of :data:`GATHER_LANES` columns, ``R`` rows."""
+    L = GATHER_LANES
+    wa = context.make_array(tys[0])(context, builder, args[0])
+    Kv = context.cast(builder, args[1], tys[1], types.int64)
+    k0 = context.cast(builder, args[2], tys[2], types.int64)
+    ia = context.make_array(tys[4])(context, builder, args[4])
+    aa = context.make_array(tys[5])(context, builder, args[5])
+    i0 = context.cast(builder, args[6], tys[6], types.int64)
+    i1 = context.cast(builder, args[7], tys[7], types.int64)
+    ga = context.make_array(tys[8])(context, builder, args[8])
+    oa = context.make_array(tys[9])(context, builder, args[9])
+    r0 = context.cast(builder, args[10], tys[10], types.int64)
+    outa = context.make_array(tys[12])(context, builder, args[12])
+    vty = ir.VectorType(_F64, L)
+    left = builder.sub(Kv, k0)
+    lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+    masks = [builder.icmp_signed("<", lanes, _splat(builder, builder.sub(left, _I64(q * L)), L)) for q in range(NG)]
+    offs = [builder.load(builder.gep(oa.data, [builder.add(r0, _I64(r))])) for r in range(R)]
+
+    def out_ptr(r, q):
+        return builder.gep(outa.data, [builder.add(builder.mul(builder.add(r0, _I64(r)), Kv),
+                                                   builder.add(k0, _I64(q * L)))])
+
+    # the running sums, promoted to registers: loaded from out, stored back at the end (exact)
+    accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vty, masks[q]))
+             for q in range(NG)] for r in range(R)]
+    with cgutils.for_range(builder, builder.sub(i1, i0)) as loop:
+        i = builder.add(loop.index, i0)
+        live = builder.load(builder.gep(aa.data, [i]))
+        with builder.if_then(builder.icmp_unsigned("!=", live, ir.Constant(live.type, 0)), likely=True):
+            p = builder.load(builder.gep(ia.data, [i]))
+            gs = [_splat(builder, builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])), L) for r in range(R)]
+            base = builder.add(builder.mul(i, Kv), k0)
+            for q in range(NG):
+                wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vty, masks[q])
+                for r in range(R):
+                    builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[r])), accs[r][q])
+    for r in range(R):
+        for q in range(NG):
+            _masked_store(builder, builder.load(accs[r][q]), out_ptr(r, q), masks[q])
+
+
+#: The column groups (of :data:`GATHER_LANES`) a :func:`gather_sums` call may take.
+GATHER_GROUPS = (1, 2, 4)
+
+
+def _gather_codegen(context, builder, signature, args):
+    """:func:`gather_sums`: one loop per (groups, rows) pair, chosen by a switch on ``ng * 8 + R``."""
+    tys = signature.args
+    ng = context.cast(builder, args[3], tys[3], types.int64)
+    R = context.cast(builder, args[11], tys[11], types.int64)
+    key = builder.add(builder.mul(ng, _I64(8)), R)
+    done = builder.append_basic_block("gather.done")
+    sw = builder.switch(key, done)
+    for NG in GATHER_GROUPS:
+        for r in range(1, GATHER_ROWS + 1):
+            blk = builder.append_basic_block(f"gather.{NG}.{r}")
+            sw.add_case(_I64(NG * 8 + r), blk)
+            builder.position_at_end(blk)
+            _gather_loop(context, builder, tys, args, NG, r)
+            builder.branch(done)
+    builder.position_at_end(done)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def gather_sums(typingctx, w, K, k0, ng, idx, alive, i0, i1, g, offs, r0, R, out):
+    """Score sums of ``R`` rows (1 .. :data:`GATHER_ROWS`) over the live slots ``i0 <= i < i1`` with each slot's
+    kernel value gathered: ``out[(r0 + r) * K + k] += w[i * K + k] * g[offs[r0 + r] + idx[i]]`` for every slot
+    ``i`` with ``alive[i]``, in slot order, for ``r < R`` and the columns ``k0 <= k < min(K, k0 + 8 ng)``
+    (``ng`` in :data:`GATHER_GROUPS`; any other ``ng`` or ``R`` does nothing).
+
+    Every lane is its own sequential sum (loaded from ``out``, the products added one slot at a time in
+    order, stored back), with the scalar loop's roundings: nothing fused or reassociated, so with ``out``
+    zeroed first and the whole slot range in one call or in consecutive calls the result is bit for bit
+    ``sum_{i live} A[i, k] g_i`` as the engines' per-round loops sum it.  A dead slot is skipped (the sum over
+    the live slots, whatever its coefficients hold).  The kernel OBPM's members gather from the pool's kernel
+    rows (``idx`` the slot -> pool map); the coefficients are read once for ``R`` rows
+    (``benchmarks/README.md``, "Round 4").
+    """
+    if not (isinstance(w, types.Array) and w.dtype == types.float64 and isinstance(g, types.Array)
+            and g.dtype == types.float64 and isinstance(out, types.Array) and out.dtype == types.float64):
+        return None
+    return types.void(w, K, k0, ng, idx, alive, i0, i1, g, offs, r0, R, out), _gather_codegen

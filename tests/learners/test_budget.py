@@ -398,3 +398,42 @@ def test_blocked_kernel_values_are_the_per_pair_values_wherever_the_block_falls(
         nb = min(R, X.shape[0] - start)
         live = np.flatnonzero(alive[:n0])
         assert np.array_equal(G[:nb][:, live], want[start:start + nb][:, live]), (start, n0)
+
+
+@pytest.mark.parametrize("K", [1, 3, 10, 26, 40])
+def test_gathered_score_sums_are_the_sequential_sums_over_the_live_slots(K):
+    """``_gathered_sums`` (the engines' score sums: SIMD lanes, several rows per pass, kernel values gathered
+    through a slot map) against the plain loop ``m[k] += A[i, k] * g[idx[i]]`` over the live slots in order:
+    the same bits for every row and column, whatever the number of rows (passes of GATHER_ROWS) and of columns
+    (groups of 8, chunks of 32); a dead slot adds nothing even when its coefficients are not finite."""
+    from numba import njit
+
+    from distlearn.learners._budget import _gathered_sums
+
+    @njit
+    def run(A, idx, alive, n, g, offs, lo, hi, out):
+        _gathered_sums(A, idx, alive, n, g, offs, lo, hi, out)
+
+    rs = np.random.default_rng(K)
+    n, P, rows = 57, 80, 13
+    A = rs.normal(size=(n + 3, K)) * 10.0 ** rs.integers(-8, 8, size=(n + 3, K))
+    A[rs.random(size=A.shape) < 0.4] = 0.0  # sparse coefficient rows, as a multiclass update leaves them
+    alive = rs.random(n + 3) < 0.8
+    A[~alive] = np.inf  # a dead slot's stale coefficient never enters a sum
+    idx = rs.permutation(P)[: n + 3].astype(np.int64)
+    G = np.exp(-rs.random(size=(rows, P)) * 30)
+    offs = np.arange(rows, dtype=np.int64) * P
+    out = np.full(rows * K, np.nan)
+    lo, hi = 2, rows
+    run(A, idx, alive, n, G.reshape(-1), offs, lo, hi, out)
+    want = np.zeros((rows, K))
+    for r in range(lo, hi):
+        for k in range(K):
+            acc = 0.0
+            for i in range(n):
+                if alive[i]:
+                    acc += float(A[i, k]) * float(G[r, idx[i]])
+            want[r, k] = acc
+    got = out.reshape(rows, K)
+    assert np.isnan(got[:lo]).all()  # rows outside [lo, hi) untouched
+    assert np.array_equal(got[lo:hi].view(np.int64), want[lo:hi].view(np.int64))
