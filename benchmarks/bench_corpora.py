@@ -148,6 +148,7 @@ TOKEN_METHODS = {"peer": ("CountVectorizer(str.split), in memory", "tokens-peer"
                  "jobs2": ("convert --jobs 2", "convert", 2, False),
                  "python": ("convert, serial, before (pure Python)", "convert-python", 0, False),
                  "serial-before": ("convert, serial, --before tree", "convert", 0, True),
+                 "jobs1-before": ("convert --jobs 1, --before tree", "convert", 1, True),
                  "jobs2-before": ("convert --jobs 2, --before tree", "convert", 2, True)}
 
 
@@ -188,13 +189,16 @@ def tokens_part(d: Path, n: int, repeats: int, names: list[str], before: str | N
     say = [f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}"]
     for key, label in (("peer", "serial/peer"), ("jobs1", "--jobs 1/--jobs 2"), ("jobs2", "serial/--jobs 2"),
                        ("python", "pure Python/serial"), ("serial-before", "serial before/after"),
-                       ("jobs2-before", "--jobs 2 before/after")):
+                       ("jobs1-before", "--jobs 1 before/after"), ("jobs2-before", "--jobs 2 before/after"),
+                       ("before", "--jobs 1/--jobs 2, --before tree")):
         a, b = {"peer": (serial, row.get(TOKEN_METHODS["peer"][0])),
                 "jobs1": (row.get(TOKEN_METHODS["jobs1"][0]), row.get(TOKEN_METHODS["jobs2"][0])),
                 "jobs2": (serial, row.get(TOKEN_METHODS["jobs2"][0])),
                 "python": (row.get(TOKEN_METHODS["python"][0]), serial),
                 "serial-before": (row.get(TOKEN_METHODS["serial-before"][0]), serial),
-                "jobs2-before": (row.get(TOKEN_METHODS["jobs2-before"][0]), row.get(TOKEN_METHODS["jobs2"][0]))}[key]
+                "jobs1-before": (row.get(TOKEN_METHODS["jobs1-before"][0]), row.get(TOKEN_METHODS["jobs1"][0])),
+                "jobs2-before": (row.get(TOKEN_METHODS["jobs2-before"][0]), row.get(TOKEN_METHODS["jobs2"][0])),
+                "before": (row.get(TOKEN_METHODS["jobs1-before"][0]), row.get(TOKEN_METHODS["jobs2-before"][0]))}[key]
         if a and b:
             say.append(f"{label} wall {a['seconds'] / b['seconds']:.2f}x")
     for r in out:  # all the CPU there is: driver + workers (on 2 free cores, wall >= this / 2)

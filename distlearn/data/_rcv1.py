@@ -858,15 +858,16 @@ def _compiled_vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any
 
 
 @njit(**NUMBA_FLAGS)
-def _add_terms(text: np.ndarray, toffs: np.ndarray, tdf: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
-               offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
+def _add_terms(text: np.ndarray, toffs: np.ndarray, tdf: np.ndarray, ids: np.ndarray, slots: np.ndarray,
+               hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Add a part's distinct terms (``text[toffs[k]:toffs[k + 1]]``, document frequency ``tdf[k]``) to
-    the table: ``(n, table...)``."""
+    the table, ``ids[k]`` set to each one's place in it: ``(n, table...)``."""
     for k in range(tdf.shape[0]):
         t, n, slots, hashes, offs, arena, df, last = _intern(text, toffs[k], toffs[k + 1], slots, hashes, offs, arena,
                                                              df, last, n)
         df[t] += tdf[k]
+        ids[k] = t
     return n, slots, hashes, offs, arena, df, last
 
 
@@ -877,9 +878,17 @@ class _TermCounts:
     def __init__(self) -> None:
         self.table, self.n, self.n_docs = _empty_table(1 << 15, 1 << 18), 0, 0
 
-    def add(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray], n_docs: int) -> None:
-        self.n, *self.table = _add_terms(*terms, *self.table, self.n)
+    def add(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray], n_docs: int) -> np.ndarray:
+        """Add a part's terms; their places in the table (for :meth:`stored_values`)."""
+        ids = np.empty(len(terms[2]), dtype=np.int64)
+        self.n, *self.table = _add_terms(*terms, ids, *self.table, self.n)
         self.n_docs += int(n_docs)
+        return ids
+
+    def stored_values(self, ids: np.ndarray, tdf: np.ndarray, min_df: int = 1) -> int:
+        """The stored values of a part whose terms are at ``ids`` with document frequencies ``tdf``:
+        its (document, term) pairs of the terms :meth:`freeze` keeps."""
+        return int(tdf[self.table[4][ids] >= min_df].sum())
 
     def freeze(self, min_df: int = 1) -> tuple[list[bytes], np.ndarray]:
         offs, df = self.table[2][:self.n + 1], self.table[4][:self.n]
@@ -912,6 +921,36 @@ def _compiled_rows_task(path: str, start: int, stop: int, index: tuple[np.ndarra
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
     return {k: v for k, v in out.items()} | {"n_lines": n_lines}
+
+
+def _direct_rows_task(path: str, start: int, stop: int, first_value: int, n_values: int,
+                      index: tuple[np.ndarray, ...], weighting: str, idf: np.ndarray | None, normalize: bool,
+                      dtype: str, target: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_compiled_rows_task` that writes the part's whole chunks of the store itself
+    (:func:`~.store.write_part_chunks`, its stored values starting at ``first_value``) and ships back
+    only the rows' pointers, docids and lines and the edge values of the chunks it shares."""
+    from .store import write_part_chunks
+
+    res = _compiled_rows_task(path, start, stop, index, weighting, idf, normalize, dtype)
+    if "error" in res:
+        return res
+    data = np.concatenate(res["data"]) if res["data"] else np.zeros(0, dtype)
+    indices = np.concatenate(res["indices"]) if res["indices"] else np.zeros(0, np.int32)
+    if len(data) != n_values:
+        return {"error": (None, f"the file changed during the conversion ({len(data)} stored values in bytes "
+                                f"{start}:{stop}, {n_values} in the vocabulary pass)", None)}
+    if data.dtype != np.dtype(dtype):  # a value that becomes 0 in the store's dtype
+        return {"underflow": True}
+    at, ptrs = 0, []
+    for ip in res["indptr"]:
+        ptrs.append(ip[1:] + at)
+        at += int(ip[-1])
+    edges = write_part_chunks(target, first_value, data, indices)
+    if edges is None:
+        return {"error": (None, "the conversion was aborted", None)}
+    return {"docids": np.concatenate(res["docids"]), "lines": np.concatenate(res["lines"]),
+            "indptr": np.concatenate([np.zeros(1, np.int64)] + ptrs), "head": edges[0], "tail": edges[1],
+            "max_index": int(indices.max()) if len(indices) else -1, "n_lines": res["n_lines"]}
 
 
 # =========================================================================== the conversion
@@ -997,6 +1036,7 @@ def convert_rcv1(
                               "other_rule": "no topic under CCAT/ECAT/GCAT/MCAT", "kind": kind}
     terms: list[bytes] | None = None
     df = None
+    layout: list[tuple[int, int]] | None = None  # per part: documents and stored values (workers write)
     if hash_bits is not None:
         hash_bits = check_hash_bits(hash_bits)
         if weighting == "tfidf" or vocabulary is not None or min_df != 1:
@@ -1017,6 +1057,7 @@ def convert_rcv1(
         else:
             vocab: Vocabulary | _TermCounts = _TermCounts() if _COMPILED else Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+            part_terms: list[tuple[np.ndarray, np.ndarray, int]] = []  # per job: term places, df, documents
             at, last = 1, None
             task = _compiled_vocabulary_task if _COMPILED else _vocabulary_task
             for (p, _, _), res in zip(jobs, run_ordered(executor, task, jobs)):
@@ -1024,12 +1065,14 @@ def convert_rcv1(
                 if "error" in res:
                     _raise(p, at, res["error"])
                 if isinstance(vocab, _TermCounts):
-                    vocab.add(res["terms"], res["n_docs"])
+                    part_terms.append((vocab.add(res["terms"], res["n_docs"]), res["terms"][2], res["n_docs"]))
                 else:
                     vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
                 at += res["n_lines"]
             terms, df = vocab.freeze(min_df)
             n_vocab_docs = vocab.n_docs
+            if isinstance(vocab, _TermCounts) and _workers_write(executor, store):
+                layout = [(int(n), vocab.stored_values(ids, tdf, min_df)) for ids, tdf, n in part_terms]
             if not terms:
                 raise InputFormatError(paths[0], f"no token is in at least min_df={min_df} documents")
         params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": int(min_df),
@@ -1044,8 +1087,11 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
+        target = None
+        if layout is not None and sum(n for n, _ in layout) and sum(z for _, z in layout):
+            target = writer.begin_parts(sum(n for n, _ in layout), sum(z for _, z in layout))
         for p, docids, lines, X, done in _rows(paths, kind, executor, terms, idf, weighting, normalize, part_bytes,
-                                               hash_bits, dtype):
+                                               hash_bits, dtype, layout=layout if target else None, target=target):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
             if bad.size:
@@ -1064,7 +1110,10 @@ def convert_rcv1(
             where.append((p, lines))
             docid_parts.append(docids)
             row_parts.append(rows)
-            writer.append(X, top[rows])
+            if target is not None:
+                writer.append_part(X["indptr"], top[rows], X["head"], X["tail"], X["max_index"])
+            else:
+                writer.append(X, top[rows])
             if progress is not None:
                 progress(done)
         rows = np.concatenate(row_parts)
@@ -1115,10 +1164,23 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
+def _workers_write(executor: OrderedMap | None, store: Any) -> bool:
+    """Do the rows tasks write the store's chunks themselves?  When they run on an executor whose
+    workers see this machine's files (``executor.local_files``: in-process threads, or Dask
+    workers on this machine) and the store is a local path; otherwise this process writes."""
+    from .._urls import is_url
+
+    return executor is not None and bool(getattr(executor, "local_files", False)) and not is_url(os.fspath(store))
+
+
 def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[bytes] | None, idf: np.ndarray | None,
           weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None,
-          dtype: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
-    """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
+          dtype: str | None = None, layout: list[tuple[int, int]] | None = None, target: dict[str, Any] | None = None
+          ) -> Iterator[tuple[str, np.ndarray, np.ndarray, Any, int]]:
+    """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order.  With a
+    ``target`` (:meth:`~.store.DatasetWriter.begin_parts`) and the ``layout`` of the vocabulary pass
+    (per part: documents, stored values), the tasks write the store's whole chunks and ``X`` is a
+    part's dict of ``indptr``, ``head``, ``tail``, ``max_index`` (:func:`_direct_rows_task`)."""
     sizes = [os.path.getsize(p) for p in paths]
     if kind == "vectors":
         from ._svmlight import parse_svmlight_bytes
@@ -1146,16 +1208,29 @@ def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[
         assert terms is not None
         index = _term_table(terms) if _COMPILED else {t: i for i, t in enumerate(terms)}
         width = len(terms)
-    task = _compiled_rows_task if _COMPILED else _rows_task
-    jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+    task: Any = _compiled_rows_task if _COMPILED else _rows_task
+    jobs: list[tuple[Any, ...]] = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+    extra: dict[str, Any] = {}
+    if target is not None:
+        assert layout is not None and len(layout) == len(jobs)
+        firsts = itertools.accumulate([0] + [z for _, z in layout])
+        jobs = [(*job, z0, z) for job, z0, (_, z) in zip(jobs, firsts, layout)]
+        task, extra = _direct_rows_task, {"target": target}
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
-    for (path, _, stop), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting, idf=idf,
-                                                   normalize=normalize, dtype=dtype)):
+    for (path, start, stop, *_), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting,
+                                                          idf=idf, normalize=normalize, dtype=dtype, **extra)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:
             _raise(path, at, res["error"])
         done = before[path] + (os.path.getsize(path) if stop < 0 else stop)
+        if target is not None:
+            if "underflow" in res:
+                raise ValueError(f"{path}: non-zero values of the documents in bytes {start}:{stop} become 0 in {dtype}; "
+                                 "store them with --dtype float64 (dtype='float64')")
+            yield path, res["docids"], res["lines"] + at - 1, res, done
+            at += res["n_lines"]
+            continue
         for docids, lines, indptr, indices, data in zip(res["docids"], res["lines"], res["indptr"],
                                                         res["indices"], res["data"]):
             X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), width))
