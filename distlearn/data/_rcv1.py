@@ -1027,9 +1027,19 @@ def convert_rcv1(
     if len(kinds) > 1:
         raise ValueError("mixing token files and vector files in one store is not supported")
     kind = kinds.pop()
-    topics = read_qrels(qrels)
-    hier = read_hierarchy(hierarchy) if hierarchy is not None else None
-    top = topics.top_level(hier)
+    for f in (qrels, hierarchy):
+        if f is not None and not os.path.exists(os.fspath(f)):
+            raise FileNotFoundError(f"{os.fspath(f)}: no such file")
+    read: list[tuple[Topics, np.ndarray]] = []
+
+    def labels() -> tuple[Topics, np.ndarray]:
+        """The qrels and every document's top-level code, read once: while the vocabulary pass's
+        first tasks run on an executor (before any of its errors is raised), else now."""
+        if not read:
+            t = read_qrels(qrels)
+            read.append((t, t.top_level(read_hierarchy(hierarchy) if hierarchy is not None else None)))
+        return read[0]
+
     params: dict[str, Any] = {"format": "rcv1", "files": [os.path.basename(p) for p in paths],
                               "qrels": os.path.basename(os.fspath(qrels)),
                               "hierarchy": None if hierarchy is None else os.path.basename(os.fspath(hierarchy)),
@@ -1061,6 +1071,7 @@ def convert_rcv1(
             at, last = 1, None
             task = _compiled_vocabulary_task if _COMPILED else _vocabulary_task
             for (p, _, _), res in zip(jobs, run_ordered(executor, task, jobs)):
+                labels()
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
@@ -1077,6 +1088,7 @@ def convert_rcv1(
                 raise InputFormatError(paths[0], f"no token is in at least min_df={min_df} documents")
         params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": int(min_df),
                        "n_terms": len(terms), "vocabulary_docs": n_vocab_docs})
+    topics, top = labels()
     n_features = (1 << hash_bits) if hash_bits is not None else len(terms) if terms is not None else None
     idf = np.log(params["vocabulary_docs"] / df) if weighting == "tfidf" and df is not None else None
     seen = np.zeros(len(topics.docids), dtype=np.int64)  # 0, or 1 + the document's index in all rows
@@ -1164,13 +1176,21 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
+#: The fewest workers (``executor.n_workers``) whose rows tasks write the store's chunks.  With one
+#: worker this process writing them is faster: it compresses on a core of its own while the worker
+#: parses (benchmarks/README.md, bench_corpora.py tokens, Round 4).
+_WORKERS_WRITE_FROM = 2
+
+
 def _workers_write(executor: OrderedMap | None, store: Any) -> bool:
-    """Do the rows tasks write the store's chunks themselves?  When they run on an executor whose
-    workers see this machine's files (``executor.local_files``: in-process threads, or Dask
-    workers on this machine) and the store is a local path; otherwise this process writes."""
+    """Do the rows tasks write the store's chunks themselves?  When they run on an executor of at
+    least :data:`_WORKERS_WRITE_FROM` workers that see this machine's files (``executor.local_files``:
+    in-process threads, or Dask workers on this machine) and the store is a local path; otherwise
+    this process writes."""
     from .._urls import is_url
 
-    return executor is not None and bool(getattr(executor, "local_files", False)) and not is_url(os.fspath(store))
+    return (executor is not None and bool(getattr(executor, "local_files", False))
+            and int(getattr(executor, "n_workers", 1)) >= _WORKERS_WRITE_FROM and not is_url(os.fspath(store)))
 
 
 def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[bytes] | None, idf: np.ndarray | None,

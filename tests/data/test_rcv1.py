@@ -542,7 +542,7 @@ def test_workers_on_dask_write_the_serial_store(client, tmp_path, monkeypatch):
     _spy_direct(monkeypatch)  # 500-value chunks (the tasks on Dask are not counted)
     info = write_rcv1_corpus(tmp_path / "c", 3000, n_terms=2000, mean_distinct=30)
     ex = OnDask(client)
-    assert ex.local_files  # a scheduler and workers on 127.0.0.1
+    assert ex.local_files and ex.n_workers == 2  # two workers on 127.0.0.1: they write
     one = convert_rcv1(info["tokens"], tmp_path / "one.zarr", qrels=info["qrels"], part_bytes=50_000)
     dask = convert_rcv1(info["tokens"], tmp_path / "dask.zarr", qrels=info["qrels"], part_bytes=50_000, executor=ex)
     assert dask.nnz > 20 * 500 and _store_files(tmp_path / "one.zarr") == _store_files(tmp_path / "dask.zarr")
@@ -580,5 +580,5 @@ def test_only_workers_on_this_machine_write():
     assert not _on_this_machine({})
     ex = InProcess(2)
     assert _workers_write(ex, "/tmp/x.zarr") and not _workers_write(ex, "s3://bucket/x.zarr")
-    assert not _workers_write(None, "/tmp/x.zarr")
+    assert not _workers_write(None, "/tmp/x.zarr") and not _workers_write(InProcess(1), "/tmp/x.zarr")
     ex.close()
