@@ -1004,6 +1004,13 @@ def convert_rcv1(
         An executor of :func:`distlearn.distributed.executor_for` (``map_ordered``): run the
         vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
         whole compressed files.  Results are written in file order, so the store is the same.
+        Who writes it: with at least two workers on this machine (in-process threads, or Dask
+        workers on the loopback interface) and a local ``store``, each parsing task writes the
+        whole chunks of ``X/data`` and ``X/indices`` inside its part and this process only the
+        chunks parts share, ``y``, ``X/indptr``, the side arrays and the metadata (the vocabulary
+        pass, needed for the layout, runs first; not with ``hash_bits`` or ``vocabulary``); in
+        every other case (``executor=None``, one worker, remote workers, a URL) this process
+        writes everything from the parts the tasks ship back.
 
     The store holds ``X`` (documents x terms), ``y`` = the top-level code of each document
     (0 CCAT, 1 ECAT, 2 GCAT, 3 MCAT, 4 OTHER, -1 multi-category; ``meta["label_names"]``),
@@ -1099,7 +1106,7 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
-        target = None
+        target, vocab_left = None, terms is not None
         if layout is not None and sum(n for n, _ in layout) and sum(z for _, z in layout):
             target = writer.begin_parts(sum(n for n, _ in layout), sum(z for _, z in layout))
         for p, docids, lines, X, done in _rows(paths, kind, executor, terms, idf, weighting, normalize, part_bytes,
@@ -1122,6 +1129,9 @@ def convert_rcv1(
             where.append((p, lines))
             docid_parts.append(docids)
             row_parts.append(rows)
+            if vocab_left:  # while the first tasks run
+                _vocabulary_group(writer, terms, df, params["vocabulary_docs"])
+                vocab_left = False
             if target is not None:
                 writer.append_part(X["indptr"], top[rows], X["head"], X["tail"], X["max_index"])
             else:
@@ -1136,15 +1146,20 @@ def convert_rcv1(
         take = np.repeat(topics.indptr[rows], counts) + (np.arange(t_indptr[-1]) - np.repeat(t_indptr[:-1], counts))
         writer.add_group("targets", {"indptr": t_indptr, "indices": topics.indices[take]},
                          {"names": list(topics.names), "kind": "topic indicator (CSR)"})
-        if terms is not None:
-            vocab_arrays: dict[str, np.ndarray] = {"terms": np.array([t.decode("utf-8", "backslashreplace") for t in terms])}
-            if df is not None:
-                vocab_arrays["df"] = df
-            writer.add_group("vocabulary", vocab_arrays, {"n_docs": params["vocabulary_docs"]})
+        if vocab_left:
+            _vocabulary_group(writer, terms, df, params["vocabulary_docs"])
     except BaseException:
         writer.abort()
         raise
     return writer.close()
+
+
+def _vocabulary_group(writer: Any, terms: list[bytes] | None, df: np.ndarray | None, n_docs: int) -> None:
+    assert terms is not None
+    arrays: dict[str, np.ndarray] = {"terms": np.array([t.decode("utf-8", "backslashreplace") for t in terms])}
+    if df is not None:
+        arrays["df"] = df
+    writer.add_group("vocabulary", arrays, {"n_docs": n_docs})
 
 
 def _first_seen(where: list[tuple[str, np.ndarray]], index: int, p: str, lines: np.ndarray,
