@@ -28,6 +28,9 @@ the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
               over the larger of the driver's and the busier worker's CPU is the speed-up 2 free
               cores would give (printed as "CPU critical path").
               A fourth method, the pure-Python passes (``_rcv1._COMPILED = False``), is the before.
+              ``jobs1-workers`` / ``jobs2-driver``: --jobs 1 with the worker writing the store's chunks,
+              --jobs 2 with the driver writing them (``_rcv1._WORKERS_WRITE_FROM``; by default the
+              workers write from 2 workers); ``jobs1-before`` / ``jobs2-before``: the ``--before`` tree.
 ``grid``      issue 30: celegans-obpm's whole grid on ``--grid-train`` WD-3 splice sequences on 2 workers,
               this code against ``--before`` (a source tree) alternating, ``--repeats`` rounds.
 ``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
