@@ -28,6 +28,9 @@ the workers report their own ``ru_maxrss`` through ``client.run`` at the end):
               over the larger of the driver's and the busier worker's CPU is the speed-up 2 free
               cores would give (printed as "CPU critical path").
               A fourth method, the pure-Python passes (``_rcv1._COMPILED = False``), is the before.
+              ``jobs1-workers`` / ``jobs2-driver``: --jobs 1 with the worker writing the store's chunks,
+              --jobs 2 with the driver writing them (``_rcv1._WORKERS_WRITE_FROM``; by default the
+              workers write from 2 workers); ``jobs1-before`` / ``jobs2-before``: the ``--before`` tree.
 ``grid``      issue 30: celegans-obpm's whole grid on ``--grid-train`` WD-3 splice sequences on 2 workers,
               this code against ``--before`` (a source tree) alternating, ``--repeats`` rounds.
 ``celegans``  a C. elegans-sized splice corpus (100,000 x 141, WD degree 3) and OBPM N=100,
@@ -83,6 +86,8 @@ def main(client):
         from distlearn.data import _rcv1
         from distlearn.data._rcv1 import convert_rcv1
         _rcv1._COMPILED = kind == "convert"  # False: the pure-Python passes (the code before issue 30)
+        if spec.get("workers_write_from") is not None:  # which path --jobs N takes (issue 30, Round 4)
+            _rcv1._WORKERS_WRITE_FROM = spec["workers_write_from"]
         ds = convert_rcv1(spec["tokens"], spec["store"], qrels=spec["qrels"], overwrite=True, executor=ex)
         out["n_samples"], out["n_features"], out["nnz"] = ds.n_samples, ds.n_features, ds.nnz
     elif kind == "cutoff":
@@ -148,6 +153,9 @@ TOKEN_METHODS = {"peer": ("CountVectorizer(str.split), in memory", "tokens-peer"
                  "jobs2": ("convert --jobs 2", "convert", 2, False),
                  "python": ("convert, serial, before (pure Python)", "convert-python", 0, False),
                  "serial-before": ("convert, serial, --before tree", "convert", 0, True),
+                 "jobs1-before": ("convert --jobs 1, --before tree", "convert", 1, True),
+                 "jobs1-workers": ("convert --jobs 1, the worker writes", "convert", 1, False),
+                 "jobs2-driver": ("convert --jobs 2, the driver writes", "convert", 2, False),
                  "jobs2-before": ("convert --jobs 2, --before tree", "convert", 2, True)}
 
 
@@ -163,12 +171,15 @@ def tokens_part(d: Path, n: int, repeats: int, names: list[str], before: str | N
         marker.write_text(json.dumps(write_rcv1_corpus(corpus, n)))
     info = json.loads(marker.read_text())
     text_mib = sum(os.path.getsize(f) for f in info["tokens"]) / 2**20
-    methods = [TOKEN_METHODS[k] for k in names if before or not TOKEN_METHODS[k][3]]
+    keyed = [(k, TOKEN_METHODS[k]) for k in names if before or not TOKEN_METHODS[k][3]]
+    methods = [m for _, m in keyed]
     runs: dict[str, list[dict]] = {m[0]: [] for m in methods}
     for r in range(repeats):
-        for name, kind, w, old in methods[r % len(methods):] + methods[:r % len(methods)]:
+        for key, (name, kind, w, old) in keyed[r % len(keyed):] + keyed[:r % len(keyed)]:
             res = child({"kind": kind, "tokens": info["tokens"], "qrels": info["qrels"], "workers": w,
-                         "store": str(d / f"tokens-{n}-w{w}.zarr")}, before if old else None)
+                         "store": str(d / f"tokens-{n}-w{w}.zarr"),
+                         "workers_write_from": {"jobs1-workers": 1, "jobs2-driver": 3}.get(key)},
+                        before if old else None)
             runs[name].append(res)
             print(json.dumps({"method": name, **res}), flush=True)
     out = []
@@ -188,13 +199,19 @@ def tokens_part(d: Path, n: int, repeats: int, names: list[str], before: str | N
     say = [f"\n# tokens: {n:,} documents, {text_mib:.1f} MiB, medians of {repeats}"]
     for key, label in (("peer", "serial/peer"), ("jobs1", "--jobs 1/--jobs 2"), ("jobs2", "serial/--jobs 2"),
                        ("python", "pure Python/serial"), ("serial-before", "serial before/after"),
-                       ("jobs2-before", "--jobs 2 before/after")):
+                       ("jobs1-before", "--jobs 1 before/after"), ("jobs2-before", "--jobs 2 before/after"),
+                       ("before", "--jobs 1/--jobs 2, --before tree"), ("jobs1-workers", "--jobs 1 worker writes/driver writes"),
+                       ("jobs2-driver", "--jobs 2 driver writes/workers write")):
         a, b = {"peer": (serial, row.get(TOKEN_METHODS["peer"][0])),
                 "jobs1": (row.get(TOKEN_METHODS["jobs1"][0]), row.get(TOKEN_METHODS["jobs2"][0])),
                 "jobs2": (serial, row.get(TOKEN_METHODS["jobs2"][0])),
                 "python": (row.get(TOKEN_METHODS["python"][0]), serial),
                 "serial-before": (row.get(TOKEN_METHODS["serial-before"][0]), serial),
-                "jobs2-before": (row.get(TOKEN_METHODS["jobs2-before"][0]), row.get(TOKEN_METHODS["jobs2"][0]))}[key]
+                "jobs1-before": (row.get(TOKEN_METHODS["jobs1-before"][0]), row.get(TOKEN_METHODS["jobs1"][0])),
+                "jobs2-before": (row.get(TOKEN_METHODS["jobs2-before"][0]), row.get(TOKEN_METHODS["jobs2"][0])),
+                "before": (row.get(TOKEN_METHODS["jobs1-before"][0]), row.get(TOKEN_METHODS["jobs2-before"][0])),
+                "jobs1-workers": (row.get(TOKEN_METHODS["jobs1-workers"][0]), row.get(TOKEN_METHODS["jobs1"][0])),
+                "jobs2-driver": (row.get(TOKEN_METHODS["jobs2-driver"][0]), row.get(TOKEN_METHODS["jobs2"][0]))}[key]
         if a and b:
             say.append(f"{label} wall {a['seconds'] / b['seconds']:.2f}x")
     for r in out:  # all the CPU there is: driver + workers (on 2 free cores, wall >= this / 2)

@@ -858,15 +858,16 @@ def _compiled_vocabulary_task(path: str, start: int, stop: int) -> dict[str, Any
 
 
 @njit(**NUMBA_FLAGS)
-def _add_terms(text: np.ndarray, toffs: np.ndarray, tdf: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
-               offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
+def _add_terms(text: np.ndarray, toffs: np.ndarray, tdf: np.ndarray, ids: np.ndarray, slots: np.ndarray,
+               hashes: np.ndarray, offs: np.ndarray, arena: np.ndarray, df: np.ndarray, last: np.ndarray, n: int
                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Add a part's distinct terms (``text[toffs[k]:toffs[k + 1]]``, document frequency ``tdf[k]``) to
-    the table: ``(n, table...)``."""
+    the table, ``ids[k]`` set to each one's place in it: ``(n, table...)``."""
     for k in range(tdf.shape[0]):
         t, n, slots, hashes, offs, arena, df, last = _intern(text, toffs[k], toffs[k + 1], slots, hashes, offs, arena,
                                                              df, last, n)
         df[t] += tdf[k]
+        ids[k] = t
     return n, slots, hashes, offs, arena, df, last
 
 
@@ -877,9 +878,17 @@ class _TermCounts:
     def __init__(self) -> None:
         self.table, self.n, self.n_docs = _empty_table(1 << 15, 1 << 18), 0, 0
 
-    def add(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray], n_docs: int) -> None:
-        self.n, *self.table = _add_terms(*terms, *self.table, self.n)
+    def add(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray], n_docs: int) -> np.ndarray:
+        """Add a part's terms; their places in the table (for :meth:`stored_values`)."""
+        ids = np.empty(len(terms[2]), dtype=np.int64)
+        self.n, *self.table = _add_terms(*terms, ids, *self.table, self.n)
         self.n_docs += int(n_docs)
+        return ids
+
+    def stored_values(self, ids: np.ndarray, tdf: np.ndarray, min_df: int = 1) -> int:
+        """The stored values of a part whose terms are at ``ids`` with document frequencies ``tdf``:
+        its (document, term) pairs of the terms :meth:`freeze` keeps."""
+        return int(tdf[self.table[4][ids] >= min_df].sum())
 
     def freeze(self, min_df: int = 1) -> tuple[list[bytes], np.ndarray]:
         offs, df = self.table[2][:self.n + 1], self.table[4][:self.n]
@@ -912,6 +921,36 @@ def _compiled_rows_task(path: str, start: int, stop: int, index: tuple[np.ndarra
     except InputFormatError as e:
         return {"error": (e.line, e.reason, e.token)}
     return {k: v for k, v in out.items()} | {"n_lines": n_lines}
+
+
+def _direct_rows_task(path: str, start: int, stop: int, first_value: int, n_values: int,
+                      index: tuple[np.ndarray, ...], weighting: str, idf: np.ndarray | None, normalize: bool,
+                      dtype: str, target: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_compiled_rows_task` that writes the part's whole chunks of the store itself
+    (:func:`~.store.write_part_chunks`, its stored values starting at ``first_value``) and ships back
+    only the rows' pointers, docids and lines and the edge values of the chunks it shares."""
+    from .store import write_part_chunks
+
+    res = _compiled_rows_task(path, start, stop, index, weighting, idf, normalize, dtype)
+    if "error" in res:
+        return res
+    data = np.concatenate(res["data"]) if res["data"] else np.zeros(0, dtype)
+    indices = np.concatenate(res["indices"]) if res["indices"] else np.zeros(0, np.int32)
+    if len(data) != n_values:
+        return {"error": (None, f"the file changed during the conversion ({len(data)} stored values in bytes "
+                                f"{start}:{stop}, {n_values} in the vocabulary pass)", None)}
+    if data.dtype != np.dtype(dtype):  # a value that becomes 0 in the store's dtype
+        return {"underflow": True}
+    at, ptrs = 0, []
+    for ip in res["indptr"]:
+        ptrs.append(ip[1:] + at)
+        at += int(ip[-1])
+    edges = write_part_chunks(target, first_value, data, indices)
+    if edges is None:
+        return {"error": (None, "the conversion was aborted", None)}
+    return {"docids": np.concatenate(res["docids"]), "lines": np.concatenate(res["lines"]),
+            "indptr": np.concatenate([np.zeros(1, np.int64)] + ptrs), "head": edges[0], "tail": edges[1],
+            "max_index": int(indices.max()) if len(indices) else -1, "n_lines": res["n_lines"]}
 
 
 # =========================================================================== the conversion
@@ -965,6 +1004,13 @@ def convert_rcv1(
         An executor of :func:`distlearn.distributed.executor_for` (``map_ordered``): run the
         vocabulary pass and the parsing as tasks: byte ranges of uncompressed files,
         whole compressed files.  Results are written in file order, so the store is the same.
+        Who writes it: with at least two workers on this machine (in-process threads, or Dask
+        workers on the loopback interface) and a local ``store``, each parsing task writes the
+        whole chunks of ``X/data`` and ``X/indices`` inside its part and this process only the
+        chunks parts share, ``y``, ``X/indptr``, the side arrays and the metadata (the vocabulary
+        pass, needed for the layout, runs first; not with ``hash_bits`` or ``vocabulary``); in
+        every other case (``executor=None``, one worker, remote workers, a URL) this process
+        writes everything from the parts the tasks ship back.
 
     The store holds ``X`` (documents x terms), ``y`` = the top-level code of each document
     (0 CCAT, 1 ECAT, 2 GCAT, 3 MCAT, 4 OTHER, -1 multi-category; ``meta["label_names"]``),
@@ -988,15 +1034,26 @@ def convert_rcv1(
     if len(kinds) > 1:
         raise ValueError("mixing token files and vector files in one store is not supported")
     kind = kinds.pop()
-    topics = read_qrels(qrels)
-    hier = read_hierarchy(hierarchy) if hierarchy is not None else None
-    top = topics.top_level(hier)
+    for f in (qrels, hierarchy):
+        if f is not None and not os.path.exists(os.fspath(f)):
+            raise FileNotFoundError(f"{os.fspath(f)}: no such file")
+    read: list[tuple[Topics, np.ndarray]] = []
+
+    def labels() -> tuple[Topics, np.ndarray]:
+        """The qrels and every document's top-level code, read once: while the vocabulary pass's
+        first tasks run on an executor (before any of its errors is raised), else now."""
+        if not read:
+            t = read_qrels(qrels)
+            read.append((t, t.top_level(read_hierarchy(hierarchy) if hierarchy is not None else None)))
+        return read[0]
+
     params: dict[str, Any] = {"format": "rcv1", "files": [os.path.basename(p) for p in paths],
                               "qrels": os.path.basename(os.fspath(qrels)),
                               "hierarchy": None if hierarchy is None else os.path.basename(os.fspath(hierarchy)),
                               "other_rule": "no topic under CCAT/ECAT/GCAT/MCAT", "kind": kind}
     terms: list[bytes] | None = None
     df = None
+    layout: list[tuple[int, int]] | None = None  # per part: documents and stored values (workers write)
     if hash_bits is not None:
         hash_bits = check_hash_bits(hash_bits)
         if weighting == "tfidf" or vocabulary is not None or min_df != 1:
@@ -1017,23 +1074,28 @@ def convert_rcv1(
         else:
             vocab: Vocabulary | _TermCounts = _TermCounts() if _COMPILED else Vocabulary()
             jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+            part_terms: list[tuple[np.ndarray, np.ndarray, int]] = []  # per job: term places, df, documents
             at, last = 1, None
             task = _compiled_vocabulary_task if _COMPILED else _vocabulary_task
             for (p, _, _), res in zip(jobs, run_ordered(executor, task, jobs)):
+                labels()
                 at, last = (1, p) if p != last else (at, last)
                 if "error" in res:
                     _raise(p, at, res["error"])
                 if isinstance(vocab, _TermCounts):
-                    vocab.add(res["terms"], res["n_docs"])
+                    part_terms.append((vocab.add(res["terms"], res["n_docs"]), res["terms"][2], res["n_docs"]))
                 else:
                     vocab = vocab.merge(Vocabulary(res["df"], res["n_docs"]))
                 at += res["n_lines"]
             terms, df = vocab.freeze(min_df)
             n_vocab_docs = vocab.n_docs
+            if isinstance(vocab, _TermCounts) and _workers_write(executor, store):
+                layout = [(int(n), vocab.stored_values(ids, tdf, min_df)) for ids, tdf, n in part_terms]
             if not terms:
                 raise InputFormatError(paths[0], f"no token is in at least min_df={min_df} documents")
         params.update({"weighting": weighting, "normalize": bool(normalize), "min_df": int(min_df),
                        "n_terms": len(terms), "vocabulary_docs": n_vocab_docs})
+    topics, top = labels()
     n_features = (1 << hash_bits) if hash_bits is not None else len(terms) if terms is not None else None
     idf = np.log(params["vocabulary_docs"] / df) if weighting == "tfidf" and df is not None else None
     seen = np.zeros(len(topics.docids), dtype=np.int64)  # 0, or 1 + the document's index in all rows
@@ -1044,8 +1106,11 @@ def convert_rcv1(
                            source=", ".join(os.path.basename(p) for p in paths), params=params, overwrite=overwrite)
     try:
         writer.label_names = {str(k): v for k, v in LABEL_NAMES.items()}
+        target, vocab_left = None, terms is not None
+        if layout is not None and sum(n for n, _ in layout) and sum(z for _, z in layout):
+            target = writer.begin_parts(sum(n for n, _ in layout), sum(z for _, z in layout))
         for p, docids, lines, X, done in _rows(paths, kind, executor, terms, idf, weighting, normalize, part_bytes,
-                                               hash_bits, dtype):
+                                               hash_bits, dtype, layout=layout if target else None, target=target):
             rows = topics.rows_of(docids)
             bad = np.flatnonzero(rows < 0)
             if bad.size:
@@ -1064,7 +1129,13 @@ def convert_rcv1(
             where.append((p, lines))
             docid_parts.append(docids)
             row_parts.append(rows)
-            writer.append(X, top[rows])
+            if vocab_left:  # while the first tasks run
+                _vocabulary_group(writer, terms, df, params["vocabulary_docs"])
+                vocab_left = False
+            if target is not None:
+                writer.append_part(X["indptr"], top[rows], X["head"], X["tail"], X["max_index"])
+            else:
+                writer.append(X, top[rows])
             if progress is not None:
                 progress(done)
         rows = np.concatenate(row_parts)
@@ -1075,15 +1146,20 @@ def convert_rcv1(
         take = np.repeat(topics.indptr[rows], counts) + (np.arange(t_indptr[-1]) - np.repeat(t_indptr[:-1], counts))
         writer.add_group("targets", {"indptr": t_indptr, "indices": topics.indices[take]},
                          {"names": list(topics.names), "kind": "topic indicator (CSR)"})
-        if terms is not None:
-            vocab_arrays: dict[str, np.ndarray] = {"terms": np.array([t.decode("utf-8", "backslashreplace") for t in terms])}
-            if df is not None:
-                vocab_arrays["df"] = df
-            writer.add_group("vocabulary", vocab_arrays, {"n_docs": params["vocabulary_docs"]})
+        if vocab_left:
+            _vocabulary_group(writer, terms, df, params["vocabulary_docs"])
     except BaseException:
         writer.abort()
         raise
     return writer.close()
+
+
+def _vocabulary_group(writer: Any, terms: list[bytes] | None, df: np.ndarray | None, n_docs: int) -> None:
+    assert terms is not None
+    arrays: dict[str, np.ndarray] = {"terms": np.array([t.decode("utf-8", "backslashreplace") for t in terms])}
+    if df is not None:
+        arrays["df"] = df
+    writer.add_group("vocabulary", arrays, {"n_docs": n_docs})
 
 
 def _first_seen(where: list[tuple[str, np.ndarray]], index: int, p: str, lines: np.ndarray,
@@ -1115,10 +1191,31 @@ def _kind(path: str) -> str:
                            line=1, token=first[:40].decode("utf-8", "replace"))
 
 
+#: The fewest workers (``executor.n_workers``) whose rows tasks write the store's chunks.  With one
+#: worker this process writing them is faster: it compresses on a core of its own while the worker
+#: parses (benchmarks/README.md, bench_corpora.py tokens, Round 4).
+_WORKERS_WRITE_FROM = 2
+
+
+def _workers_write(executor: OrderedMap | None, store: Any) -> bool:
+    """Do the rows tasks write the store's chunks themselves?  When they run on an executor of at
+    least :data:`_WORKERS_WRITE_FROM` workers that see this machine's files (``executor.local_files``:
+    in-process threads, or Dask workers on this machine) and the store is a local path; otherwise
+    this process writes."""
+    from .._urls import is_url
+
+    return (executor is not None and bool(getattr(executor, "local_files", False))
+            and int(getattr(executor, "n_workers", 1)) >= _WORKERS_WRITE_FROM and not is_url(os.fspath(store)))
+
+
 def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[bytes] | None, idf: np.ndarray | None,
           weighting: str, normalize: bool, part_bytes: int, hash_bits: int | None = None,
-          dtype: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray, sp.csr_matrix, int]]:
-    """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order."""
+          dtype: str | None = None, layout: list[tuple[int, int]] | None = None, target: dict[str, Any] | None = None
+          ) -> Iterator[tuple[str, np.ndarray, np.ndarray, Any, int]]:
+    """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order.  With a
+    ``target`` (:meth:`~.store.DatasetWriter.begin_parts`) and the ``layout`` of the vocabulary pass
+    (per part: documents, stored values), the tasks write the store's whole chunks and ``X`` is a
+    part's dict of ``indptr``, ``head``, ``tail``, ``max_index`` (:func:`_direct_rows_task`)."""
     sizes = [os.path.getsize(p) for p in paths]
     if kind == "vectors":
         from ._svmlight import parse_svmlight_bytes
@@ -1146,16 +1243,29 @@ def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[
         assert terms is not None
         index = _term_table(terms) if _COMPILED else {t: i for i, t in enumerate(terms)}
         width = len(terms)
-    task = _compiled_rows_task if _COMPILED else _rows_task
-    jobs = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+    task: Any = _compiled_rows_task if _COMPILED else _rows_task
+    jobs: list[tuple[Any, ...]] = [(p, a, b) for p in paths for a, b in _token_parts(p, part_bytes)]
+    extra: dict[str, Any] = {}
+    if target is not None:
+        assert layout is not None and len(layout) == len(jobs)
+        firsts = itertools.accumulate([0] + [z for _, z in layout])
+        jobs = [(*job, z0, z) for job, z0, (_, z) in zip(jobs, firsts, layout)]
+        task, extra = _direct_rows_task, {"target": target}
     before = dict(zip(paths, itertools.accumulate([0] + sizes)))
     at, last = 1, None
-    for (path, _, stop), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting, idf=idf,
-                                                   normalize=normalize, dtype=dtype)):
+    for (path, start, stop, *_), res in zip(jobs, run_ordered(executor, task, jobs, index=index, weighting=weighting,
+                                                          idf=idf, normalize=normalize, dtype=dtype, **extra)):
         at, last = (1, path) if path != last else (at, last)
         if "error" in res:
             _raise(path, at, res["error"])
         done = before[path] + (os.path.getsize(path) if stop < 0 else stop)
+        if target is not None:
+            if "underflow" in res:
+                raise ValueError(f"{path}: non-zero values of the documents in bytes {start}:{stop} become 0 in {dtype}; "
+                                 "store them with --dtype float64 (dtype='float64')")
+            yield path, res["docids"], res["lines"] + at - 1, res, done
+            at += res["n_lines"]
+            continue
         for docids, lines, indptr, indices, data in zip(res["docids"], res["lines"], res["indptr"],
                                                         res["indices"], res["data"]):
             X = sp.csr_matrix((data, indices, indptr), shape=(len(docids), width))

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from sklearn.datasets import load_svmlight_file
 
 from .._config import NUMBA_FLAGS, TEXT_CHUNK_BYTES
 from .._outputs import check_output, replace
@@ -326,6 +325,8 @@ def parse_svmlight_bytes(
     if fast is not None:
         return fast
     try:
+        from sklearn.datasets import load_svmlight_file  # here: importing scikit-learn takes a worker ~1 s
+
         X, y = load_svmlight_file(io.BytesIO(chunk), dtype=dtype, zero_based=zero_based)
     except Exception:
         # Rejected: the scan either explains why (and raises) or parses what

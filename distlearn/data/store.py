@@ -571,6 +571,87 @@ class DatasetWriter:
         self._indptr.append(indptr[1:] + self._nnz)
         self._nnz += int(indptr[-1])
 
+    # -- CSR rows whose values are written elsewhere (workers sharing this file system)
+    def begin_parts(self, n_rows: int, nnz: int) -> dict[str, Any]:
+        """Lay out a CSR store of exactly ``n_rows`` rows and ``nnz`` stored values whose parts are
+        written by other processes (:func:`write_part_chunks`), then added here in row order with
+        :meth:`append_part`.  Returns the plain-data target those processes take.
+
+        The store is the one :meth:`append` would write, chunk for chunk: ``X/data`` and
+        ``X/indices`` get their final length now, a part writes the whole chunks inside its range
+        of stored values, and the chunks two parts share are assembled here from the parts' edges;
+        ``y``, ``X/indptr`` and ``block_index`` are written here.  Local stores only (the parts
+        write through the file system); ``n_features`` must be given."""
+        if self.layout != "csr" or self.n_features is None or isinstance(self.path, str):
+            raise ValueError("begin_parts needs a local CSR store with n_features")
+        if self._arrays or self._n_pending or n_rows < 1 or nnz < 1:
+            raise ValueError("begin_parts comes first, for at least one row and one stored value")
+        self._create_arrays(int(n_rows))
+        for app in (self._data, self._indices):
+            app.array.resize((int(nnz),))
+        self._parts = {"rows": int(n_rows), "nnz": int(nnz), "at": 0, "data": [], "indices": [],
+                       "y": _ChunkedAppender(self._y, self._indptr.chunk)}
+        return {"path": os.fspath(self._tmp), "chunk": self._nnz_chunk, "nnz": int(nnz),
+                "dtype": self.dtype.name, "index_dtype": self.index_dtype.name}
+
+    def append_part(self, indptr: np.ndarray, y: Any, head: tuple[np.ndarray, np.ndarray],
+                    tail: tuple[np.ndarray, np.ndarray], max_index: int) -> None:
+        """Add the next part written by :func:`write_part_chunks`: its rows' ``indptr`` (from 0),
+        labels ``y``, the ``(data, indices)`` edges it returned and its largest column."""
+        P = getattr(self, "_parts", None)
+        if P is None or self._closed:
+            raise RuntimeError("append_part needs begin_parts (and an open writer)")
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        indptr = np.asarray(indptr, dtype=np.int64)
+        n, first, z0 = len(y), self._n_rows, self._nnz
+        if len(indptr) != n + 1 or indptr[0] != 0 or first + n > P["rows"] or z0 + int(indptr[-1]) > P["nnz"]:
+            raise ValueError(f"part at row {first}: {n} rows and {int(indptr[-1])} values do not fit the "
+                             f"layout of {P['rows']} rows and {P['nnz']} values")
+        if not np.all(np.isfinite(y)):
+            bad = int(np.flatnonzero(~np.isfinite(y))[0])
+            raise ValueError(f"row {first + bad}: label {y[bad]} is not finite")
+        self._count_labels(y)
+        if max_index >= self.n_features:
+            raise ValueError(f"part at row {first}: feature index {max_index} is beyond n_features={self.n_features}")
+        self._max_index = max(self._max_index, int(max_index))
+        z1 = z0 + int(indptr[-1])
+        self._edge(z0, *head)
+        self._edge(z1 - len(tail[0]), *tail)
+        P["y"].append(y)
+        self._indptr.append(indptr[1:] + z0)
+        R = self.block_rows
+        for k in range(first // R + 1, (first + n) // R + 1):
+            self._block_index.append((k * R, z0 + int(indptr[k * R - first])))
+        self._n_rows, self._nnz = first + n, z1
+
+    def _edge(self, at: int, data: np.ndarray, indices: np.ndarray) -> None:
+        """Buffer a part's piece of a chunk it shares; write the chunk once whole."""
+        if not len(data):
+            return
+        P = self._parts
+        if not P["data"]:
+            P["at"] = at
+        held = sum(len(d) for d in P["data"])
+        if P["at"] + held != at or at // self._nnz_chunk != (at + len(data) - 1) // self._nnz_chunk:
+            raise ValueError(f"a part's edge at stored value {at} does not continue the chunk being assembled")
+        P["data"].append(np.asarray(data, dtype=self.dtype))
+        P["indices"].append(np.asarray(indices, dtype=self.index_dtype))
+        end = at + len(data)
+        if end % self._nnz_chunk == 0 or end == P["nnz"]:
+            self._data.array[P["at"]:end] = np.concatenate(P["data"])
+            self._indices.array[P["at"]:end] = np.concatenate(P["indices"])
+            P["data"], P["indices"] = [], []
+
+    def _finish_parts(self) -> None:
+        P = self._parts
+        if self._n_rows != P["rows"] or self._nnz != P["nnz"] or P["data"]:
+            raise ValueError(f"the parts gave {self._n_rows} rows and {self._nnz} values; the layout has "
+                             f"{P['rows']} and {P['nnz']}")
+        P["y"].close()
+        if self._n_rows % self.block_rows:
+            self._block_index.append((self._n_rows, self._nnz))
+        self._data.written = self._indices.written = self._nnz  # written by the parts and _edge
+
     def _refuse_underflow(self, wide: np.ndarray, narrow: np.ndarray, first: int,
                           indptr: np.ndarray | None = None) -> None:
         """Refuse non-zero values that became 0 in the store's dtype (unless ``allow_underflow``)."""
@@ -631,7 +712,9 @@ class DatasetWriter:
         if self._closed:
             raise RuntimeError("writer is closed")
         try:
-            if self._n_pending:
+            if getattr(self, "_parts", None) is not None:
+                self._finish_parts()
+            elif self._n_pending:
                 self._flush_block(self._n_pending)
             if self._n_rows == 0:
                 raise ValueError("no rows were written; an empty data set is not stored")
@@ -703,6 +786,41 @@ class DatasetWriter:
         except BaseException:
             _rmtree(self._tmp)
             raise
+
+
+def write_part_chunks(target: dict[str, Any], at: int, data: np.ndarray, indices: np.ndarray
+                      ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+    """Write a part's stored values ``at:at + len(data)`` of a store laid out by
+    :meth:`DatasetWriter.begin_parts` (``target``): the whole chunks of ``X/data`` and ``X/indices``
+    inside that range, in any process that sees the store's file system.  Returns the
+    ``(data, indices)`` before the first and after the last whole chunk (the edges, which the
+    writer assembles with the neighbouring parts' into the chunks they share), or ``None`` when the
+    write was abandoned (its temporary store is gone: the writer aborted).
+
+    Writing the same part again writes the same bytes (a retried task is harmless).  A write
+    that raced the writer's abort removes the temporary directory it recreated."""
+    C, total = int(target["chunk"]), int(target["nnz"])
+    z0, z1 = int(at), int(at) + len(data)
+    h1 = z0 if z0 % C == 0 else min(z1, (z0 // C + 1) * C)
+    t0 = z1 if (z1 % C == 0 or z1 == total) else max(h1, (z1 // C) * C)
+    head = (data[:h1 - z0], indices[:h1 - z0])
+    tail = (data[t0 - z0:], indices[t0 - z0:])
+    if t0 <= h1:
+        return head, tail
+    tmp = Path(target["path"])
+    marks = [tmp / "X" / name / "zarr.json" for name in ("data", "indices")]
+    if not all(m.exists() for m in marks):
+        return None
+    try:
+        for name, values, dt in (("data", data, target["dtype"]), ("indices", indices, target["index_dtype"])):
+            a = zarr.open_array(store=str(tmp / "X" / name), mode="r+")
+            a[h1:t0] = np.asarray(values[h1 - z0:t0 - z0], dtype=dt)
+    except FileNotFoundError:
+        pass
+    if not all(m.exists() for m in marks):  # aborted meanwhile: our chunks recreated its directories
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    return head, tail
 
 
 def _rmtree(p: Any) -> None:

@@ -70,6 +70,9 @@ class Executor:
     n_workers: int
     #: ``scheduler=`` as plain data that reaches the same place (for an estimator run inside this job)
     scheduler: Any = None
+    #: Do the tasks see this process's files (the same machine)?  Then a converter's tasks may
+    #: write the store's chunks themselves (:func:`distlearn.data._rcv1.convert_rcv1`).
+    local_files: bool = False
 
     def submit(self, key: Any, fn: Callable[..., Any], *args: Any, nout: int | None = None) -> Any:
         """Run ``fn(*args)`` (handles among ``args`` are replaced by their values) as the task ``key``.
@@ -145,6 +148,7 @@ class InProcess(Executor):
 
     kind = "in-process"
     scheduler = "in-process"
+    local_files = True
 
     def __init__(self, n_jobs: int = 1) -> None:
         self.n_jobs = max(1, int(n_jobs))
@@ -231,6 +235,7 @@ class OnDask(Executor):
         with cluster_faults(client, self.address):
             ensure_workers(client, self.address)  # a scheduler alone: say so, then a deadline
             info = client.scheduler_info(n_workers=-1)
+        self.local_files = _on_this_machine(info.get("workers", {}))
         self.n_workers = max(1, int(info.get("total_threads") or 0)
                              or sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
@@ -326,6 +331,15 @@ class OnDask(Executor):
 
     def describe(self) -> str:
         return "dask " + describe(self.client)
+
+
+def _on_this_machine(workers: dict[str, Any]) -> bool:
+    """Are all these Dask workers (their addresses ``tcp://host:port``) on the loopback interface,
+    so on this machine, seeing its files?  Any other address counts as another machine."""
+    from urllib.parse import urlsplit
+
+    hosts = {urlsplit(a).hostname for a in workers}
+    return bool(hosts) and hosts <= {"127.0.0.1", "localhost", "::1"}
 
 
 @contextlib.contextmanager

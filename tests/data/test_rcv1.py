@@ -486,3 +486,99 @@ def test_compiled_qrels_reads_what_the_python_reader_reads(tmp_path, monkeypatch
     assert fast == slow
     if data.startswith(b"C15 2286 1\r\n"):
         assert fast == ([7, 12, 2286], ("C15", "CCAT", "E11", "\u00e9T"), [0, 1, 2, 5], [3, 2, 0, 1, 2], [7, 6, 1])
+
+
+# ---------------------------------------------------------------- workers write the store's chunks (issue 30)
+
+
+def _spy_direct(monkeypatch):
+    """Count the rows tasks that wrote the store's chunks themselves, and cut the stored values
+    into chunks of 500 (so that parts write whole chunks and share others)."""
+    import functools
+
+    from distlearn.data import _rcv1, store
+
+    calls = []
+    real = _rcv1._direct_rows_task
+
+    def spy(*a, **k):
+        calls.append(a[3:5])
+        return real(*a, **k)
+
+    monkeypatch.setattr(_rcv1, "_direct_rows_task", spy)
+    monkeypatch.setattr(store, "DatasetWriter", functools.partial(store.DatasetWriter, nnz_chunk=500))
+    return calls
+
+
+@pytest.mark.parametrize("kw", [{}, {"weighting": "tfidf", "normalize": True, "min_df": 3, "block_rows": 100},
+                                {"part_bytes": 1 << 30}])
+def test_workers_write_the_serial_store_byte_for_byte(tmp_path, monkeypatch, kw):
+    """The rows tasks of an executor on this machine write the whole chunks of X/data and X/indices
+    (the driver only the shared ones, y, indptr, the metadata): the same files as the serial store."""
+    from distlearn.distributed.executor import InProcess
+    from tests.data.test_store import _store_files
+
+    files, qrels = _odd_corpus(tmp_path)
+    files.append(write_rcv1_corpus(tmp_path / "c", 1500, n_terms=800, mean_distinct=20)["tokens"][1])
+    qrels = _w(tmp_path / "q2", open(qrels, "rb").read() + open(tmp_path / "c" / "rcv1-v2.topics.qrels", "rb").read())
+    kw = {"part_bytes": 4000} | kw
+    calls = _spy_direct(monkeypatch)
+    serial = convert_rcv1(files, tmp_path / "serial.zarr", qrels=qrels, **kw)
+    assert calls == []  # no executor: this process writes
+    ex = InProcess(2)
+    try:
+        par = convert_rcv1(files, tmp_path / "par.zarr", qrels=qrels, executor=ex, **kw)
+    finally:
+        ex.close()
+    assert len(calls) >= (4 if kw["part_bytes"] < 1 << 20 else 3)  # every part (the .gz file is one)
+    assert sum(n for _, n in calls) == serial.nnz > 2000
+    assert _store_files(tmp_path / "serial.zarr") == _store_files(tmp_path / "par.zarr")
+    open_dataset(tmp_path / "par.zarr", validate="full")
+
+
+def test_workers_on_dask_write_the_serial_store(client, tmp_path, monkeypatch):
+    from tests.data.test_store import _store_files
+
+    _spy_direct(monkeypatch)  # 500-value chunks (the tasks on Dask are not counted)
+    info = write_rcv1_corpus(tmp_path / "c", 3000, n_terms=2000, mean_distinct=30)
+    ex = OnDask(client)
+    assert ex.local_files and ex.n_workers == 2  # two workers on 127.0.0.1: they write
+    one = convert_rcv1(info["tokens"], tmp_path / "one.zarr", qrels=info["qrels"], part_bytes=50_000)
+    dask = convert_rcv1(info["tokens"], tmp_path / "dask.zarr", qrels=info["qrels"], part_bytes=50_000, executor=ex)
+    assert dask.nnz > 20 * 500 and _store_files(tmp_path / "one.zarr") == _store_files(tmp_path / "dask.zarr")
+
+
+@pytest.mark.parametrize("late", [b"twice", b".I 4\n.W\nz\n", b".I 999999\n.W\n.W\n"])
+def test_workers_write_and_a_late_error_leaves_nothing(files, tmp_path, monkeypatch, late):
+    """A document error found after parts have written chunks: the same one-line error as the serial
+    path, and nothing left of the store (its temporary directory removed)."""
+    from distlearn.distributed.executor import InProcess
+
+    calls = _spy_direct(monkeypatch)
+    info = write_rcv1_corpus(tmp_path / "c", 1500, n_terms=800, mean_distinct=20)
+    body = open(info["tokens"][1], "rb").read()
+    if late == b"twice":
+        late = b".I %s\n.W\nz\n" % body.split()[1]  # the file's first document again
+    f = _w(tmp_path / "t.dat", body + late)
+    q = _w(tmp_path / "q", open(info["qrels"], "rb").read() + b"CCAT 999999 1\n")
+    msgs = []
+    for ex in (None, InProcess(2)):
+        with pytest.raises(InputFormatError) as e:
+            convert_rcv1(f, tmp_path / "x.zarr", qrels=q, part_bytes=3000, executor=ex)
+        msgs.append(str(e.value))
+        assert not [p for p in os.listdir(tmp_path) if "x.zarr" in p]
+    assert msgs[0] == msgs[1] and "t.dat:" in msgs[0] and "\n" not in msgs[0]
+    assert len(calls) > 3 or b".W\n.W" in late  # parts wrote chunks before the error (not the vocabulary pass's)
+
+
+def test_only_workers_on_this_machine_write():
+    from distlearn.data._rcv1 import _workers_write
+    from distlearn.distributed.executor import InProcess, _on_this_machine
+
+    assert _on_this_machine({"tcp://127.0.0.1:4001": {}, "tcp://localhost:4002": {}})
+    assert not _on_this_machine({"tcp://127.0.0.1:4001": {}, "tcp://10.0.0.7:4002": {}})
+    assert not _on_this_machine({})
+    ex = InProcess(2)
+    assert _workers_write(ex, "/tmp/x.zarr") and not _workers_write(ex, "s3://bucket/x.zarr")
+    assert not _workers_write(None, "/tmp/x.zarr") and not _workers_write(InProcess(1), "/tmp/x.zarr")
+    ex.close()

@@ -248,3 +248,76 @@ def test_the_partial_of_a_killed_convert_is_removed_by_the_next(tmp_path):
     other.abort()
     assert main(["convert", str(src), str(tmp_path / "d.zarr")]) == 0
     assert sorted(os.listdir(tmp_path)) == ["d.svm", "d.zarr"]
+
+
+def _store_files(path):
+    """Every file of a store and its bytes; the root zarr.json without its ``created`` time."""
+    import json
+
+    out = {}
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            p = os.path.join(root, f)
+            data = open(p, "rb").read()
+            if os.path.relpath(p, path) == "zarr.json":
+                meta = json.loads(data)
+                meta["attributes"]["distlearn"].pop("created")
+                data = json.dumps(meta, sort_keys=True).encode()
+            out[os.path.relpath(p, path)] = data
+    return out
+
+
+@pytest.mark.parametrize("cuts, nnz_chunk, block_rows", [([0, 7, 8, 30, 61, 200], 50, 16),
+                                                         ([0, 100, 200], 1000, 64),
+                                                         ([0, 1, 2, 3, 150, 199, 200], 37, 10)])
+def test_parts_written_elsewhere_give_the_appended_store_byte_for_byte(tmp_path, cuts, nnz_chunk, block_rows):
+    """begin_parts + write_part_chunks (each part written twice: a retried task) + append_part write the
+    files DatasetWriter.append writes: the same arrays, chunks and metadata."""
+    from distlearn.data.store import write_part_chunks
+
+    rng = np.random.default_rng(5)
+    X = sp.random(200, 40, density=0.15, format="csr", random_state=rng, dtype=np.float64)
+    X.data = np.log2(1.0 + np.round(X.data * 5 + 1))
+    y = rng.integers(0, 4, 200).astype(float)
+    kw = dict(n_features=40, block_rows=block_rows, nnz_chunk=nnz_chunk, params={"p": 1})
+    with DatasetWriter(tmp_path / "a.zarr", **kw) as w:
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            w.append(X[a:b], y[a:b])
+    w = DatasetWriter(tmp_path / "b.zarr", **kw)
+    target = w.begin_parts(200, X.nnz)
+    written = 0
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        z0, z1 = X.indptr[a], X.indptr[b]
+        data, idx = X.data[z0:z1].astype(np.float32), X.indices[z0:z1].astype(np.int32)
+        edges = write_part_chunks(target, int(z0), data, idx)
+        assert write_part_chunks(target, int(z0), data, idx) is not None  # again: the same bytes
+        head, tail = edges
+        assert len(head[0]) + len(tail[0]) <= z1 - z0 and len(head[0]) < nnz_chunk and len(tail[0]) < nnz_chunk
+        written += (z1 - z0) - len(head[0]) - len(tail[0])
+        w.append_part(X.indptr[a:b + 1] - z0, y[a:b], head, tail, int(idx.max()) if len(idx) else -1)
+    w.close()
+    if nnz_chunk < X.nnz:
+        assert written > 0  # some chunks were written by the "workers"
+    assert _store_files(tmp_path / "a.zarr") == _store_files(tmp_path / "b.zarr")
+    Xb, yb = open_dataset(tmp_path / "b.zarr", validate="full").to_scipy()
+    assert (Xb != X.astype(np.float32)).nnz == 0 and np.array_equal(yb, y)
+
+
+def test_parts_after_an_abort_leave_nothing(tmp_path):
+    from distlearn.data.store import write_part_chunks
+
+    w = DatasetWriter(tmp_path / "s.zarr", n_features=10, nnz_chunk=4)
+    target = w.begin_parts(3, 20)
+    w.abort()
+    assert write_part_chunks(target, 0, np.ones(20, np.float32), np.zeros(20, np.int32)) is None
+    assert os.listdir(tmp_path) == []
+    t = DatasetWriter(tmp_path / "t.zarr")
+    with pytest.raises(ValueError, match="local CSR store with n_features"):
+        t.begin_parts(3, 20)
+    t.abort()
+    w = DatasetWriter(tmp_path / "u.zarr", n_features=10, nnz_chunk=4)
+    w.begin_parts(3, 20)
+    with pytest.raises(ValueError, match="do not fit the layout"):
+        w.append_part(np.array([0, 30]), [1.0], (np.zeros(0), np.zeros(0)), (np.zeros(0), np.zeros(0)), 2)
+    w.abort()
+    assert os.listdir(tmp_path) == []
