@@ -108,8 +108,12 @@ class OnlineBayesPoint(OnlineLinearClassifier):
         self._base_est._prepare(X, max(1, int(round(max(self._taus) * n_rows))))
 
     # -- state ----------------------------------------------------------------------------
+    def _member_base(self, base: Any) -> Any:
+        """Hook: the base learner as the members run it (kernel OBPM resolves its removal here)."""
+        return base
+
     def _start(self, classes: np.ndarray, n_features: int) -> None:
-        self._base_est = resolve_base(self.base, self.base_params)
+        self._base_est = self._member_base(resolve_base(self.base, self.base_params))
         self._base_est.fit_intercept = self.fit_intercept
         super()._start(classes, n_features)  # classes_, _rule_obj, counters, _seed
         self._state = self._new_state(n_features, 1 if len(self.classes_) == 2 else len(self.classes_))

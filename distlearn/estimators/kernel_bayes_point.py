@@ -19,7 +19,6 @@ Both predict with one kernel expansion (:class:`KernelExpansion`).
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 from typing import Any
@@ -258,13 +257,18 @@ class KernelOBPM(KernelExpansion, OnlineBayesPoint):
         self.gamma_online_errors_, self.gamma_race_rows_ = b.gamma_online_errors_, b.gamma_race_rows_
         self._gamma_pending = len(b.gammas_) > 1  # gamma="auto": chosen on the first chunk
 
+    def _member_base(self, base: Any) -> Any:
+        """The members' removal: ``"auto"`` is ``"margin"`` here (members share a pool of training rows, so
+        they cannot merge), resolved once so that every rule that reads the removal (KernelMIRA's
+        ``beta="auto"``, the gamma race) sees the one the members run."""
+        return base.set_params(removal="margin") if base.removal == "auto" else base
+
     def _choose_gamma(self, X: Any, yi: np.ndarray, order: np.ndarray | None) -> None:
         """gamma="auto": the base's race, alone, over the first chunk's rows in the order the members see them;
         every member then takes the winner."""
         order = np.arange(X.shape[0], dtype=np.int64) if order is None else order
         b = self._base_est
-        runner = b if b.removal != "auto" else copy.deepcopy(b).set_params(removal="margin")  # a member's removal
-        r = race_gamma(runner, X, yi, self.classes_, seed=self._seed, order=order, anchor=b.gamma_)
+        r = race_gamma(b, X, yi, self.classes_, seed=self._seed, order=order, anchor=b.gamma_)
         self.gamma_, self._kernel_obj = r.gamma_, r._kernel_obj
         self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (r.gammas_, r.gamma_online_errors_,
                                                                          r.gamma_race_rows_)
