@@ -55,6 +55,8 @@ from .cluster import (SchedulerLost, cluster_faults, connect_timeout, describe, 
 #: Seconds between the liveness checks of a wait on Dask (a wait never blocks longer than this
 #: without looking at the client's connection to its scheduler).
 POLL_SECONDS = 1.0
+#: The statuses of a Dask future that has ended (its result, error or cancellation can be read).
+ENDED = ("finished", "error", "cancelled")
 
 __all__ = ["Executor", "InProcess", "OnDask", "executor_for"]
 
@@ -276,18 +278,26 @@ class OnDask(Executor):
         with cluster_faults(self.client, self.address):
             for i, h in enumerate(handles):
                 h.add_done_callback(lambda _, i=i: done.put(i))
-            left, last = len(handles), time.monotonic()
+            left, last, seen = len(handles), time.monotonic(), set()
             while left:
                 try:
                     i = done.get(timeout=POLL_SECONDS)
                 except queue.Empty:
                     if is_lost(self.client):
                         raise SchedulerLost(self.address) from None
-                    if time.monotonic() - last >= every:
-                        if not scheduler_answers(self.client, 3 * every):
-                            raise SchedulerLost(self.address) from None
-                        last = time.monotonic()
+                    # a future that ended without its callback (one lost and then cancelled by the
+                    # scheduler can miss it) is read from its status, not waited for forever
+                    ended = [j for j, h in enumerate(handles) if j not in seen and h.status in ENDED]
+                    if not ended:
+                        if time.monotonic() - last >= every:
+                            if not scheduler_answers(self.client, 3 * every):
+                                raise SchedulerLost(self.address) from None
+                            last = time.monotonic()
+                        continue
+                    i = ended[0]
+                if i in seen:  # its callback came after the status was read
                     continue
+                seen.add(i)
                 left, last = left - 1, time.monotonic()
                 if handles[i].status == "cancelled" and is_lost(self.client):
                     raise SchedulerLost(self.address)  # its tasks were cancelled with it

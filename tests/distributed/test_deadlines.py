@@ -362,3 +362,40 @@ def test_foreign_certificates_against_a_tls_scheduler_are_one_line(deadlines, tm
         _one_line_error(capsys, address, "TLS handshake")
     finally:
         _stop(scheduler)
+
+
+class _SilentFuture:
+    """A Dask future as the wait sees it, whose done callback never comes (``fire``: it comes once)."""
+
+    def __init__(self, fire: bool = False) -> None:
+        self.status, self.fire, self.callbacks = "pending", fire, []
+
+    def add_done_callback(self, fn):  # noqa: ANN001
+        self.callbacks.append(fn)
+
+    def end(self, status: str) -> None:
+        self.status = status
+        if self.fire:
+            for fn in self.callbacks:
+                fn(self)
+
+
+def test_a_wait_reads_an_ended_future_whose_callback_never_comes():
+    """Every wait has a deadline: a future cancelled (or finished) without its done callback -- one lost
+    with its worker and then cancelled can miss it -- is seen from its status within a poll or two, once,
+    and a future whose callback does come is not reported twice."""
+    from types import SimpleNamespace
+
+    from distlearn.distributed import executor as E
+
+    comm = SimpleNamespace(comm=SimpleNamespace(closed=lambda: False))
+    ex = object.__new__(E.OnDask)
+    ex.client, ex.address = SimpleNamespace(status="running", scheduler_comm=comm), "tcp://127.0.0.1:1"
+    silent, loud, late = _SilentFuture(), _SilentFuture(fire=True), _SilentFuture()
+    loud.end("finished")  # before the wait: its callback is registered after, so it must still be seen once
+    threading.Timer(0.3, silent.end, ("cancelled",)).start()
+    threading.Timer(0.6, late.end, ("error",)).start()
+    t = time.monotonic()
+    order = list(ex._completions([silent, loud, late]))
+    assert sorted(order) == [0, 1, 2]
+    assert time.monotonic() - t < 3 * E.POLL_SECONDS + 2
