@@ -33,6 +33,7 @@ import json
 import os
 import re
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -210,12 +211,34 @@ def _complete_cuts(p: Path) -> list[str]:
                   reverse=True)
 
 
+#: Seconds :func:`_drop_cuts_after` keeps trying to remove a cut that something is still writing into.
+DROP_SECONDS = 10.0
+
+
 def _drop_cuts_after(p: Path, name: str) -> None:
     """Remove the cuts after ``name`` (damaged or incomplete): the resumed run writes them again, and a
-    part left there would be kept as a retried task's first copy."""
+    part left there would be kept as a retried task's first copy.
+
+    Tasks of the run that wrote them may still be running on the cluster (its client was killed, its
+    tasks were not) and write a part while the cut is removed; removal is retried until
+    :data:`DROP_SECONDS` have passed, then is one :class:`CheckpointError` naming the cut.  A part such a
+    task writes later holds the same bits the resumed run computes (the same cut, the same seeds)."""
     for d in p.iterdir():
-        if _is_cut(d) and d.name > name:
-            rmtree(d)
+        if not (_is_cut(d) and d.name > name):
+            continue
+        deadline = time.monotonic() + DROP_SECONDS
+        while True:
+            try:
+                rmtree(d)
+                break
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                if time.monotonic() >= deadline:
+                    raise CheckpointError(f"checkpoint {p}: cannot remove cut {d.name}, written into while it was "
+                                          f"removed for {DROP_SECONDS:g} s ({exc.strerror}): tasks of an earlier "
+                                          "run are still writing there; wait for them to end, then resume") from None
+                time.sleep(0.05)
 
 
 def resume_point(path: str | os.PathLike[str], n_groups: int | None = None) -> dict[str, Any] | None:

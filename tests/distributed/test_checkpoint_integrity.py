@@ -220,3 +220,31 @@ def test_damaged_root_metadata_is_one_line(store, tmp_path, capsys):
             g.attrs[key] = {**{k: v for k, v in meta.items() if k != "fingerprint"}, "fingerprinu": meta["fingerprint"]}
     with pytest.raises(ckpt.CheckpointError, match="metadata is damaged.*start over without --resume"):
         _obpm(epochs=2, checkpoint=ck, resume=True).fit(store)
+
+
+def test_dropping_a_cut_still_being_written_retries_then_names_it(tmp_path, monkeypatch):
+    """Tasks of a killed client's run may still write into a cut that a resume removes: the removal is
+    retried (here it fails twice with "Directory not empty", then succeeds), and a cut still written into
+    after ``DROP_SECONDS`` is one CheckpointError naming it."""
+    import errno
+
+    real = ckpt.rmtree
+    fails = {"n": 2}
+
+    def busy(d):  # noqa: ANN001
+        if fails["n"] > 0:
+            fails["n"] -= 1
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", str(d))
+        real(d)
+
+    for name in ("e0000-s00001", "e0000-s00002", "e0000-s00003"):
+        (tmp_path / name / ".g0001.tmp-x").mkdir(parents=True)
+    monkeypatch.setattr(ckpt, "rmtree", busy)
+    ckpt._drop_cuts_after(tmp_path, "e0000-s00001")
+    assert sorted(d.name for d in tmp_path.iterdir()) == ["e0000-s00001"] and fails["n"] == 0
+    (tmp_path / "e0000-s00002").mkdir()
+    fails["n"] = 10**9
+    monkeypatch.setattr(ckpt, "DROP_SECONDS", 0.2)
+    with pytest.raises(ckpt.CheckpointError, match=r"cannot remove cut e0000-s00002.*still writing") as e:
+        ckpt._drop_cuts_after(tmp_path, "e0000-s00001")
+    assert "\n" not in str(e.value)
