@@ -964,7 +964,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
         "params": {k: v for k, v in est.get_params(deep=False).items()
                    if k in params or k in ("random_state", "epochs")},
     }
-    for k in ("epoch_online_errors", "tau", "tau_online_errors", "job", "n_support", "n_removed"):
+    for k in ("epoch_online_errors", "tau", "tau_online_errors", "job", "n_support", "n_removed", "gamma", "beta"):
         if k in summary:
             result[k] = summary[k]
     if a.shards:

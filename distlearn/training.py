@@ -392,6 +392,9 @@ def fit_summary(est: Any) -> dict[str, Any]:
     if hasattr(est, "n_support_"):
         out["n_support"] = int(np.sum(est.n_support_))
         out["n_removed"] = int(getattr(est, "n_removed_", 0))
+        for name in ("gamma", "beta"):  # the values a kernel learner ran ("auto" resolved)
+            if isinstance(getattr(est, name + "_", None), (int, float, np.floating)):
+                out[name] = float(getattr(est, name + "_"))
     if hasattr(est, "job_"):
         out["job"] = est.job_
     taus = getattr(est, "taus_", None)

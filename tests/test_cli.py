@@ -197,6 +197,7 @@ def test_train_kernel_models(art_stores, capsys):
     est = KernelMIRA(budget=40, gamma=2.0, random_state=1).fit(str(train))
     assert out["model"] == "KernelMIRA" and out["n_support"] == est.n_support_.sum() <= 40
     assert out["online_errors"] == est.online_errors_ and out["n_removed"] == est.n_removed_
+    assert out["gamma"] == est.gamma_ == 2.0 and out["beta"] == est.beta_  # the values run ("auto" resolved)
     from distlearn.data.store import open_dataset
     Xt, yt = open_dataset(str(test)).to_scipy()
     assert abs(out["test_error"] - (1 - est.score(Xt, yt))) < 1e-12
