@@ -340,6 +340,16 @@ class SchedulerLost(ConnectionError):
                          "(and --checkpoint) to continue from the last checkpoint")
 
 
+class WorkersGone(ConnectionError):
+    """Every worker left while tasks waited, and none joined within :func:`worker_wait` seconds."""
+
+    def __init__(self, address: str, wait: float) -> None:
+        self.address = address
+        super().__init__(f"every Dask worker left the scheduler at {address} and none joined within {wait:g} s; "
+                         f"start workers (`dask worker {address}`) or wait longer (${WORKER_WAIT_ENV}), and rerun "
+                         "with --resume (and --checkpoint) to continue from the last checkpoint")
+
+
 class WorkersKilled(ValueError):
     """A task killed every worker it ran on (a crash in native code, or out of memory)."""
 
@@ -464,6 +474,11 @@ def _n_workers(client: Any) -> int:
     return int(info.get("n_workers", len(info.get("workers", {}))))
 
 
+def adaptive(client: Any) -> bool:
+    """Whether ``client``'s cluster starts its workers for the tasks it is given (it may have none now)."""
+    return getattr(getattr(client, "cluster", None), "_adaptive", None) is not None
+
+
 def ensure_workers(client: Any, address: str | None = None, wait: float | None = None) -> None:
     """Return once the cluster has a worker; wait up to :func:`worker_wait` s, saying so on stderr.
 
@@ -472,7 +487,7 @@ def ensure_workers(client: Any, address: str | None = None, wait: float | None =
     DISTLEARN_WORKER_WAIT)`` and, if none joins, a one-line
     :class:`ConnectionError`.
     """
-    if _n_workers(client) or getattr(getattr(client, "cluster", None), "_adaptive", None) is not None:
+    if _n_workers(client) or adaptive(client):
         return  # an adaptive cluster starts its workers for the tasks it is given
     address = address or str(getattr(client.scheduler, "address", "?"))
     wait = worker_wait() if wait is None else wait
@@ -496,13 +511,14 @@ def is_lost(client: Any) -> bool:
     return comm is None or bool(getattr(comm, "comm", None) is not None and comm.comm.closed())
 
 
-def scheduler_answers(client: Any, timeout: float) -> bool:
-    """Whether the scheduler answers an ``identity`` request within ``timeout`` seconds."""
+def scheduler_workers(client: Any, timeout: float) -> int | None:
+    """How many workers the scheduler has, or ``None`` if it did not answer an ``identity``
+    request within ``timeout`` seconds (stopped, wedged, or its connection closed)."""
     try:
-        client.sync(client.scheduler.identity, n_workers=0, callback_timeout=timeout)
+        info = client.sync(client.scheduler.identity, n_workers=0, callback_timeout=timeout)
     except Exception:  # noqa: BLE001 - a timeout or a closed comm: it did not answer
-        return False
-    return True
+        return None
+    return int(info.get("n_workers", 0)) if isinstance(info, dict) else 0
 
 
 def _killed_worker(e: BaseException) -> WorkersKilled | None:
@@ -520,12 +536,12 @@ def _killed_worker(e: BaseException) -> WorkersKilled | None:
 @contextlib.contextmanager
 def cluster_faults(client: Any, address: str | None = None) -> Iterator[None]:
     """Turn a lost scheduler and a task that killed its workers into one line (:class:`SchedulerLost`,
-    :class:`WorkersKilled`); anything else (the task's own error) passes unchanged."""
+    :class:`WorkersKilled`; :class:`WorkersGone` passes as raised); anything else (the task's own error) passes unchanged."""
     from concurrent.futures import CancelledError
 
     try:
         yield
-    except (SchedulerLost, WorkersKilled):
+    except (SchedulerLost, WorkersKilled, WorkersGone):
         raise
     except (CancelledError, OSError, TimeoutError) as e:  # CommClosedError is an OSError
         if isinstance(e, CancelledError) and "scheduler-connection-lost" not in str(e) and not is_lost(client):

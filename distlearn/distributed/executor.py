@@ -49,8 +49,8 @@ from .._config import SPLIT_EVERY
 from .._tasks import in_this_process
 from .._validation import SchedulerAddress, plain_scheduler
 from . import graph
-from .cluster import (SchedulerLost, cluster_faults, connect_timeout, describe, ensure_workers, get_client,
-                      is_lost, scheduler_answers)
+from .cluster import (SchedulerLost, WorkersGone, adaptive, cluster_faults, connect_timeout, describe,
+                      ensure_workers, get_client, is_lost, scheduler_workers, worker_wait)
 
 #: Seconds between the liveness checks of a wait on Dask (a wait never blocks longer than this
 #: without looking at the client's connection to its scheduler).
@@ -268,17 +268,20 @@ class OnDask(Executor):
         ``$DISTLEARN_CONNECT_TIMEOUT`` s and cancels every future, which wakes this up at
         once) is :class:`~.cluster.SchedulerLost`.  After ``$DISTLEARN_CONNECT_TIMEOUT`` s
         without a finished task, the scheduler must also answer a ping
-        (:func:`~.cluster.scheduler_answers`): a scheduler that hangs with its connection
-        open (stopped, wedged) is lost too, not a wait forever.
+        (:func:`~.cluster.scheduler_workers`): a scheduler that hangs with its connection
+        open (stopped, wedged) is lost too, not a wait forever.  The same ping counts the
+        workers: a cluster that has had none for ``$DISTLEARN_WORKER_WAIT`` s (every worker
+        died, and no nanny or batch job brought one back) is :class:`~.cluster.WorkersGone`,
+        unless it is adaptive (it starts workers for the tasks it holds).
         """
         import queue
 
         done: queue.SimpleQueue[int] = queue.SimpleQueue()
-        every = connect_timeout()
+        every, grace = connect_timeout(), (None if adaptive(self.client) else worker_wait())
         with cluster_faults(self.client, self.address):
             for i, h in enumerate(handles):
                 h.add_done_callback(lambda _, i=i: done.put(i))
-            left, last, seen = len(handles), time.monotonic(), set()
+            left, last, seen, empty_since = len(handles), time.monotonic(), set(), None
             while left:
                 try:
                     i = done.get(timeout=POLL_SECONDS)
@@ -290,9 +293,16 @@ class OnDask(Executor):
                     ended = [j for j, h in enumerate(handles) if j not in seen and h.status in ENDED]
                     if not ended:
                         if time.monotonic() - last >= every:
-                            if not scheduler_answers(self.client, 3 * every):
+                            workers = scheduler_workers(self.client, 3 * every)
+                            if workers is None:
                                 raise SchedulerLost(self.address) from None
                             last = time.monotonic()
+                            if workers or grace is None:
+                                empty_since = None
+                            elif empty_since is None:
+                                empty_since = last
+                            elif last - empty_since >= grace:
+                                raise WorkersGone(self.address, grace)
                         continue
                     i = ended[0]
                 if i in seen:  # its callback came after the status was read

@@ -26,7 +26,7 @@ import pytest
 
 from distlearn.cli import main
 from distlearn.data import create_dataset
-from distlearn.distributed.cluster import SchedulerLost, WorkersKilled, get_client, make_security
+from distlearn.distributed.cluster import SchedulerLost, WorkersGone, WorkersKilled, get_client, make_security
 from distlearn.distributed.executor import executor_for
 
 from ..conftest import _dask_cli
@@ -273,6 +273,10 @@ def test_lost_scheduler_and_killed_workers_are_one_line(deadlines, tmp_path):
                         tmp_path / "worker.log")
         os.environ["DISTLEARN_WORKER_WAIT"] = "60"
         with executor_for(address) as ex:
+            # a worker killed while its nanny is still starting takes the nanny with it
+            # ("nanny-start-failed"): let the nanny finish starting first
+            assert ex.result(ex.submit("warm", int, "1")) == 1
+            time.sleep(2.0)
             # a task that kills its worker: one line with its key
             with pytest.raises(WorkersKilled, match=r"a task killed its workers 1 times: die-task") as e:
                 ex.result(ex.submit("die-task", os._exit, 3))  # as a segfault would
@@ -300,6 +304,40 @@ def test_lost_scheduler_and_killed_workers_are_one_line(deadlines, tmp_path):
         os.environ.pop("DISTLEARN_WORKER_WAIT", None)
         if scheduler.poll() is None:
             os.kill(scheduler.pid, signal.SIGCONT)
+        _stop(*([worker] if worker else []), scheduler)
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(90)
+def test_a_cluster_left_without_workers_is_one_line_not_a_wait_forever(deadlines, tmp_path):
+    """Every worker dies and none comes back (no nanny here): the next wait ends within
+    $DISTLEARN_WORKER_WAIT s of the last ping that saw workers, in one line naming the address."""
+    sched_file = tmp_path / "scheduler.json"
+    env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    scheduler = _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                        "--scheduler-file", str(sched_file)], tmp_path / "scheduler.log", env)
+    worker = None
+    try:
+        address = _address_in(sched_file)
+        worker = _start(["worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+                         "--no-nanny"], tmp_path / "worker.log")
+        os.environ["DISTLEARN_WORKER_WAIT"] = "30"
+        with executor_for(address) as ex:
+            os.environ["DISTLEARN_WORKER_WAIT"] = "3"  # the wait for workers mid-run (deadlines: pings every 2 s)
+            with pytest.raises(WorkersKilled):
+                ex.result(ex.submit("die-task", os._exit, 3))
+            assert worker.wait(timeout=30) == 3  # the only worker is gone for good
+            h = ex.submit("orphan", int, "0")
+            for wait in (lambda: ex.result(h), lambda: ex.wait([h]), lambda: list(ex.as_completed([h]))):
+                with pytest.raises(WorkersGone) as gone:
+                    wait()
+                msg = str(gone.value)
+                assert "\n" not in msg and isinstance(gone.value, ConnectionError)
+                assert msg.startswith(f"every Dask worker left the scheduler at {address} and none joined "
+                                      "within 3 s; start workers (`dask worker")
+                assert h.status == "pending"  # nothing ran it, and nothing pretended it did
+    finally:
+        os.environ.pop("DISTLEARN_WORKER_WAIT", None)
         _stop(*([worker] if worker else []), scheduler)
 
 
