@@ -257,8 +257,21 @@ class OnDask(Executor):
                                        retries=self.retries, priority=priority)
 
     def scatter(self, obj: Any) -> Any:
+        """``obj`` on a worker; a cluster without workers gets ``$DISTLEARN_WORKER_WAIT`` s for one to
+        join (Dask's own wait is its connect timeout, then a bare ``TimeoutError``), then is
+        :class:`~.cluster.WorkersGone`."""
         with cluster_faults(self.client, self.address):
-            return self.client.scatter([obj], broadcast=False, hash=True)[0]
+            try:
+                return self.client.scatter([obj], broadcast=False, hash=True)[0]
+            except TimeoutError:
+                if is_lost(self.client):
+                    raise
+                wait = worker_wait()
+                try:
+                    self.client.wait_for_workers(1, timeout=wait)
+                except TimeoutError:
+                    raise WorkersGone(self.address, wait) from None
+                return self.client.scatter([obj], broadcast=False, hash=True)[0]
 
     def _completions(self, handles: Sequence[Any]) -> Iterator[int]:
         """The indices of ``handles`` as they finish (done, failed or cancelled).

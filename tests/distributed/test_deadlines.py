@@ -336,6 +336,9 @@ def test_a_cluster_left_without_workers_is_one_line_not_a_wait_forever(deadlines
                 assert msg.startswith(f"every Dask worker left the scheduler at {address} and none joined "
                                       "within 3 s; start workers (`dask worker")
                 assert h.status == "pending"  # nothing ran it, and nothing pretended it did
+            # shipping data to a cluster without workers: the same line (Dask's own: a bare TimeoutError)
+            with pytest.raises(WorkersGone, match=f"every Dask worker left the scheduler at {address}"):
+                ex.scatter(np.arange(3.0))
     finally:
         os.environ.pop("DISTLEARN_WORKER_WAIT", None)
         _stop(*([worker] if worker else []), scheduler)
