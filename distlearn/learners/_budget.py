@@ -108,6 +108,7 @@ __all__ = [
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
     "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
+    "kernel_finish",
 ]
 
 
@@ -241,6 +242,18 @@ def _kfin(kern, dot, sqa, sqb):
     if kern.code == POLY_KERNEL:
         return (kern.gamma * dot + kern.coef0) ** kern.degree
     return dot
+
+
+@njit(**NUMBA_FLAGS)
+def kernel_finish(kern, G, sqx, sqs):
+    """``G[r, i] = k`` from the dot products ``G[r, i] = x_r . s_i`` and the squared norms ``sqx[r]``, ``sqs[i]``
+    in place (:func:`_kfin`, one pass: the kernel matrices of :func:`distlearn.learners.kernel.kernel_matrix`
+    finish as the engine's rows do)."""
+    for r in range(G.shape[0]):
+        sr = sqx[r]
+        g = G[r]
+        for i in range(G.shape[1]):
+            g[i] = _kfin(kern, g[i], sr, sqs[i])
 
 
 @njit(inline="always", **NUMBA_FLAGS)

@@ -473,21 +473,14 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
     SVC does and as the engine's own blocked rows do (:func:`distlearn.learners._budget._block_rows`);
     BLAS sums the products in its own order, so the two agree to rounding, not bit for bit.
     """
-    G = np.asarray(Xb @ S.T, dtype=np.float64)
+    G = np.ascontiguousarray(Xb @ S.T, dtype=np.float64)
     kp = kernel.record()
     if kp.code == B.RBF_KERNEL:
         xsq = np.asarray(Xb.multiply(Xb).sum(axis=1)).ravel() if sp.issparse(Xb) else np.einsum("ij,ij->i", Xb, Xb)
         sqS = np.einsum("ij,ij->i", S, S) if sqS is None else sqS
-        G *= -2.0
-        G += xsq[:, None]
-        G += sqS[None, :]
-        np.maximum(G, 0.0, out=G)
-        G *= -kp.gamma
-        np.exp(G, out=G)
+        B.kernel_finish(kp, G, np.asarray(xsq, dtype=np.float64), np.asarray(sqS, dtype=np.float64))
     elif kp.code == B.POLY_KERNEL:
-        G *= kp.gamma
-        G += kp.coef0
-        G **= kp.degree
+        B.kernel_finish(kp, G, np.zeros(G.shape[0]), np.zeros(G.shape[1]))
     return G
 
 
