@@ -484,9 +484,19 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
     return G
 
 
+#: Dense rows of at most this many features get their scores from the engine's blocked kernel rows and
+#: gathered sums (:func:`~distlearn.learners._budget.kernel_scores`), wider ones (and CSR rows) from BLAS
+#: kernel matrices.  LETTER (16 features), 8,163 rows against a 5,183-pattern expansion with 26 columns:
+#: 0.21-0.25 CPU s against BLAS's 0.35-0.49 (its kernel matrix, 340 MB, is written, finished and read back
+#: from memory); at 784 features BLAS's product is the faster (``benchmarks/README.md``, kernel rows).
+FUSED_FEATURES = 64
+
+
 def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> np.ndarray:
-    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR): blocks of rows, each
-    one kernel matrix against the support (BLAS, at most ~4 Mi entries) times the coefficients."""
+    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR): dense rows of at most
+    :data:`FUSED_FEATURES` features through the engine's blocked rows and sums
+    (:func:`~distlearn.learners._budget.kernel_scores`); otherwise blocks of rows, each one kernel matrix
+    against the support (BLAS, at most ~4 Mi entries) times the coefficients."""
     n = X.shape[0]
     out = np.zeros((n, coef.shape[1]))
     if S.shape[0] == 0 or n == 0:
@@ -494,6 +504,8 @@ def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> 
     S = np.ascontiguousarray(S, dtype=np.float64)
     coef = np.ascontiguousarray(coef, dtype=np.float64)
     sqS = np.einsum("ij,ij->i", S, S)
+    if not sp.issparse(X) and X.shape[1] <= FUSED_FEATURES:
+        return B.kernel_scores(np.ascontiguousarray(X, dtype=np.float64), S, sqS, coef, kernel.record(), out)
     block = max(1, (1 << 22) // S.shape[0])
     for lo in range(0, n, block):
         Xb = X[lo:lo + block]
