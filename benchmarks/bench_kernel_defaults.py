@@ -31,7 +31,11 @@ Rows per data set:
                  and "average" (distilled, and the full expansion with ``--candidates grid``);
                  "defaults" runs the estimators of ``--rules`` with ``budget="variable"`` and every
                  other parameter at its default (``--compress 0 auto``: a row without the post-fit
-                 compression and one with it, fitted apart)
+                 compression and one with it, fitted apart); "one-se" runs the defaults and beside them
+                 the same estimator with the width a one-standard-error rule would take from the
+                 defaults' own gamma race (:func:`one_se_gamma`: the widest kernel among the race's
+                 last runners whose progressive errors are within one binomial standard error of the
+                 fewest), fixed as a number
 
 Columns: test error (%), the gap to the tuned SVC in points, fit seconds (wall and CPU), the fit's
 CPU time over SVC's (``/SVC``: run with ``OPENBLAS_NUM_THREADS=1``, so both use one core), support
@@ -150,6 +154,35 @@ def candidates(which: str, gammas: list[str], epochs: list[int], only: list[str]
     return out
 
 
+def one_se_gamma(est: Any) -> float:
+    """The width a one-standard-error rule (Breiman et al. 1984) picks from a fitted estimator's gamma race:
+    among the runners that ran the race's full length, the smallest ``gamma`` (the widest kernel, the fewest
+    patterns) whose progressive mistakes are at most the fewest ``e`` plus ``sqrt(e (1 - e / n))``, ``n``
+    the rows they ran.  The estimator's own ``gamma_`` without a race."""
+    errs, rows = np.asarray(est.gamma_online_errors_), np.asarray(est.gamma_race_rows_)
+    if len(errs) < 2 or rows.max() <= 0:
+        return float(est.gamma_)
+    last = np.flatnonzero(rows == rows.max())
+    best, n = float(errs[last].min()), float(rows.max())
+    se = np.sqrt(max(best, 1.0) * (1.0 - best / n))
+    return float(est.gammas_[last[errs[last] <= best + se].min()])
+
+
+def one_se_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> list[tuple[str, Any]]:
+    """Each rule's defaults, and the same with the one-standard-error width of their race (:func:`one_se_gamma`;
+    one untimed fit of the defaults reads the race)."""
+    out: list[tuple[str, Any]] = []
+    for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA)):
+        if name not in rules:
+            continue
+        probe = cls(budget="variable", random_state=0).fit(Xtr, ytr)
+        g = one_se_gamma(probe)
+        out.append((f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0)))
+        out.append((f"{cls.__name__}(budget='variable'), one-SE gamma = {g / probe.gammas_[1]:g} x scale",
+                    lambda cls=cls, g=g: cls(budget="variable", gamma=g, random_state=0)))
+    return out
+
+
 def svc_tuned(Xtr: np.ndarray, ytr: np.ndarray, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
     from sklearn.svm import SVC
@@ -184,9 +217,10 @@ def run(factory: Any, Xtr, ytr, Xte, yte) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME", help=f"of {', '.join(ALL)}")
-    ap.add_argument("--candidates", choices=("defaults", "main", "grid"), default="main",
+    ap.add_argument("--candidates", choices=("defaults", "main", "grid", "one-se"), default="main",
                     help="defaults: the estimators' defaults only; main: rules x --gamma x --epochs x last/distilled "
-                         "average; grid: also the full average, beta and C variants")
+                         "average; grid: also the full average, beta and C variants; one-se: the defaults and the "
+                         "one-standard-error width of their gamma race")
     ap.add_argument("--gamma", nargs="+", default=["auto", "scale"], help="our candidates' gamma values")
     ap.add_argument("--rules", nargs="+", default=["perceptron", "mira", "pa"], help="our candidates' rules")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="our candidates' epochs")
@@ -215,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1]} features, "
               f"{len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
-        cands = candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
-                           tuple(args.default_epochs))
+        cands = one_se_candidates(args.rules, Xtr, ytr) if args.candidates == "one-se" else \
+            candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
+                       tuple(args.default_epochs))
         res: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.repeat):  # A B A B: SVC's refit, then each candidate, per repeat
             res.setdefault("svc-tuned", []).append(run(svc_factory, Xtr, ytr, Xte, yte))

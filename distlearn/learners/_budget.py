@@ -108,6 +108,7 @@ __all__ = [
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
     "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
+    "kernel_finish", "kernel_scores",
 ]
 
 
@@ -241,6 +242,18 @@ def _kfin(kern, dot, sqa, sqb):
     if kern.code == POLY_KERNEL:
         return (kern.gamma * dot + kern.coef0) ** kern.degree
     return dot
+
+
+@njit(**NUMBA_FLAGS)
+def kernel_finish(kern, G, sqx, sqs):
+    """``G[r, i] = k`` from the dot products ``G[r, i] = x_r . s_i`` and the squared norms ``sqx[r]``, ``sqs[i]``
+    in place (:func:`_kfin`, one pass: the kernel matrices of :func:`distlearn.learners.kernel.kernel_matrix`
+    finish as the engine's rows do)."""
+    for r in range(G.shape[0]):
+        sr = sqx[r]
+        g = G[r]
+        for i in range(G.shape[1]):
+            g[i] = _kfin(kern, g[i], sr, sqs[i])
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -1203,4 +1216,36 @@ def kernel_vote_counts(X, S, sq, coef, kernel, kp, ev_t, ev_p, ev_s, a, b, out):
                             best = k
                     out[r, best] += n
             t = nxt
+    return out
+
+
+@njit(**NUMBA_FLAGS)
+def kernel_scores(X, S, sq, coef, kern, out):
+    """``out[r] = sum_i coef[i] k(S[i], X[r])`` for every row of ``X`` (``sq`` the patterns' squared norms,
+    ``kern`` a :class:`KernelParams`): the engine's blocked kernel rows (:func:`_next_block`, ``ROW_BLOCK``
+    rows at a time, kept in cache) and its gathered score sums (:func:`_gathered_sums`, four rows per read of
+    ``coef``), never a whole kernel matrix in memory.  Each score is the per-round sum over the patterns in
+    order of the engine's kernel values (the bits a learner's round computes over the same cache)."""
+    P = S.shape[0]
+    K = coef.shape[1]
+    n = X.shape[0]
+    order = np.arange(n)
+    every = np.ones(P, dtype=np.bool_)
+    ident = np.arange(P)
+    offs = np.arange(ROW_BLOCK) * P
+    Xt = np.zeros((X.shape[1], ROW_BLOCK), dtype=np.float64)
+    sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
+    G = np.zeros((ROW_BLOCK, P), dtype=np.float64)
+    acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
+    live = np.zeros(P, dtype=np.int64)
+    M = np.zeros((ROW_BLOCK, K), dtype=np.float64)
+    for ii in range(0, n, ROW_BLOCK):
+        nb = min(ROW_BLOCK, n - ii)
+        _next_block(kern, X, order, ii, S, sq, every, P, Xt, sqt, G, acc, live)
+        for b0 in range(0, nb, SUM_ROWS):
+            _gathered_sums(coef, ident, every, P, G.reshape(ROW_BLOCK * P), offs, b0, min(nb, b0 + SUM_ROWS),
+                           M.reshape(ROW_BLOCK * K))
+        for b in range(nb):
+            for k in range(K):
+                out[ii + b, k] = M[b, k]
     return out

@@ -473,27 +473,30 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
     SVC does and as the engine's own blocked rows do (:func:`distlearn.learners._budget._block_rows`);
     BLAS sums the products in its own order, so the two agree to rounding, not bit for bit.
     """
-    G = np.asarray(Xb @ S.T, dtype=np.float64)
+    G = np.ascontiguousarray(Xb @ S.T, dtype=np.float64)
     kp = kernel.record()
     if kp.code == B.RBF_KERNEL:
         xsq = np.asarray(Xb.multiply(Xb).sum(axis=1)).ravel() if sp.issparse(Xb) else np.einsum("ij,ij->i", Xb, Xb)
         sqS = np.einsum("ij,ij->i", S, S) if sqS is None else sqS
-        G *= -2.0
-        G += xsq[:, None]
-        G += sqS[None, :]
-        np.maximum(G, 0.0, out=G)
-        G *= -kp.gamma
-        np.exp(G, out=G)
+        B.kernel_finish(kp, G, np.asarray(xsq, dtype=np.float64), np.asarray(sqS, dtype=np.float64))
     elif kp.code == B.POLY_KERNEL:
-        G *= kp.gamma
-        G += kp.coef0
-        G **= kp.degree
+        B.kernel_finish(kp, G, np.zeros(G.shape[0]), np.zeros(G.shape[1]))
     return G
 
 
+#: Dense rows of at most this many features get their scores from the engine's blocked kernel rows and
+#: gathered sums (:func:`~distlearn.learners._budget.kernel_scores`), wider ones (and CSR rows) from BLAS
+#: kernel matrices.  LETTER (16 features), 8,163 rows against a 5,183-pattern expansion with 26 columns:
+#: 0.21-0.25 CPU s against BLAS's 0.35-0.49 (its kernel matrix, 340 MB, is written, finished and read back
+#: from memory); at 784 features BLAS's product is the faster (``benchmarks/README.md``, kernel rows).
+FUSED_FEATURES = 64
+
+
 def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> np.ndarray:
-    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR): blocks of rows, each
-    one kernel matrix against the support (BLAS, at most ~4 Mi entries) times the coefficients."""
+    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR): dense rows of at most
+    :data:`FUSED_FEATURES` features through the engine's blocked rows and sums
+    (:func:`~distlearn.learners._budget.kernel_scores`); otherwise blocks of rows, each one kernel matrix
+    against the support (BLAS, at most ~4 Mi entries) times the coefficients."""
     n = X.shape[0]
     out = np.zeros((n, coef.shape[1]))
     if S.shape[0] == 0 or n == 0:
@@ -501,6 +504,8 @@ def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> 
     S = np.ascontiguousarray(S, dtype=np.float64)
     coef = np.ascontiguousarray(coef, dtype=np.float64)
     sqS = np.einsum("ij,ij->i", S, S)
+    if not sp.issparse(X) and X.shape[1] <= FUSED_FEATURES:
+        return B.kernel_scores(np.ascontiguousarray(X, dtype=np.float64), S, sqS, coef, kernel.record(), out)
     block = max(1, (1 << 22) // S.shape[0])
     for lo in range(0, n, block):
         Xb = X[lo:lo + block]

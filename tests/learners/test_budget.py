@@ -437,3 +437,21 @@ def test_gathered_score_sums_are_the_sequential_sums_over_the_live_slots(K):
     got = out.reshape(rows, K)
     assert np.isnan(got[:lo]).all()  # rows outside [lo, hi) untouched
     assert np.array_equal(got[lo:hi].view(np.int64), want[lo:hi].view(np.int64))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_fused_kernel_scores_equal_the_kernel_matrix_product(kernel):
+    """kernel_decision's engine path (dense rows of few features: blocked rows and gathered sums) gives the
+    scores of the BLAS kernel matrix times the coefficients, and of the CSR path, for a row count that is
+    no multiple of the block."""
+    from distlearn.learners.kernel import FUSED_FEATURES, kernel_decision, kernel_matrix
+
+    rs = np.random.default_rng(3)
+    S, X, coef = rs.normal(size=(50, 5)), rs.normal(size=(37, 5)), rs.normal(size=(50, 3))
+    assert X.shape[1] <= FUSED_FEATURES
+    kern = make_kernel(kernel, gamma=0.3, degree=3, coef0=1.0)
+    fused = kernel_decision(kern, S, coef, X)
+    want = kernel_matrix(kern, X, S) @ coef
+    np.testing.assert_allclose(fused, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(kernel_decision(kern, S, coef, sp.csr_matrix(X)), fused, rtol=1e-9, atol=1e-12)
+    assert np.abs(want).max() > 0.1  # not a test of zeros
