@@ -34,6 +34,10 @@ Rows:
                     their kernel rows' dot products (d = 16); the race's result (``gamma_``, every candidate's
                     progressive mistakes) must be the same in both versions: checked, printed
   fashion-race      the same race on ``--fashion-rows`` unit-norm Fashion-MNIST rows, 10 classes (d = 784)
+  digits-race       the same race on scikit-learn's digits, min-max scaled (1,797 rows, d = 64: it ends with
+                    the data, 7 candidates -> 4 after 1,024 rows)
+                    (``--share-features N`` runs the race rows with GAMMA_SHARE_FEATURES = N: 1 shares on
+                    LETTER too, 10**9 never shares; how the threshold was measured)
   fashion-auto      the whole fit of KernelMIRA(kernel="rbf", budget="variable") with its defaults there
 
 LETTER comes from ``$DISTLEARN_LETTER`` or the fetched copy (``distlearn data fetch letter``),
@@ -53,7 +57,8 @@ import time
 from pathlib import Path
 
 ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable", "letter-floor",
-        "letter-race", "fashion-race", "fashion-auto")
+        "letter-race", "fashion-race", "fashion-auto", "digits-race")
+SHARE_ENV = "BENCH_GAMMA_SHARE_FEATURES"  # --share-features, passed to the children
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -131,7 +136,18 @@ def race(row: str, fashion_rows: int) -> dict:
     from distlearn import KernelMIRA
     from distlearn.estimators.kernel import race_gamma
 
-    X, y = (_fashion(fashion_rows) if row.startswith("fashion") else _letter())[:2]
+    from distlearn.estimators import kernel
+
+    if os.environ.get(SHARE_ENV):  # an older checkout has no such constant: setting it changes nothing there
+        kernel.GAMMA_SHARE_FEATURES = int(os.environ[SHARE_ENV])
+    if row.startswith("digits"):
+        from sklearn.datasets import load_digits
+        from sklearn.preprocessing import minmax_scale
+
+        X, y = load_digits(return_X_y=True)
+        X = minmax_scale(X.astype(np.float64))
+    else:
+        X, y = (_fashion(fashion_rows) if row.startswith("fashion") else _letter())[:2]
     classes = np.unique(y)
     yi = np.searchsorted(classes, y).astype(np.int64)
 
@@ -210,11 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fashion-rows", type=int, default=10000)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--share-features", type=int, default=None,
+                   help="the race rows with GAMMA_SHARE_FEATURES set to this (default: the checkout's own)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.fashion_rows)))
         return 0
+    if args.share_features is not None:
+        os.environ[SHARE_ENV] = str(args.share_features)
     rows = [r for r in args.rows.split(",") if r]
     bad = [r for r in rows if r not in ROWS]
     if bad:

@@ -50,10 +50,10 @@ GAMMA_POWERS = tuple(range(-1, 6))
 #: the rows, until one is left: 7 candidates -> 4 after 1024 rows -> 2 after 2048 -> 1 after 4096.
 GAMMA_RACE_ROWS = 1024
 #: ... and its candidates share their kernel rows' dot products (computed once for all: :class:`_GammaRace`) on
-#: data of at least this many features.  Below, reading a shared product costs what computing it does (16
-#: features: as many bytes as the pattern itself, from a larger array): measured with
-#: ``benchmarks/bench_kernel_rows.py --rows letter-race,fashion-race``, LETTER (16 features) 1.00-1.09x the
-#: race's CPU seconds shared, digits (64) 0.95x, Fashion-MNIST (784) 0.70x.
+#: data of at least this many features.  Below, reading a shared product costs about what computing it does
+#: (16 features: as many bytes as the pattern itself): the race's CPU seconds shared / each its own, measured
+#: with ``benchmarks/bench_kernel_rows.py --rows letter-race,digits-race,fashion-race --share-features 1``:
+#: LETTER (16 features) 0.99x, digits (64) 0.89x, Fashion-MNIST 10k (784) 0.70x.
 GAMMA_SHARE_FEATURES = 32
 
 #: ``compress="auto"``'s tolerance with ``budget="variable"``: the relative residual of the fitted expansion's
