@@ -25,7 +25,8 @@ from distlearn import KernelMIRA, KernelOBPM, KernelPA, KernelPerceptron, Kernel
 from distlearn import rng
 from distlearn.cli import main
 from distlearn.data.store import create_dataset
-from distlearn.estimators.kernel import GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_SHARE_FEATURES, race_length
+from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
+                                         race_length)
 from distlearn.learners import make_rule
 from distlearn.learners._budget import shared_dots
 from distlearn.learners.kernel import init_budget_state, learn_budget_chunk, make_kernel
@@ -367,3 +368,45 @@ def test_every_candidate_is_its_separate_run(est):
     last = np.flatnonzero(r.gamma_race_rows_ == r.gamma_race_rows_.max())
     win = min(last, key=lambda i: (r.gamma_online_errors_[i], i))
     assert r.gamma_ == r.gammas_[win] and r._state is race.runners[win]._state
+
+
+def test_who_shares():
+    """The race shares on data of GAMMA_SHARE_FEATURES features or more whose race rows fit GAMMA_SHARE_BYTES
+    dense, without merging."""
+    rows = race_length(len(GAMMA_POWERS))
+    widest = GAMMA_SHARE_BYTES // (8 * rows)
+    for d, est, shares in [(GAMMA_SHARE_FEATURES - 1, KernelMIRA(), False), (GAMMA_SHARE_FEATURES, KernelMIRA(), True),
+                           (widest, KernelPA(kernel="poly"), True), (widest + 1, KernelMIRA(), False),
+                           (64, KernelMIRA(budget=50), False), (64, KernelMIRA(budget=50, removal="margin"), True)]:
+        r = clone(est).set_params(gamma="auto")
+        r._start(np.arange(3), d)
+        r._set_gamma(1.0)
+        assert (r._race.R is not None) == shares, (d, est)
+
+
+def test_a_sparse_race_shares_and_equals_the_dense_one():
+    import scipy.sparse as sp
+
+    X, y = _digits()
+    X = np.where(X > 0.5, X, 0.0)
+    dense = KernelMIRA(gamma="auto", budget="variable", random_state=3).fit(X, y)
+    sparse = KernelMIRA(gamma="auto", budget="variable", random_state=3).fit(sp.csr_matrix(X), y)
+    assert len(set(dense.gamma_race_rows_)) > 1
+    assert np.array_equal(dense.gamma_online_errors_, sparse.gamma_online_errors_)
+    _same_model(dense, sparse)
+    race, _ = _race_of(KernelMIRA(budget="variable", random_state=3), sp.csr_matrix(X), y, np.arange(len(y)))
+    assert race.R is not None and np.array_equal(race.R[:race.rows], X)
+
+
+def test_dots_need_aligned_engine_calls():
+    import scipy.sparse as sp
+
+    from distlearn.learners.kernel import _sub_rows
+
+    d = 20_000
+    assert _sub_rows(d) % 16  # the densified pieces' length is no multiple of a block
+    X = sp.csr_matrix((_sub_rows(d) + 1, d))
+    y = np.zeros(X.shape[0], np.int64)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(d, 1), X, y,
+                           dots=np.zeros((1, 1, 16)))

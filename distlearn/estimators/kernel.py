@@ -37,7 +37,7 @@ from ..learners.kernel import (
 from ..stream import array_order, epoch_chunks, is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["AUTO_EPOCH_UPDATES", "AUTO_EPOCHS_MAX", "AUTO_HISTORY_BYTES", "AUTO_HISTORY_CACHES", "COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "GAMMA_SHARE_FEATURES", "KERNEL_ESTIMATORS", "MIRA_BETA", "MIRA_BETA_MERGING", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
+__all__ = ["AUTO_EPOCH_UPDATES", "AUTO_EPOCHS_MAX", "AUTO_HISTORY_BYTES", "AUTO_HISTORY_CACHES", "COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "GAMMA_SHARE_BYTES", "GAMMA_SHARE_FEATURES", "KERNEL_ESTIMATORS", "MIRA_BETA", "MIRA_BETA_MERGING", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
            "KernelPA", "race_gamma", "race_length"]
 
 #: ``gamma="auto"``'s candidate widths: the "scale" width ``1 / (n_features * X.var())`` times ``2**k`` for
@@ -55,6 +55,9 @@ GAMMA_RACE_ROWS = 1024
 #: with ``benchmarks/bench_kernel_rows.py --rows letter-race,digits-race,fashion-race --share-features 1``:
 #: LETTER (16 features) 0.99x, digits (64) 0.89x, Fashion-MNIST 10k (784) 0.70x.
 GAMMA_SHARE_FEATURES = 32
+#: ... and only while the race's rows, kept dense for the products (``race_length`` rows), take at most this
+#: many bytes (a densified piece of the engine's: 16 Mi values); wide sparse data races as before.
+GAMMA_SHARE_BYTES = 8 * 2**24
 
 #: ``compress="auto"``'s tolerance with ``budget="variable"``: the relative residual of the fitted expansion's
 #: scores on its own patterns, ``||f(S) - f_M(S)|| / ||f(S)||``, that the compression may leave (measured:
@@ -183,7 +186,8 @@ _KERNEL_DOC = """
         during the fit: the candidates ``gammas_`` are "scale"'s width times ``2**k``, ``k`` in
         :data:`GAMMA_POWERS` (-1 .. 5), one single learner each, all run side by side over the
         same rows of the first pass in the same order (each block read once; with at least
-        :data:`GAMMA_SHARE_FEATURES` features, the dot products of the rows with the patterns the
+        :data:`GAMMA_SHARE_FEATURES` features (and at most :data:`GAMMA_SHARE_BYTES` of race rows,
+        dense), the dot products of the rows with the patterns the
         candidates cache are computed once for all of them, a candidate's kernel value one ``exp``
         of its pair's -- not with ``removal="merge"``, whose merged patterns are no rows); a race keeps the
         better half, by progressive (online) mistakes, after ``GAMMA_RACE_ROWS`` (1024) rows,
@@ -495,7 +499,9 @@ class KernelClassifier(OnlineLinearClassifier):
             # the runners share their kernel rows' dot products (wide data) unless merging makes patterns that
             # are no row
             if race:
-                share = self._state.n_features >= GAMMA_SHARE_FEATURES and not self._merging()
+                d = self._state.n_features
+                share = GAMMA_SHARE_FEATURES <= d and 8 * d * race_length(len(self.gammas_)) <= GAMMA_SHARE_BYTES \
+                    and not self._merging()
                 self._race = _GammaRace([self._candidate(float(g)) for g in self.gammas_], share)
         self.gamma_online_errors_ = np.zeros(len(self.gammas_), np.int64)
         self.gamma_race_rows_ = np.zeros(len(self.gammas_), np.int64)
