@@ -107,7 +107,8 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "shared_dots", "kernel_vote_counts",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "shared_dots",
+    "kernel_vote_counts",
 ]
 
 
@@ -1001,12 +1002,11 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
-    by row -- the same values as ``blocked=False``, bit for bit.  ``dots`` (blocked only; ``(0, 0, 0)`` for
-    none): the block rows' dot products with the cached patterns, computed once for several learners
-    (:func:`shared_dots`: ``dots[ii // ROW_BLOCK, r, ii % ROW_BLOCK]`` = the row of the learner's round ``r`` .
-    the row of ``order[ii]``;
-    every live slot must hold the row of its round ``born``, so no merging), read instead of computed
-    (:func:`_next_shared`, the same bits).
+    by row -- the same values as ``blocked=False``, bit for bit.  ``dots`` (blocked only; shape ``(0, 0, 0)``
+    for none): the block rows' dot products with the cached patterns, computed once for several learners
+    (:func:`shared_dots`: ``dots[ii // ROW_BLOCK, r, ii % ROW_BLOCK]`` = the row of the learner's round ``r``
+    . the row of ``order[ii]``; every live slot must hold the row of its round ``born``, so no merging),
+    read instead of computed (:func:`_next_shared`, the same bits).
 
     ``budget.code == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``c.Kinv`` holds
     the inverse Gram matrix of the cache (nothing is ever removed, so slots are
