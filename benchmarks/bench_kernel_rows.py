@@ -29,6 +29,16 @@ Rows:
                     cache, scaled to the cache sizes the fit had round by round; ``rows_and_sums_s`` adds
                     the score sums (four rounds per read of the coefficients, ``_gathered_sums``).  Every round of the fit
                     pays at least these; the updates, removals and the gamma race come on top.
+  letter-race       the ``gamma="auto"`` race of letter-variable alone (:func:`~distlearn.estimators.kernel.race_gamma`:
+                    7 widths on 1024 rows, 4 on the next 1024, 2 on the next 2048), its candidates sharing
+                    their kernel rows' dot products (d = 16); the race's result (``gamma_``, every candidate's
+                    progressive mistakes) must be the same in both versions: checked, printed
+  fashion-race      the same race on ``--fashion-rows`` unit-norm Fashion-MNIST rows, 10 classes (d = 784)
+  digits-race       the same race on scikit-learn's digits, min-max scaled (1,797 rows, d = 64: it ends with
+                    the data, 7 candidates -> 4 after 1,024 rows)
+                    (``--share-features N`` runs the race rows with GAMMA_SHARE_FEATURES = N: 1 shares on
+                    LETTER too, 10**9 never shares; how the threshold was measured)
+  fashion-auto      the whole fit of KernelMIRA(kernel="rbf", budget="variable") with its defaults there
 
 LETTER comes from ``$DISTLEARN_LETTER`` or the fetched copy (``distlearn data fetch letter``),
 the first 16,000 rows train and the last 4,000 test, min-max scaled on the training rows;
@@ -46,7 +56,9 @@ import sys
 import time
 from pathlib import Path
 
-ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable", "letter-floor")
+ROWS = ("svc", "letter-variable", "letter-mira", "obpm-100", "fashion-500", "fashion-variable", "letter-floor",
+        "letter-race", "fashion-race", "fashion-auto", "digits-race")
+SHARE_ENV = "BENCH_GAMMA_SHARE_FEATURES"  # --share-features, passed to the children
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -117,12 +129,52 @@ def floor(Xtr, ytr, Xte, yte) -> dict:
     return {**out, "wall_s": float("nan"), "test_error": float(np.mean(clf.predict(Xte) != yte)), "support": n}
 
 
+def race(row: str, fashion_rows: int) -> dict:
+    """A ``*-race`` row (module docstring): CPU seconds of the race alone, and its result."""
+    import numpy as np
+
+    from distlearn import KernelMIRA
+    from distlearn.estimators.kernel import race_gamma
+
+    from distlearn.estimators import kernel
+
+    if os.environ.get(SHARE_ENV):  # an older checkout has no such constant: setting it changes nothing there
+        kernel.GAMMA_SHARE_FEATURES = int(os.environ[SHARE_ENV])
+    if row.startswith("digits"):
+        from sklearn.datasets import load_digits
+        from sklearn.preprocessing import minmax_scale
+
+        X, y = load_digits(return_X_y=True)
+        X = minmax_scale(X.astype(np.float64))
+    else:
+        X, y = (_fashion(fashion_rows) if row.startswith("fashion") else _letter())[:2]
+    classes = np.unique(y)
+    yi = np.searchsorted(classes, y).astype(np.int64)
+
+    def work(n):
+        return race_gamma(KernelMIRA(kernel="rbf", budget="variable", random_state=0), X[:n], yi[:n], classes, seed=0)
+
+    work(600)  # compile (numba's cache), untimed
+    t, c = time.perf_counter(), time.process_time()
+    r = work(len(y))
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return {"fit_s": cpu, "wall_s": wall, "test_error": float("nan"), "support": int(r._state.meta[1]),
+            "race": [float(r.gamma_), r.gamma_online_errors_.tolist(), r.gamma_race_rows_.tolist()]}
+
+
 def child(row: str, fashion_rows: int) -> dict:
     import numpy as np
 
     from distlearn import KernelMIRA, KernelOBPM
 
-    if row.startswith("fashion"):
+    if row.endswith("race"):
+        return race(row, fashion_rows)
+    if row == "fashion-auto":
+        Xtr, ytr, Xte, yte = _fashion(fashion_rows)
+
+        def make():
+            return KernelMIRA(kernel="rbf", budget="variable", random_state=0)
+    elif row.startswith("fashion"):
         Xtr, ytr, Xte, yte = _fashion(fashion_rows)
         budget = 500 if row == "fashion-500" else "variable"
 
@@ -174,11 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fashion-rows", type=int, default=10000)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--share-features", type=int, default=None,
+                   help="the race rows with GAMMA_SHARE_FEATURES set to this (default: the checkout's own)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.fashion_rows)))
         return 0
+    if args.share_features is not None:
+        os.environ[SHARE_ENV] = str(args.share_features)
     rows = [r for r in args.rows.split(",") if r]
     bad = [r for r in rows if r not in ROWS]
     if bad:
@@ -200,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         last = res[row]["after"][-1]
         print(f"{row:<18}{a:>9.2f}{(b if b else float('nan')):>10.2f}{(a / b if b else float('nan')):>14.2f}"
               f"{100 * last['test_error']:>9.2f}{last['support']:>9d}")
+    for row in (r for r in med if r.endswith("race")):
+        same = len({json.dumps(x["race"]) for runs in res[row].values() for x in runs}) == 1
+        print(f"{row}: gamma_ {res[row]['after'][-1]['race'][0]:.4g}, the same race in every run: {same}")
     if "letter-floor" in med and "svc" in med:
         sums = statistics.median(x["rows_and_sums_s"] for x in res["letter-floor"]["after"])
         print(f"floor: the fit's kernel rows alone {med['letter-floor']['after']:.2f} s "

@@ -3,12 +3,19 @@
 The proof the issue asks for: the width kept is the one of fewest progressive mistakes, checked against
 separate single-learner runs over the same rows in the same order (every stage of the race: its survivors
 are exactly the better half), and the fitted model is, bit for bit, a separate fit at ``gamma=gamma_``.
+
+The candidates share their kernel rows' dot products (computed once per engine call for every candidate:
+``shared_dots``); every candidate is still, bit for bit, its own separate run -- the same kernel values, so
+the same decisions at every round, threshold or not (the issue allows rtol 1e-6 on kernel values; the shared
+products are summed as the engine sums them, so no tolerance is needed and none is used).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import load_breast_cancer, load_digits, make_classification
 from sklearn.base import clone
 from sklearn.preprocessing import minmax_scale
@@ -18,7 +25,11 @@ from distlearn import KernelMIRA, KernelOBPM, KernelPA, KernelPerceptron, Kernel
 from distlearn import rng
 from distlearn.cli import main
 from distlearn.data.store import create_dataset
-from distlearn.estimators.kernel import GAMMA_POWERS, GAMMA_RACE_ROWS, race_length
+from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
+                                         race_length)
+from distlearn.learners import make_rule
+from distlearn.learners._budget import shared_dots
+from distlearn.learners.kernel import init_budget_state, learn_budget_chunk, make_kernel
 from distlearn.stream import array_order
 
 
@@ -223,3 +234,179 @@ def test_piece_bounds_are_the_engine_calls(d):
         assert rest == [p for p in whole if p[0] >= b], (d, b)
     if d == 16:
         assert bounds.tolist() == [0, 1024, 2048, 3072, 4096, 5000]
+
+
+# -- the shared dot products ---------------------------------------------------------------------------------
+
+
+def _run_engine(X, y, rule, kern, chunks, share, **kw):
+    """One learner over the rows of ``chunks`` (in order); ``share``: its kernel rows from :func:`shared_dots`
+    over the rows run so far, every entry it does not compute left NaN (a read of one would be a non-finite
+    score: the engine refuses the round)."""
+    st = init_budget_state(X.shape[1], 1 if len(np.unique(y)) == 2 else len(np.unique(y)),
+                           native=len(np.unique(y)) > 2)
+    R = X[np.concatenate(chunks)]
+    logs, t0 = [], 0
+    for rows in chunks:
+        dots = None
+        if share:
+            m = len(rows)
+            dots = shared_dots(R, np.ones(t0 + m, bool), t0, m, np.full((-(-m // 16), t0 + m, 16), np.nan))
+        logs.append(learn_budget_chunk(rule, kern, st, X, y, order=rows, dots=dots, **kw))
+        t0 += len(rows)
+    return st, logs
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(20, 160), d=st.integers(1, 9), k=st.sampled_from([2, 3]), seed=st.integers(0, 2**31 - 1),
+       kernel=st.sampled_from(["rbf", "poly"]), budget=st.sampled_from(["variable", None, 12, "projectron"]),
+       removal=st.sampled_from(["margin", "oldest", "random"]), dup=st.booleans())
+def test_shared_dot_rows_are_the_learners_own(n, d, k, seed, kernel, budget, removal, dup):
+    """learn_budget_chunk reading shared dot products is, bit for bit, the learner computing its own rows:
+    every round's decision, loss and removals, and the cache.  Repeated rows (``dup``) make twins."""
+    rs = np.random.RandomState(seed)
+    X = rs.randn(n, d) * rs.choice([0.1, 1.0, 3.0])
+    if dup:
+        X[n // 2:] = X[: n - n // 2]
+    y = rs.randint(0, k, n)
+    kern = make_kernel(kernel, gamma=float(rs.choice([0.05, 0.5, 2.0])), degree=3, coef0=1.0)
+    rule = make_rule("mira", native=k > 2) if seed % 2 else make_rule("perceptron")
+    order = rs.permutation(n)
+    cuts = sorted(set(rs.randint(1, n, 3).tolist()))
+    chunks = np.split(order, cuts)
+    kw = {"beta": 0.1, "budget": budget, "removal": removal, "seed": seed}
+    a, la = _run_engine(X, y, rule, kern, chunks, False, **kw)
+    b, lb = _run_engine(X, y, rule, kern, chunks, True, **kw)
+    for x, z in zip(la, lb):
+        for f in x._fields:
+            assert np.array_equal(getattr(x, f), getattr(z, f)), f
+    for p, q in zip(a.support(), b.support()):
+        assert np.array_equal(p, q)
+    assert a.t == b.t == n
+
+
+def test_shared_dots_are_each_pairs_engine_product():
+    """shared_dots: the flagged rows below each block's end, each the sum of the pair's products in feature
+    order (np.dot's blocked sums may differ in the last bits: compared at rtol 1e-12), the rest untouched."""
+    rs = np.random.RandomState(0)
+    R = rs.rand(90, 7)
+    cols = rs.rand(90) < 0.6
+    t0, m = 40, 50
+    cols[t0:] = True
+    blocks = shared_dots(R, cols, t0, m, np.full((4, t0 + m, 16), np.nan))
+    out = blocks.transpose(1, 0, 2).reshape(t0 + m, 64)  # out[c, j]: row c . round t0 + j
+    for j in range(64):
+        end = min(t0 + (j // 16 + 1) * 16, t0 + m)
+        for c in range(t0 + m):
+            if cols[c] and c < end and j < m:
+                want = 0.0
+                for f in range(R.shape[1]):
+                    want += R[c, f] * R[t0 + j, f]
+                assert out[c, j] == want, (c, j)
+            elif cols[c] and c < end:  # the last block's rows past m
+                assert out[c, j] == 0.0, (c, j)
+            else:
+                assert np.isnan(out[c, j]), (c, j)
+    assert np.allclose(out[:t0, :m][cols[:t0]], (R[:t0][cols[:t0]] @ R[t0:].T), rtol=1e-12)
+
+
+def test_shared_dots_refused_with_merging():
+    X, y = _digits(40)
+    with pytest.raises(ValueError, match="not with removal='merge'"):
+        learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(64, 10, native=True),
+                           X, y, budget=10, removal="merge", dots=np.zeros((3, 40, 16)))
+
+
+def _race_of(est, X, y, rows):
+    """Race ``est`` (gamma="auto") over ``X[rows]`` in that order, as a fit's first pass: the race object
+    (its runners as each was when dropped or won) and the learner."""
+    r = clone(est).set_params(gamma="auto", epochs=1)
+    classes = np.unique(y)
+    r._start(classes, X.shape[1])
+    r._prepare(X, len(y))
+    race = r._race
+    yi = np.searchsorted(classes, y).astype(np.int64)
+    r._learn(X, yi, np.asarray(rows, np.int64), np.arange(len(rows), dtype=np.int64), 0, True)
+    r._settle()
+    return race, r
+
+
+@pytest.mark.parametrize("est", [
+    KernelMIRA(budget="variable", random_state=0),
+    KernelPerceptron(beta=0.1, budget=60, removal="random", random_state=2),
+    KernelPA(kernel="poly", degree=3, coef0=1.0, budget=80, removal="oldest", random_state=1),
+    KernelMIRA(budget=40, random_state=1),  # removal "auto": merge -- no sharing, each its own rows
+], ids=["rbf-variable", "rbf-random", "poly-oldest", "rbf-merge"])
+def test_every_candidate_is_its_separate_run(est):
+    """Every candidate of a race over shared dot products -- losers at the round they were dropped, and the
+    winner -- has, bit for bit, the cache, coefficients, counters and per-round cache sizes of a separate
+    learner of its width over the same rows; the kept width has the fewest progressive mistakes among the
+    last stage's candidates (ties: the smaller width)."""
+    X, y = _digits()
+    rows = np.random.RandomState(7).permutation(len(y))
+    race, r = _race_of(est, X, y, rows)
+    assert X.shape[1] >= GAMMA_SHARE_FEATURES
+    assert (race.R is None) == (est.removal == "auto" and est.budget == 40)  # merging: no sharing
+    if race.R is not None:
+        assert np.array_equal(race.R[:race.rows], X[rows[:race.rows]])
+    assert len(set(r.gamma_race_rows_.tolist())) > 1
+    for i, (g, n_rows) in enumerate(zip(r.gammas_, r.gamma_race_rows_)):
+        c = race.runners[i]
+        one = clone(est).set_params(gamma=float(g), epochs=1)
+        one._start(np.unique(y), X.shape[1])
+        one._prepare(X, len(y))
+        part = rows[:n_rows]
+        one._learn(X, np.searchsorted(np.unique(y), y).astype(np.int64), part,
+                   np.arange(len(part), dtype=np.int64), 0, True)
+        assert c.gamma_ == one.gamma_ == g
+        assert (c.online_errors_, c.n_updates_, c.n_removed_, c.n_merged_, c.t_) == \
+            (one.online_errors_, one.n_updates_, one.n_removed_, one.n_merged_, one.t_) == \
+            (r.gamma_online_errors_[i], c.n_updates_, c.n_removed_, c.n_merged_, n_rows)
+        for p, q in zip(c._state.support(), one._state.support()):
+            assert np.array_equal(p, q)
+        assert np.array_equal(np.concatenate(c._sizes), np.concatenate(one._sizes))
+    last = np.flatnonzero(r.gamma_race_rows_ == r.gamma_race_rows_.max())
+    win = min(last, key=lambda i: (r.gamma_online_errors_[i], i))
+    assert r.gamma_ == r.gammas_[win] and r._state is race.runners[win]._state
+
+
+def test_who_shares():
+    """The race shares on data of GAMMA_SHARE_FEATURES features or more whose race rows fit GAMMA_SHARE_BYTES
+    dense, without merging."""
+    rows = race_length(len(GAMMA_POWERS))
+    widest = GAMMA_SHARE_BYTES // (8 * rows)
+    for d, est, shares in [(GAMMA_SHARE_FEATURES - 1, KernelMIRA(), False), (GAMMA_SHARE_FEATURES, KernelMIRA(), True),
+                           (widest, KernelPA(kernel="poly"), True), (widest + 1, KernelMIRA(), False),
+                           (64, KernelMIRA(budget=50), False), (64, KernelMIRA(budget=50, removal="margin"), True)]:
+        r = clone(est).set_params(gamma="auto")
+        r._start(np.arange(3), d)
+        r._set_gamma(1.0)
+        assert (r._race.R is not None) == shares, (d, est)
+
+
+def test_a_sparse_race_shares_and_equals_the_dense_one():
+    import scipy.sparse as sp
+
+    X, y = _digits()
+    X = np.where(X > 0.5, X, 0.0)
+    dense = KernelMIRA(gamma="auto", budget="variable", random_state=3).fit(X, y)
+    sparse = KernelMIRA(gamma="auto", budget="variable", random_state=3).fit(sp.csr_matrix(X), y)
+    assert len(set(dense.gamma_race_rows_)) > 1
+    assert np.array_equal(dense.gamma_online_errors_, sparse.gamma_online_errors_)
+    _same_model(dense, sparse)
+    race, _ = _race_of(KernelMIRA(budget="variable", random_state=3), sp.csr_matrix(X), y, np.arange(len(y)))
+    assert race.R is not None and np.array_equal(race.R[:race.rows], X)
+
+
+def test_dots_need_aligned_engine_calls():
+    import scipy.sparse as sp
+
+    from distlearn.learners.kernel import _sub_rows
+
+    d = 20_000
+    assert _sub_rows(d) % 16  # the densified pieces' length is no multiple of a block
+    X = sp.csr_matrix((_sub_rows(d) + 1, d))
+    y = np.zeros(X.shape[0], np.int64)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(d, 1), X, y,
+                           dots=np.zeros((1, 1, 16)))

@@ -24,7 +24,7 @@ from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
 from ..conversions.kernel import (VotedKernelHypothesis, compress_expansion, compress_in_parts, distil_expansion,
                                   history, kernel_conversion)
-from ..learners._budget import BUDGET_FIXED
+from ..learners._budget import BUDGET_FIXED, ROW_BLOCK, shared_dots
 from ..learners.kernel import (
     budget_code,
     init_budget_state,
@@ -37,7 +37,7 @@ from ..learners.kernel import (
 from ..stream import array_order, epoch_chunks, is_store
 from .base import OnlineLinearClassifier
 
-__all__ = ["AUTO_EPOCH_UPDATES", "AUTO_EPOCHS_MAX", "AUTO_HISTORY_BYTES", "AUTO_HISTORY_CACHES", "COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "KERNEL_ESTIMATORS", "MIRA_BETA", "MIRA_BETA_MERGING", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
+__all__ = ["AUTO_EPOCH_UPDATES", "AUTO_EPOCHS_MAX", "AUTO_HISTORY_BYTES", "AUTO_HISTORY_CACHES", "COMPRESS_AUTO", "COMPRESS_AUTO_BINARY", "COMPRESS_AUTO_MAX", "GAMMA_POWERS", "GAMMA_RACE_ROWS", "GAMMA_SHARE_BYTES", "GAMMA_SHARE_FEATURES", "KERNEL_ESTIMATORS", "MIRA_BETA", "MIRA_BETA_MERGING", "KernelClassifier", "KernelPerceptron", "KernelMIRA",
            "KernelPA", "race_gamma", "race_length"]
 
 #: ``gamma="auto"``'s candidate widths: the "scale" width ``1 / (n_features * X.var())`` times ``2**k`` for
@@ -49,6 +49,15 @@ GAMMA_POWERS = tuple(range(-1, 6))
 #: then each stage keeps the better half (fewest progressive mistakes; ties: the smaller width) and doubles
 #: the rows, until one is left: 7 candidates -> 4 after 1024 rows -> 2 after 2048 -> 1 after 4096.
 GAMMA_RACE_ROWS = 1024
+#: ... and its candidates share their kernel rows' dot products (computed once for all: :class:`_GammaRace`) on
+#: data of at least this many features.  Below, reading a shared product costs about what computing it does
+#: (16 features: as many bytes as the pattern itself): the race's CPU seconds shared / each its own, measured
+#: with ``benchmarks/bench_kernel_rows.py --rows letter-race,digits-race,fashion-race --share-features 1``:
+#: LETTER (16 features) 0.99x, digits (64) 0.89x, Fashion-MNIST 10k (784) 0.70x.
+GAMMA_SHARE_FEATURES = 32
+#: ... and only while the race's rows, kept dense for the products (``race_length`` rows), take at most this
+#: many bytes (a densified piece of the engine's: 16 Mi values); wide sparse data races as before.
+GAMMA_SHARE_BYTES = 8 * 2**24
 
 #: ``compress="auto"``'s tolerance with ``budget="variable"``: the relative residual of the fitted expansion's
 #: scores on its own patterns, ``||f(S) - f_M(S)|| / ||f(S)||``, that the compression may leave (measured:
@@ -114,13 +123,39 @@ KERNEL_PARAMS = {
 
 
 class _GammaRace:
-    """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run."""
+    """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run;
+    ``R``: the rows run, in race order (the rows of the runners' rounds), when the runners share their dot
+    products (:meth:`KernelClassifier._race_rows`), else None."""
 
-    def __init__(self, runners: list[Any]) -> None:
+    def __init__(self, runners: list[Any], share: bool) -> None:
         self.runners = runners
         self.alive = list(range(len(runners)))
         self.rows = 0
         self.stage_end = GAMMA_RACE_ROWS
+        self.R = np.zeros((0, runners[0]._state.n_features)) if share else None
+
+    def append(self, X: Any, rows: np.ndarray) -> None:
+        """Append the rows ``X[rows]`` (float64, as the engine reads them) to ``R`` after ``self.rows``."""
+        need = self.rows + len(rows)
+        if need > len(self.R):
+            grown = np.zeros((max(need, 2 * len(self.R), GAMMA_RACE_ROWS), self.R.shape[1]))
+            grown[:self.rows] = self.R[:self.rows]
+            self.R = grown
+        part = X[rows]
+        self.R[self.rows:need] = part.toarray() if sp.issparse(part) else part
+
+    def dots(self, m: int) -> np.ndarray:
+        """The dot products of the next ``m`` rows (appended) with every row a live runner has cached and
+        with those ``m`` (:func:`~distlearn.learners._budget.shared_dots`), computed once for every runner."""
+        t0 = self.rows
+        cols = np.zeros(t0 + m, dtype=bool)
+        cols[t0:] = True
+        for i in self.alive:
+            st = self.runners[i]._state
+            n = int(st.meta[0])
+            cols[st.born[:n][st.alive[:n]]] = True
+        out = np.empty(((m + ROW_BLOCK - 1) // ROW_BLOCK, t0 + m, ROW_BLOCK))
+        return shared_dots(self.R, cols, t0, m, out)
 
 
 class KernelConversionParam:
@@ -150,7 +185,11 @@ _KERNEL_DOC = """
         first fit or partial_fit call (a store is streamed once).  "auto" chooses the width
         during the fit: the candidates ``gammas_`` are "scale"'s width times ``2**k``, ``k`` in
         :data:`GAMMA_POWERS` (-1 .. 5), one single learner each, all run side by side over the
-        same rows of the first pass in the same order (each block read once); a race keeps the
+        same rows of the first pass in the same order (each block read once; with at least
+        :data:`GAMMA_SHARE_FEATURES` features (and at most :data:`GAMMA_SHARE_BYTES` of race rows,
+        dense), the dot products of the rows with the patterns the
+        candidates cache are computed once for all of them, a candidate's kernel value one ``exp``
+        of its pair's -- not with ``removal="merge"``, whose merged patterns are no rows); a race keeps the
         better half, by progressive (online) mistakes, after ``GAMMA_RACE_ROWS`` (1024) rows,
         then after 2048, and the last one after 4096 (ties: the smaller width), and only that
         learner goes on.  A stage ends at the first engine-call boundary after its rows (arrays:
@@ -457,7 +496,13 @@ class KernelClassifier(OnlineLinearClassifier):
         self._kernel_obj = make_kernel(self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0)
         if self.gamma == "auto" and self.kernel != "linear":  # a linear kernel has no width
             self.gammas_ = self.gamma_ * np.exp2(np.asarray(GAMMA_POWERS, dtype=np.float64))
-            self._race = _GammaRace([self._candidate(float(g)) for g in self.gammas_]) if race else None
+            # the runners share their kernel rows' dot products (wide data) unless merging makes patterns that
+            # are no row
+            if race:
+                d = self._state.n_features
+                share = GAMMA_SHARE_FEATURES <= d and 8 * d * race_length(len(self.gammas_)) <= GAMMA_SHARE_BYTES \
+                    and not self._merging()
+                self._race = _GammaRace([self._candidate(float(g)) for g in self.gammas_], share)
         self.gamma_online_errors_ = np.zeros(len(self.gammas_), np.int64)
         self.gamma_race_rows_ = np.zeros(len(self.gammas_), np.int64)
 
@@ -476,16 +521,25 @@ class KernelClassifier(OnlineLinearClassifier):
     def _race_rows(self, X: Any, yi: np.ndarray, order: np.ndarray, tids: np.ndarray, epoch: int) -> int:
         """Run the race over the rows ``order`` of this chunk until it is decided or the chunk ends; the rows
         run.  A stage ends at the first engine-call boundary (:func:`piece_bounds`) at or after its rows, so
-        every candidate makes exactly the engine calls it makes in a fit of its own."""
+        every candidate makes exactly the engine calls it makes in a fit of its own.  The candidates run one
+        piece between boundaries at a time; without merging, that piece's dot products with every row a
+        candidate has cached are computed once (:meth:`_GammaRace.dots`) and each candidate's kernel rows are
+        one :func:`~distlearn.learners._budget._kfin` (RBF: an ``exp``) of them -- the same bits as its own."""
         race = self._race
         bounds = piece_bounds(X.shape[1], len(order))
         pos = 0
         while pos < len(order) and len(race.alive) > 1:
             cut = int(bounds[np.searchsorted(bounds, min(len(order), pos + race.stage_end - race.rows))])
-            for i in race.alive:
-                race.runners[i]._learn(X, yi, order[pos:cut], tids[pos:cut], epoch, True)
-            race.rows += cut - pos
-            pos = cut
+            while pos < cut:
+                end = int(bounds[np.searchsorted(bounds, pos, side="right")])
+                dots = None
+                if race.R is not None:
+                    race.append(X, order[pos:end])
+                    dots = race.dots(end - pos)
+                for i in race.alive:
+                    race.runners[i]._learn(X, yi, order[pos:end], tids[pos:end], epoch, True, dots=dots)
+                race.rows += end - pos
+                pos = end
             if race.rows >= race.stage_end:
                 self._race_cut((len(race.alive) + 1) // 2)
                 race.stage_end *= 2
@@ -527,7 +581,7 @@ class KernelClassifier(OnlineLinearClassifier):
          self._sizes, self._logs, self._history_dropped) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
-               count: bool) -> None:
+               count: bool, dots: np.ndarray | None = None) -> None:
         self._epoch_track(epoch, X.shape[0] if order is None else len(order))
         if getattr(self, "_race", None) is not None:
             if epoch > 0 or not count:
@@ -540,7 +594,7 @@ class KernelClassifier(OnlineLinearClassifier):
                 order, tids = order[done:], tids[done:]
         log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
                                  beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed,
-                                 eta=float(self.eta))
+                                 eta=float(self.eta), dots=dots)
         self.online_errors_ += int(log.mistake.sum()) if count else 0
         self.n_updates_ += int(log.updated.sum())
         self.n_removed_ += int(log.removed.sum())

@@ -107,8 +107,8 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "kernel_vote_counts",
-    "kernel_finish", "kernel_scores",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "shared_dots",
+    "kernel_vote_counts", "kernel_finish", "kernel_scores",
 ]
 
 
@@ -348,6 +348,59 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
             Xt[j, b] = xr[j]
         sqt[b] = _dot(xr, xr)
     _block_rows(kern, S, sq, alive, n0, Xt, sqt, nb, G, acc, live)
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _next_shared(kern, X, order, ii, dots, born, sq, alive, n0, sqt, G, acc):
+    """:func:`_next_block` from dot products already computed (:func:`shared_dots`): ``dots[ii // ROW_BLOCK,
+    born[i], b]`` is ``S[i] . x_b`` for a live slot ``i < n0`` that holds the row of the learner's round
+    ``born[i]`` (no merged pattern), so ``G[b, i]`` is :func:`_kfin` of it -- the same bits :func:`_block_rows`
+    computes (``shared_dots`` sums each pair as it does), one read and one ``exp`` per entry instead of ``d``
+    products.  A block's products lie in slot order, contiguous (slots are in round order).  ``acc``: scratch."""
+    nb = min(ROW_BLOCK, order.shape[0] - ii)
+    for b in range(nb):
+        xr = X[order[ii + b]]
+        sqt[b] = _dot(xr, xr)
+    blk = dots[ii // ROW_BLOCK]
+    out = acc[0]
+    for i in range(n0):
+        if alive[i]:
+            dr = blk[born[i]]
+            sqi = sq[i]
+            for b in range(ROW_BLOCK):
+                out[b] = _kfin(kern, dr[b], sqi, sqt[b])
+            for b in range(nb):
+                G[b, i] = out[b]
+
+
+@njit(**NUMBA_FLAGS)
+def shared_dots(R, cols, t0, m, out):
+    """``out[j // ROW_BLOCK, c, j % ROW_BLOCK] = R[c] . R[t0 + j]`` for the rows ``c`` flagged in ``cols`` below
+    the end of ``j``'s block (blocks of ``ROW_BLOCK`` from ``j = 0``; the other entries are left as they are,
+    but the last block's rows past ``m``, which are 0): the dot products of ``m`` rounds, from the learner's
+    round ``t0`` on, with the rows ``R`` of its rounds (``R[r]`` the row of round ``r``), for
+    :func:`learn_budget_block`'s ``dots``; ``out`` of shape ``(ceil(m / ROW_BLOCK), >= t0 + m, ROW_BLOCK)``.
+    Computed once, they serve every learner that runs those rounds in that order (the ``gamma="auto"`` race's
+    candidates: a pair's kernel value for a width is one :func:`_kfin` of its product).  Each product is
+    :func:`_block_rows`'s (the pair's products summed over the features in order), so the kernel rows a learner
+    builds from them are bit for bit its own."""
+    d = R.shape[1]
+    order = np.arange(t0, t0 + m)
+    lin = KernelParams(LINEAR_KERNEL, 0.0, 0.0, 0.0)
+    Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
+    sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
+    acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
+    live = np.zeros(R.shape[0], dtype=np.int64)
+    sq = np.zeros(R.shape[0], dtype=np.float64)  # the linear kernel reads no norm
+    for j0 in range(0, m, ROW_BLOCK):
+        n0 = min(t0 + j0 + ROW_BLOCK, t0 + m)
+        blk = out[j0 // ROW_BLOCK]
+        for c in range(n0):  # a short last block: its missing rows read as 0 (a finite kernel value, unused)
+            if cols[c]:
+                for b in range(m - j0, ROW_BLOCK):
+                    blk[c, b] = 0.0
+        _next_block(lin, R, order, j0, R, sq, cols, n0, Xt, sqt, blk.T, acc, live)
+    return out
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -945,7 +998,7 @@ def _twin(n_slots, x, sqx, yc, S, sq, lab, alive):
 
 
 @njit(**NUMBA_FLAGS)
-def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked):
+def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked, dots):
     """All rounds of one dense block, in ``order``: the rule ``rule`` (:class:`StepRule`) with the
     kernel ``kern`` (:class:`KernelParams`) on the cache ``c`` (:class:`Cache`) within ``budget``
     (:class:`BudgetSpec`), scores in ``mode`` (MODE_BINARY, MODE_OVR, MODE_NATIVE; K = the columns
@@ -961,7 +1014,11 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
-    by row -- the same values as ``blocked=False``, bit for bit.
+    by row -- the same values as ``blocked=False``, bit for bit.  ``dots`` (blocked only; shape ``(0, 0, 0)``
+    for none): the block rows' dot products with the cached patterns, computed once for several learners
+    (:func:`shared_dots`: ``dots[ii // ROW_BLOCK, r, ii % ROW_BLOCK]`` = the row of the learner's round ``r``
+    . the row of ``order[ii]``; every live slot must hold the row of its round ``born``, so no merging),
+    read instead of computed (:func:`_next_shared`, the same bits).
 
     ``budget.code == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``c.Kinv`` holds
     the inverse Gram matrix of the cache (nothing is ever removed, so slots are
@@ -1012,7 +1069,10 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = meta[0]
-            _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
+            if dots.shape[0] > 0:
+                _next_shared(kern, X, order, ii, dots, c.born, c.sq, alive, n0, sqt, G, acc)
+            else:
+                _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
             sums_end = ii
         r = order[ii]
         x = X[r]

@@ -337,14 +337,19 @@ def resolve_removal(removal: str, kernel: Kernel, bcode: int, *, pool: bool = Fa
 
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
-                       removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1) -> BudgetLog:
+                       removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1,
+                       dots: np.ndarray | None = None) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
     ``removal`` as :func:`resolve_removal`; ``seed`` keys the random removal draws by the learner's round counter, so
     the result does not depend on how the stream was chunked.  ``blocked``
     computes kernel rows ``ROW_BLOCK`` rounds at a time (same values, bit for
-    bit; ``False`` is one row per round, kept for the benchmark).
+    bit; ``False`` is one row per round, kept for the benchmark).  ``dots``: the chunk's dot products with
+    the rows of the learner's rounds, shared by several learners that run these rounds (the ``gamma="auto"``
+    race: :func:`~distlearn.learners._budget.shared_dots`, ``dots[i // ROW_BLOCK, r, i % ROW_BLOCK]`` = round
+    ``r``'s row . the row ``order[i]``), read instead of computed (the same bits); not with merging (a merged
+    pattern is no row), and only when the engine calls start at multiples of ``ROW_BLOCK`` rounds.
     """
     bcode, n_budget = budget_code(budget)
     removal = resolve_removal(removal, kernel, bcode)
@@ -354,6 +359,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
     merging = bcode == B.BUDGET_FIXED and removal == "merge"
+    if dots is not None and merging:
+        raise ValueError("dots (shared dot products) need cached patterns that are rows: not with removal='merge'")
     if merging and kernel.name != "rbf":
         raise ValueError(f"removal='merge' needs kernel='rbf' (got kernel={kernel.name!r}): the merged pattern "
                          "h x_m + (1-h) x_n keeps k(z, z) = 1 and a one-parameter merge loss only for RBF")
@@ -361,6 +368,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     y = np.asarray(y, dtype=np.int64)
     m = order.shape[0]
+    if dots is not None and m > _sub_rows(X.shape[1]) and _sub_rows(X.shape[1]) % B.ROW_BLOCK:
+        raise ValueError(f"dots: the chunk's engine calls must start at multiples of {B.ROW_BLOCK} rounds")
     rec_rule, rec_kern = step_rule(rule, beta), kernel.record()
     spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], float(eta))
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
@@ -379,7 +388,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                     K0[: state.Kinv.shape[0], : state.Kinv.shape[1]] = state.Kinv
                 state.Kinv = K0
         bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
-                                   BudgetLog(*(a[lo:hi] for a in out)), bool(blocked))
+                                   BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
+                                   _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:])
         state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
@@ -388,6 +398,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
             raise_kernel_non_finite(X, int(rows[bad]), lo + bad)
     return out
 
+
+_NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
 
 #: Rounds per engine call: the driver compacts the dead slots between calls, so a long dense
 #: chunk never scans more than this many removed patterns (same model bit for bit; the live
