@@ -162,10 +162,10 @@ def one_se_gamma(est: Any) -> float:
     errs, rows = np.asarray(est.gamma_online_errors_), np.asarray(est.gamma_race_rows_)
     if len(errs) < 2 or rows.max() <= 0:
         return float(est.gamma_)
+    from distlearn.estimators.kernel import race_winner  # the estimators' own last cut since it was adopted
+
     last = np.flatnonzero(rows == rows.max())
-    best, n = float(errs[last].min()), float(rows.max())
-    se = np.sqrt(max(best, 1.0) * (1.0 - best / n))
-    return float(est.gammas_[last[errs[last] <= best + se].min()])
+    return float(est.gammas_[last[race_winner(errs[last].tolist(), int(rows.max()))]])
 
 
 def one_se_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> list[tuple[str, Any]]:
