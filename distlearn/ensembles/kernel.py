@@ -35,6 +35,7 @@ from ..learners.kernel import (
 )
 from ..learners.linear import Rule
 from ._budget import EnsembleCache, KernelEnsembleLog, Members, Pool, learn_kernel_ensemble_block
+from ._kernels import draw_mask
 
 __all__ = ["KernelEnsembleState", "KernelEnsembleLog", "concat_kernel_states", "init_kernel_ensemble",
            "learn_kernel_ensemble_chunk", "member_seed"]
@@ -399,7 +400,10 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], 0.0)
     random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
     seeds = [member_seed(seed, first_member + j) for j in range(N)] if random else []
-    masks = rng.obpm_mask(seed, epoch, tids[order], N, tau, first=first_member)  # (rounds, N): row i = round i
+    # (rounds, N): row i = round i; rng.obpm_mask's draws, compiled
+    masks = np.zeros((m, N), dtype=bool)
+    draw_mask(np.uint64(rng.epoch_key(seed, epoch)), tids[order], np.uint64(rng.mask_threshold(tau)), first_member,
+              masks)
     if bcode == B.BUDGET_NONE:
         # nothing leaves a cache: room for the whole chunk at once (a member inserts at most once per round it
         # is shown), so its arrays are allocated once, not grown and copied piece by piece (at 100 members the
