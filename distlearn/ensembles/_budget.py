@@ -9,7 +9,9 @@ one kernel rule (:mod:`distlearn.learners._budget`) over a chunk, sharing:
   per round, however many members insert it) and leaves when no member holds
   it (``pref`` counts the members holding it);
 * one **kernel row** per example, ``kpool[i] = k(x_pool_i, x_t)`` for the live
-  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does.
+  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does (``SUB_BLOCKS`` of
+  them at a block's start without a budget: each member's coefficients are then read once per
+  six of the ~19 rounds of 64 it is shown).
 
 Each member keeps its own *slots* exactly like the single learner's cache --
 pool index, coefficients ``A[j, s, :]``, incremental scores ``F[j, s, :]``,
