@@ -9,9 +9,9 @@ one kernel rule (:mod:`distlearn.learners._budget`) over a chunk, sharing:
   per round, however many members insert it) and leaves when no member holds
   it (``pref`` counts the members holding it);
 * one **kernel row** per example, ``kpool[i] = k(x_pool_i, x_t)`` for the live
-  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does (``SUB_BLOCKS`` of
+  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does (up to ``SUB_BLOCKS`` of
   them at a block's start without a budget: each member's coefficients are then read once per
-  six of the ~19 rounds of 64 it is shown).
+  six of the ~38 rounds of 128 it is shown).
 
 Each member keeps its own *slots* exactly like the single learner's cache --
 pool index, coefficients ``A[j, s, :]``, incremental scores ``F[j, s, :]``,
@@ -66,10 +66,13 @@ from ..learners._budget import (
 __all__ = ["Pool", "Members", "EnsembleCache", "KernelEnsembleLog", "learn_kernel_ensemble_block"]
 
 #: Kernel-row blocks (of ``ROW_BLOCK`` rounds) per block of the members' score sums without a budget: each
-#: member's coefficients are read once per block for all the rounds it is shown (about tau * 64), not once per
-#: 16 rounds (``benchmarks/README.md``, "Round 6").  With a budget a removal voids the block's later sums, and the
-#: block stays ``ROW_BLOCK`` rounds.
-SUB_BLOCKS = 4
+#: member's coefficients are read once per ``GATHER_ROWS`` of the rounds of the block it is shown (about
+#: tau * 128), not once per 16 rounds (``benchmarks/README.md``, "Round 6").  With a budget a removal voids the
+#: block's later sums, and the block stays ``ROW_BLOCK`` rounds.
+SUB_BLOCKS = 8
+#: The block's kernel rows against the pool (``blocks * ROW_BLOCK`` rows of the pool's capacity) take at most
+#: this many bytes: a pool too large for ``SUB_BLOCKS`` gets fewer (at least one).
+BLOCK_ROW_BYTES = 1 << 25
 
 
 class Pool(NamedTuple):
@@ -193,9 +196,11 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     d = X.shape[1]
     N = mask.shape[1]
     K = A.shape[2]
-    # rounds per block: without a budget SUB_BLOCKS kernel-row blocks (no removal voids a block's sums, and a
-    # member shown ~tau * 64 rounds reads its coefficients once per GATHER_ROWS of them); with one, ROW_BLOCK
-    nsub = SUB_BLOCKS if budget.code == BUDGET_NONE else 1
+    # rounds per block: without a budget up to SUB_BLOCKS kernel-row blocks (no removal voids a block's sums, and
+    # a member shown ~tau * 128 rounds reads its coefficients once per GATHER_ROWS of them); with one, ROW_BLOCK
+    nsub = 1
+    if budget.code == BUDGET_NONE:
+        nsub = max(1, min(SUB_BLOCKS, BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
     blk = nsub * ROW_BLOCK
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)

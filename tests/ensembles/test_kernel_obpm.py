@@ -108,7 +108,7 @@ def test_chunking_and_epochs_do_not_change_the_model():
 
 
 def test_long_blocks_without_a_budget_keep_members_margins_and_chunking_exact():
-    """Without a budget the engine sums a member's scores over 64-round blocks (four kernel-row blocks, the
+    """Without a budget the engine sums a member's scores over 128-round blocks (eight kernel-row blocks, the
     pool's rows computed at the block's start): members are still the single learner bit for bit, the chunking
     (blocks cut anywhere) changes no bit, and the logged margin of a round deep in a block scores the running
     Bayes point.  K = 20 classes: the gathered sums' last column group is the narrow one."""
@@ -126,7 +126,7 @@ def test_long_blocks_without_a_budget_keep_members_margins_and_chunking_exact():
         learn_budget_chunk(rule, kern, single, X, y, order=np.flatnonzero(mask[:, j]), beta=beta, budget=None)
         for u, v in zip(single.support(), a.member_support(j)):
             assert np.array_equal(u, v)
-    t = 64 + 16 + 7  # the second block's second kernel-row block
+    t = 128 + 16 + 7  # the second block's second kernel-row block
     st, _ = _ensemble(rule, kern, X[:t], y[:t], k, True, N, tau, seed, None, "margin", beta)
     S, c, _ = st.bayes_point()
     np.testing.assert_allclose(la[0].margin[t] / N, kernel_decision(kern, S, c, X[t:t + 1])[0], rtol=1e-9, atol=1e-12)
