@@ -73,6 +73,10 @@ SUB_BLOCKS = 8
 #: The block's kernel rows against the pool (``blocks * ROW_BLOCK`` rows of the pool's capacity) take at most
 #: this many bytes: a pool too large for ``SUB_BLOCKS`` gets fewer (at least one).
 BLOCK_ROW_BYTES = 1 << 25
+#: ... and at most ``SUB_DIM // n_features`` kernel-row blocks: a round computes the kernel values of the
+#: patterns the pool gained since the block began one by one, a cost that grows with the block and the
+#: features (LETTER, d = 16: 8 blocks best; Fashion-MNIST, d = 784: 1-2 blocks, 8 were 10 % slower).
+SUB_DIM = 128
 
 
 class Pool(NamedTuple):
@@ -200,7 +204,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     # a member shown ~tau * 128 rounds reads its coefficients once per GATHER_ROWS of them); with one, ROW_BLOCK
     nsub = 1
     if budget.code == BUDGET_NONE:
-        nsub = max(1, min(SUB_BLOCKS, BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
+        nsub = max(1, min(SUB_BLOCKS, SUB_DIM // max(1, d),
+                          BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
     blk = nsub * ROW_BLOCK
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)

@@ -256,7 +256,8 @@ def _gather_codegen(context, builder, signature, args):
     R = context.cast(builder, args[11], tys[11], types.int64)
     key = builder.add(builder.mul(ng, _I64(8)), R)
     NG = GATHER_GROUPS[-1]
-    left = builder.sub(context.cast(builder, args[1], tys[1], types.int64), context.cast(builder, args[2], tys[2], types.int64))
+    left = builder.sub(context.cast(builder, args[1], tys[1], types.int64),
+                       context.cast(builder, args[2], tys[2], types.int64))
     narrow = builder.and_(builder.icmp_signed("==", ng, _I64(NG)),
                           builder.icmp_signed("<=", left, _I64((NG - 1) * GATHER_LANES + 2)))
     key = builder.select(narrow, builder.add(R, _I64(24)), key)
@@ -269,7 +270,8 @@ def _gather_codegen(context, builder, signature, args):
             builder.position_at_end(blk)
             _gather_loop(context, builder, tys, args, NG, r)
             builder.branch(done)
-    # the widest calls whose last group holds at most 2 columns: that group a vector of 2 lanes (case 24 + R: ng = 3 is not a group count)
+    # the widest calls whose last group holds at most 2 columns: that group a vector of 2 lanes
+    # (case 24 + R: ng = 3 is not a group count)
     NG = GATHER_GROUPS[-1]
     for r in range(1, GATHER_ROWS + 1):
         blk = builder.append_basic_block(f"gather.{NG}.{r}.narrow")
