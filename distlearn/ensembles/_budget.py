@@ -9,7 +9,9 @@ one kernel rule (:mod:`distlearn.learners._budget`) over a chunk, sharing:
   per round, however many members insert it) and leaves when no member holds
   it (``pref`` counts the members holding it);
 * one **kernel row** per example, ``kpool[i] = k(x_pool_i, x_t)`` for the live
-  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does.
+  pool, computed ``ROW_BLOCK`` rounds at a time as the single learner does (up to ``SUB_BLOCKS`` of
+  them at a block's start without a budget: each member's coefficients are then read once per
+  six of the ~38 rounds of 128 it is shown).
 
 Each member keeps its own *slots* exactly like the single learner's cache --
 pool index, coefficients ``A[j, s, :]``, incremental scores ``F[j, s, :]``,
@@ -44,6 +46,7 @@ from numba import njit
 from .._config import NUMBA_FLAGS
 from ..learners._budget import (
     BUDGET_FIXED,
+    BUDGET_NONE,
     BUDGET_VARIABLE,
     REMOVE_MARGIN,
     REMOVE_RANDOM,
@@ -61,6 +64,19 @@ from ..learners._budget import (
 )
 
 __all__ = ["Pool", "Members", "EnsembleCache", "KernelEnsembleLog", "learn_kernel_ensemble_block"]
+
+#: Kernel-row blocks (of ``ROW_BLOCK`` rounds) per block of the members' score sums without a budget: each
+#: member's coefficients are read once per ``GATHER_ROWS`` of the rounds of the block it is shown (about
+#: tau * 128), not once per 16 rounds (``benchmarks/README.md``, "Round 6").  With a budget a removal voids the
+#: block's later sums, and the block stays ``ROW_BLOCK`` rounds.
+SUB_BLOCKS = 8
+#: The block's kernel rows against the pool (``blocks * ROW_BLOCK`` rows of the pool's capacity) take at most
+#: this many bytes: a pool too large for ``SUB_BLOCKS`` gets fewer (at least one).
+BLOCK_ROW_BYTES = 1 << 25
+#: ... and at most ``SUB_DIM // n_features`` kernel-row blocks: a round computes the kernel values of the
+#: patterns the pool gained since the block began one by one, a cost that grows with the block and the
+#: features (LETTER, d = 16: 8 blocks best; Fashion-MNIST, d = 784: 1-2 blocks, 8 were 10 % slower).
+SUB_DIM = 128
 
 
 class Pool(NamedTuple):
@@ -184,9 +200,16 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     d = X.shape[1]
     N = mask.shape[1]
     K = A.shape[2]
+    # rounds per block: without a budget up to SUB_BLOCKS kernel-row blocks (no removal voids a block's sums, and
+    # a member shown ~tau * 128 rounds reads its coefficients once per GATHER_ROWS of them); with one, ROW_BLOCK
+    nsub = 1
+    if budget.code == BUDGET_NONE:
+        nsub = max(1, min(SUB_BLOCKS, SUB_DIM // max(1, d),
+                          BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
+    blk = nsub * ROW_BLOCK
     Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
-    G = np.zeros((ROW_BLOCK, PS.shape[0]), dtype=np.float64)
+    G = np.zeros((blk, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
     live = np.zeros(PS.shape[0], dtype=np.int64)
     kpool = G[0]  # the round's kernel row against the pool (a row of G, the slots since the block's start added)
@@ -213,27 +236,29 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     # through pidx (_gathered_sums); a round adds the slots appended since.  A removal (which moves
     # Abar of a pool slot and takes a member slot out of the middle of its order) ends the block sums of the
     # ensemble and of that member: their later rounds in the block sum over the slots one by one.
-    Me = np.zeros((ROW_BLOCK, K), dtype=np.float64)
-    Mj = np.zeros((N, ROW_BLOCK, K), dtype=np.float64)
-    Mt = np.zeros(ROW_BLOCK * K, dtype=np.float64)
-    gflat = G.reshape(ROW_BLOCK * PS.shape[0])  # the block's kernel rows, row b at b * pool capacity
-    offs_all = np.arange(ROW_BLOCK) * PS.shape[0]
-    offs = np.zeros(ROW_BLOCK, dtype=np.int64)
-    rows_j = np.zeros(ROW_BLOCK, dtype=np.int64)
+    Me = np.zeros((blk, K), dtype=np.float64)
+    Mj = np.zeros((N, blk, K), dtype=np.float64)
+    Mt = np.zeros(blk * K, dtype=np.float64)
+    gflat = G.reshape(blk * PS.shape[0])  # the block's kernel rows, row b at b * pool capacity
+    offs_all = np.arange(blk) * PS.shape[0]
+    offs = np.zeros(blk, dtype=np.int64)
+    rows_j = np.zeros(blk, dtype=np.int64)
     me_ok = False
     mj_ok = np.zeros(N, dtype=np.bool_)
     mj_at = np.zeros(N, dtype=np.int64)
     ident = np.arange(PS.shape[0])  # pool slot i's kernel value is kpool[i]
     for ii in range(n_order):
-        if ii % ROW_BLOCK == 0:
+        if ii % blk == 0:
             b0 = ii
             n0 = pmeta[0]
-            _next_block(kern, X, order, ii, PS, pool.sq, palive, n0, Xt, sqt, G, acc, live)
-            nb = min(ROW_BLOCK, n_order - ii)
+            nb = min(blk, n_order - ii)
+            for sb in range(0, nb, ROW_BLOCK):  # the kernel rows against the pool as it stands at the block's start
+                _next_block(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
+                            live)
             # the ensemble margins over the live pool, and each member's scores of its shown rows over its live
             # slots, their kernel values gathered from the pool's rows (_gathered_sums: one read of Abar, of A[j],
             # per six rows)
-            _gathered_sums(Abar, ident, palive, n0, gflat, offs_all, 0, nb, Me.reshape(ROW_BLOCK * K))
+            _gathered_sums(Abar, ident, palive, n0, gflat, offs_all, 0, nb, Me.reshape(blk * K))
             me_ok = True
             for j in range(N):
                 nr = 0

@@ -165,6 +165,28 @@ def mask_words(key_epoch, t, n_pairs, out):
 
 
 @njit(**NUMBA_FLAGS)
+def draw_mask(key_epoch, tids, thr, first, out):
+    """``out[r, i] = b_{first + i, tids[r]}``: the draws of :func:`distlearn.rng.obpm_mask` (its
+    ``epoch_key`` as ``key_epoch``, its ``mask_threshold`` as ``thr``), compiled, as the OBPM pass
+    computes them (the kernel OBPM's driver takes a chunk's masks from here)."""
+    for r in range(tids.shape[0]):
+        kt = _fold(key_epoch, np.uint64(tids[r]))
+        g_prev = -1
+        word = np.uint64(0)
+        for i in range(out.shape[1]):
+            if thr > _LOW32:
+                out[r, i] = True
+                continue
+            j = first + i
+            g = j >> 1
+            if g != g_prev:
+                word = _mix(kt + np.uint64(g + 1) * _GOLDEN)
+                g_prev = g
+            bits = (word >> _S32) if (j & 1) else (word & _LOW32)
+            out[r, i] = bits < thr
+
+
+@njit(**NUMBA_FLAGS)
 def _obpm_pass(indptr, indices, data, y, order, draws, c0, c1, K, rule, p, fit_intercept, bias,
                st, log, out_offset, acc_mode, any_rule):
     """Run learners ``c0 // K .. c1 // K - 1`` (columns ``c0 .. c1 - 1`` of ``W``)

@@ -35,6 +35,7 @@ from ..learners.kernel import (
 )
 from ..learners.linear import Rule
 from ._budget import EnsembleCache, KernelEnsembleLog, Members, Pool, learn_kernel_ensemble_block
+from ._kernels import draw_mask
 
 __all__ = ["KernelEnsembleState", "KernelEnsembleLog", "concat_kernel_states", "init_kernel_ensemble",
            "learn_kernel_ensemble_chunk", "member_seed"]
@@ -399,8 +400,17 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], 0.0)
     random = bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM
     seeds = [member_seed(seed, first_member + j) for j in range(N)] if random else []
+    # (rounds, N): row i = round i; rng.obpm_mask's draws, compiled
+    masks = np.zeros((m, N), dtype=bool)
+    draw_mask(np.uint64(rng.epoch_key(seed, epoch)), tids[order], np.uint64(rng.mask_threshold(tau)), first_member,
+              masks)
+    if bcode == B.BUDGET_NONE:
+        # nothing leaves a cache: room for the whole chunk at once (a member inserts at most once per round it
+        # is shown), so its arrays are allocated once, not grown and copied piece by piece (at 100 members the
+        # (N, slots, K) arrays are hundreds of MB; each copy faulted in fresh huge pages)
+        state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
-        mask = rng.obpm_mask(seed, epoch, tids[rows], N, tau, first=first_member)
+        mask = masks[lo:hi]
         if random:
             # member j's draw for its own round counter t_j, as the single learner keys them
             tj = state.mmeta[:, 2][None, :] + np.cumsum(mask, axis=0) - 1
@@ -409,7 +419,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         else:
             uniforms = np.zeros((0, 0))
         state.compact()
-        state._grow(int(state.pmeta[0]) + (hi - lo), int(state.mmeta[:, 0].max(initial=0)) + (hi - lo), keep)
+        state._grow(int(state.pmeta[0]) + (hi - lo), int((state.mmeta[:, 0] + mask.sum(axis=0)).max(initial=0)), keep)
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
                                           state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
         state.scores_kept = keep

@@ -198,9 +198,12 @@ GATHER_LANES = 8
 GATHER_ROWS = 6
 
 
-def _gather_loop(context, builder, tys, args, NG: int, R: int):
-    """The IR of one :func:`gather_sums` variant: ``NG`` groups of :data:`GATHER_LANES` columns, ``R`` rows."""
+def _gather_loop(context, builder, tys, args, NG: int, R: int, tail: int = GATHER_LANES):
+    """The IR of one :func:`gather_sums` variant: ``NG`` groups of columns, ``R`` rows; every group a vector of
+    :data:`GATHER_LANES` lanes but the last, of ``tail`` lanes (a narrower vector for the last columns: at
+    K = 26 the 26th column ends 2 lanes into the fourth group, and 6 idle lanes per row cost as much as busy ones)."""
     L = GATHER_LANES
+    widths = [L] * (NG - 1) + [tail]
     wa = context.make_array(tys[0])(context, builder, args[0])
     Kv = context.cast(builder, args[1], tys[1], types.int64)
     k0 = context.cast(builder, args[2], tys[2], types.int64)
@@ -212,10 +215,10 @@ def _gather_loop(context, builder, tys, args, NG: int, R: int):
     oa = context.make_array(tys[9])(context, builder, args[9])
     r0 = context.cast(builder, args[10], tys[10], types.int64)
     outa = context.make_array(tys[12])(context, builder, args[12])
-    vty = ir.VectorType(_F64, L)
+    vtys = [ir.VectorType(_F64, n) for n in widths]
     left = builder.sub(Kv, k0)
-    lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
-    masks = [builder.icmp_signed("<", lanes, _splat(builder, builder.sub(left, _I64(q * L)), L)) for q in range(NG)]
+    masks = [builder.icmp_signed("<", ir.Constant(ir.VectorType(_I64, n), list(range(n))),
+                                 _splat(builder, builder.sub(left, _I64(q * L)), n)) for q, n in enumerate(widths)]
     offs = [builder.load(builder.gep(oa.data, [builder.add(r0, _I64(r))])) for r in range(R)]
 
     def out_ptr(r, q):
@@ -223,19 +226,20 @@ def _gather_loop(context, builder, tys, args, NG: int, R: int):
                                                    builder.add(k0, _I64(q * L)))])
 
     # the running sums, promoted to registers: loaded from out, stored back at the end (exact)
-    accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vty, masks[q]))
+    accs = [[cgutils.alloca_once_value(builder, _masked_load(builder, out_ptr(r, q), vtys[q], masks[q]))
              for q in range(NG)] for r in range(R)]
     with cgutils.for_range(builder, builder.sub(i1, i0)) as loop:
         i = builder.add(loop.index, i0)
         live = builder.load(builder.gep(aa.data, [i]))
         with builder.if_then(builder.icmp_unsigned("!=", live, ir.Constant(live.type, 0)), likely=True):
             p = builder.load(builder.gep(ia.data, [i]))
-            gs = [_splat(builder, builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])), L) for r in range(R)]
+            gv = [builder.load(builder.gep(ga.data, [builder.add(offs[r], p)])) for r in range(R)]
+            gs = {n: [_splat(builder, v, n) for v in gv] for n in set(widths)}
             base = builder.add(builder.mul(i, Kv), k0)
-            for q in range(NG):
-                wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vty, masks[q])
+            for q, n in enumerate(widths):
+                wv = _masked_load(builder, builder.gep(wa.data, [builder.add(base, _I64(q * L))]), vtys[q], masks[q])
                 for r in range(R):
-                    builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[r])), accs[r][q])
+                    builder.store(builder.fadd(builder.load(accs[r][q]), builder.fmul(wv, gs[n][r])), accs[r][q])
     for r in range(R):
         for q in range(NG):
             _masked_store(builder, builder.load(accs[r][q]), out_ptr(r, q), masks[q])
@@ -251,6 +255,12 @@ def _gather_codegen(context, builder, signature, args):
     ng = context.cast(builder, args[3], tys[3], types.int64)
     R = context.cast(builder, args[11], tys[11], types.int64)
     key = builder.add(builder.mul(ng, _I64(8)), R)
+    NG = GATHER_GROUPS[-1]
+    left = builder.sub(context.cast(builder, args[1], tys[1], types.int64),
+                       context.cast(builder, args[2], tys[2], types.int64))
+    narrow = builder.and_(builder.icmp_signed("==", ng, _I64(NG)),
+                          builder.icmp_signed("<=", left, _I64((NG - 1) * GATHER_LANES + 2)))
+    key = builder.select(narrow, builder.add(R, _I64(24)), key)
     done = builder.append_basic_block("gather.done")
     sw = builder.switch(key, done)
     for NG in GATHER_GROUPS:
@@ -260,6 +270,15 @@ def _gather_codegen(context, builder, signature, args):
             builder.position_at_end(blk)
             _gather_loop(context, builder, tys, args, NG, r)
             builder.branch(done)
+    # the widest calls whose last group holds at most 2 columns: that group a vector of 2 lanes
+    # (case 24 + R: ng = 3 is not a group count)
+    NG = GATHER_GROUPS[-1]
+    for r in range(1, GATHER_ROWS + 1):
+        blk = builder.append_basic_block(f"gather.{NG}.{r}.narrow")
+        sw.add_case(_I64(24 + r), blk)
+        builder.position_at_end(blk)
+        _gather_loop(context, builder, tys, args, NG, r, 2)
+        builder.branch(done)
     builder.position_at_end(done)
     return context.get_dummy_value()
 

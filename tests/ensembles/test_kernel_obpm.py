@@ -107,6 +107,31 @@ def test_chunking_and_epochs_do_not_change_the_model():
     assert np.array_equal(np.concatenate([q.margin for q in la]), np.concatenate([q.margin for q in lb]))
 
 
+def test_long_blocks_without_a_budget_keep_members_margins_and_chunking_exact():
+    """Without a budget the engine sums a member's scores over 128-round blocks (eight kernel-row blocks, the
+    pool's rows computed at the block's start): members are still the single learner bit for bit, the chunking
+    (blocks cut anywhere) changes no bit, and the logged margin of a round deep in a block scores the running
+    Bayes point.  K = 20 classes: the gathered sums' last column group is the narrow one."""
+    k, N, tau, seed, beta = 20, 6, 0.5, 3, 0.1
+    X, y = _data(n=400, d=5, k=k, seed=7)
+    rule, kern = make_rule("mira", beta=beta, native=True), make_kernel("rbf", gamma=0.5)
+    a, la = _ensemble(rule, kern, X, y, k, True, N, tau, seed, None, "margin", beta, chunks=1)
+    b, lb = _ensemble(rule, kern, X, y, k, True, N, tau, seed, None, "margin", beta, chunks=7)
+    for u, v in zip(a.bayes_point(), b.bayes_point()):
+        assert np.array_equal(u, v)
+    assert np.array_equal(la[0].margin, np.concatenate([q.margin for q in lb]))
+    mask = rng.obpm_mask(seed, 0, np.arange(len(y)), N, tau)
+    for j in range(N):
+        single = init_budget_state(X.shape[1], k, native=True)
+        learn_budget_chunk(rule, kern, single, X, y, order=np.flatnonzero(mask[:, j]), beta=beta, budget=None)
+        for u, v in zip(single.support(), a.member_support(j)):
+            assert np.array_equal(u, v)
+    t = 128 + 16 + 7  # the second block's second kernel-row block
+    st, _ = _ensemble(rule, kern, X[:t], y[:t], k, True, N, tau, seed, None, "margin", beta)
+    S, c, _ = st.bayes_point()
+    np.testing.assert_allclose(la[0].margin[t] / N, kernel_decision(kern, S, c, X[t:t + 1])[0], rtol=1e-9, atol=1e-12)
+
+
 def test_average_equals_the_mean_of_the_running_bayes_points():
     X, y = _data(n=60, k=2, seed=6)
     rule, kern = make_rule("perceptron"), make_kernel("rbf", gamma=0.5)

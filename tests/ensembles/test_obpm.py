@@ -47,6 +47,18 @@ def test_kernel_draws_equal_numpy_reference():
             assert np.array_equal(bits < np.uint64(rng.mask_threshold(tau)), ref)
 
 
+def test_compiled_draw_masks_equal_numpy_reference():
+    """The kernel OBPM's chunk masks (``draw_mask``) are ``rng.obpm_mask``'s, any first learner, odd or even."""
+    tids = np.array([0, 5, 77, 10**9, 2**40 + 3], dtype=np.int64)
+    for seed, epoch, first, n, tau in [(0, 0, 0, 10, 0.3), (123, 2, 9, 7, 0.77), (2**40, 7, 4, 5, 0.1),
+                                       (1, 0, 3, 4, 1.0), (1, 0, 0, 4, 0.0)]:
+        out = np.zeros((tids.size, n), dtype=bool)
+        EK.draw_mask(np.uint64(rng.epoch_key(seed, epoch)), tids, np.uint64(rng.mask_threshold(tau)), first, out)
+        ref = rng.obpm_mask(seed, epoch, tids, n, tau, first=first)
+        assert ref.any() or tau == 0.0
+        assert np.array_equal(out, ref)
+
+
 def test_draws_are_bernoulli_tau_and_independent():
     M = rng.obpm_mask(5, 0, np.arange(200_000), 64, 0.3)
     p = M.mean()
