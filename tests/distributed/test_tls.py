@@ -218,7 +218,8 @@ def test_clients_without_the_right_certificates_are_refused(tls_cluster, pki):
         "another CA's certificate, trusting the cluster's CA": [address, good["ca"], other["cert"], other["key"]],
     })
     control = out.pop("control: the cluster's certificates")
-    assert control.splitlines()[-1:] == ["CONNECTED"], control
+    # connected (asyncio may log a close-time timeout of distributed's after it, under load: not a refusal)
+    assert "CONNECTED" in control.splitlines() and "REFUSED" not in control, control
     for name, text in out.items():
         assert "CONNECTED" not in text and "REFUSED" in text, f"{name}: {text}"
     # the scheduler itself rejected the foreign certificate during the handshake
