@@ -479,13 +479,13 @@ def adaptive(client: Any) -> bool:
     return getattr(getattr(client, "cluster", None), "_adaptive", None) is not None
 
 
-def ensure_workers(client: Any, address: str | None = None, wait: float | None = None) -> None:
+def ensure_workers(client: Any, address: str | None = None, wait: float | None = None, mid_run: bool = False) -> None:
     """Return once the cluster has a worker; wait up to :func:`worker_wait` s, saying so on stderr.
 
     A scheduler started alone accepts tasks and holds them forever; this turns
     that into a line ``waiting for workers at ADDRESS (up to N s;
     DISTLEARN_WORKER_WAIT)`` and, if none joins, a one-line
-    :class:`ConnectionError`.
+    :class:`ConnectionError` (``mid_run``: :class:`WorkersGone`, which says how to resume).
     """
     if _n_workers(client) or adaptive(client):
         return  # an adaptive cluster starts its workers for the tasks it is given
@@ -499,6 +499,8 @@ def ensure_workers(client: Any, address: str | None = None, wait: float | None =
             raise SchedulerLost(address) from None
         if not isinstance(e, TimeoutError):
             raise
+        if mid_run:
+            raise WorkersGone(address, wait) from None
         raise ConnectionError(f"no Dask worker joined the scheduler at {address} within {wait:g} s; start "
                               f"workers (`dask worker {address}`) or wait longer (${WORKER_WAIT_ENV})") from None
 

@@ -266,11 +266,7 @@ class OnDask(Executor):
             except TimeoutError:
                 if is_lost(self.client):
                     raise
-                wait = worker_wait()
-                try:
-                    self.client.wait_for_workers(1, timeout=wait)
-                except TimeoutError:
-                    raise WorkersGone(self.address, wait) from None
+                ensure_workers(self.client, self.address, mid_run=True)
                 return self.client.scatter([obj], broadcast=False, hash=True)[0]
 
     def _completions(self, handles: Sequence[Any]) -> Iterator[int]:
