@@ -19,6 +19,11 @@ is skipped with one line on stderr):
             the pairs 0/6 (T-shirt vs shirt) and 2/4 (pullover vs coat), and all 10 classes; a seeded
             subsample of ``--fashion-train`` training rows (10,000) and ``--fashion-test`` test rows
             (2,000) of those classes
+  moons, circles, quantiles, wine, iris, four
+            held out: problems not used to choose the defaults, a seeded stratified 70/30 split
+            (``--split-seed``): make_moons(2000, noise=0.25), make_circles(2000, noise=0.15, factor=0.5),
+            make_gaussian_quantiles(3000, 5 features, 3 classes), wine, iris, and a 4-class
+            make_classification(4000, 20 features, 10 informative, 2 clusters per class, flip_y=0.02)
 
 Rows per data set:
 
@@ -62,6 +67,8 @@ from distlearn import KernelMIRA, KernelPA, KernelPerceptron
 from distlearn.data.public import fashion_mnist_dir, letter_file, load_fashion_mnist
 
 ALL = ("six", "digits", "cancer", "letter", "fashion-0v6", "fashion-2v4", "fashion10")
+#: Problems not used to choose the defaults (each a seeded, stratified 70/30 split; ``--split-seed``).
+HELD_OUT = ("moons", "circles", "quantiles", "wine", "iris", "four")
 
 
 def _minmax(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +121,20 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
         ite = np.sort(rs.permutation(len(yte))[: args.fashion_test])
         Xtr, Xte = np.asarray(Xtr[itr], dtype=np.float64), np.asarray(Xte[ite], dtype=np.float64)
         return (*_minmax(Xtr, Xte), np.asarray(ytr)[itr], np.asarray(yte)[ite])
-    raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL)}")
+    if name in HELD_OUT:
+        from sklearn import datasets as D
+        from sklearn.model_selection import train_test_split
+
+        X, y = {"moons": lambda: D.make_moons(2000, noise=0.25, random_state=1),
+                "circles": lambda: D.make_circles(2000, noise=0.15, factor=0.5, random_state=1),
+                "quantiles": lambda: D.make_gaussian_quantiles(n_samples=3000, n_features=5, n_classes=3,
+                                                               random_state=1),
+                "wine": lambda: D.load_wine(return_X_y=True), "iris": lambda: D.load_iris(return_X_y=True),
+                "four": lambda: D.make_classification(4000, 20, n_informative=10, n_classes=4, n_clusters_per_class=2,
+                                                      flip_y=0.02, random_state=7)}[name]()
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=args.split_seed, stratify=y)
+        return (*_minmax(Xtr, Xte), ytr, yte)
+    raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL + HELD_OUT)}")
 
 
 def _compress_value(text: str) -> Any:
@@ -216,7 +236,9 @@ def run(factory: Any, Xtr, ytr, Xte, yte) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME", help=f"of {', '.join(ALL)}")
+    ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME",
+                    help=f"of {', '.join(ALL)}; held out (not used to choose the defaults): {', '.join(HELD_OUT)}")
+    ap.add_argument("--split-seed", type=int, default=0, help="the held-out sets' train/test split")
     ap.add_argument("--candidates", choices=("defaults", "main", "grid", "one-se"), default="main",
                     help="defaults: the estimators' defaults only; main: rules x --gamma x --epochs x last/distilled "
                          "average; grid: also the full average, beta and C variants; one-se: the defaults and the "

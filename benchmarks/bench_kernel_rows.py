@@ -118,7 +118,7 @@ def floor(Xtr, ytr, Xte, yte) -> dict:
         return t
 
     sizes = clf.cache_size_.astype(np.int64)
-    order = np.concatenate([np.random.default_rng(e).permutation(len(Xtr)) for e in range(clf.epochs)])
+    order = np.concatenate([np.random.default_rng(e).permutation(len(Xtr)) for e in range(clf.n_iter_)])
     kern = clf._kernel_obj.record()
     rounds(Xtr, order[:64], S, sq, kern, A, True)  # compile, untimed
     out = {}

@@ -288,11 +288,13 @@ def test_compress_auto_is_off_without_a_variable_budget_and_explicit_tolerances_
 
 
 @pytest.mark.parametrize("k", [2, 3])
-def test_compress_auto_tolerance_is_binary_or_multiclass(k):
+def test_compress_auto_tolerance_is_binary_or_multiclass(k, monkeypatch):
     """KernelMIRA's compress="auto" with budget="variable" is compress=COMPRESS_AUTO_BINARY (0.4) for two
-    classes and compress=COMPRESS_AUTO (0.2) for more (the perceptron's and PA's: 0.2 for both): the same bits
-    as the explicit value, and not the other one's."""
+    classes and compress=COMPRESS_AUTO (0.2) for more (the perceptron's and PA's: 0.2 for both): without its
+    agreement guard (tested apart), the same bits as the explicit value, and not the other one's."""
     import distlearn.estimators.kernel as EK
+
+    monkeypatch.setattr(EK, "COMPRESS_AUTO_AGREE", 0.0)
 
     X, y = _data(k=k)
     kw = dict(gamma=0.5, budget="variable", random_state=0)
@@ -326,7 +328,7 @@ def test_compress_auto_compresses_a_cache_over_its_size_cap_in_parts(monkeypatch
     monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", len(S) - 1)
     monkeypatch.setattr(CK, "COMPRESS_PART", len(S) // 3)
     auto = distlearn.KernelMIRA(**kw).fit(X, y)
-    want = compress_in_parts(full._kernel_obj, S, A, EK.COMPRESS_AUTO)
+    want = compress_in_parts(full._kernel_obj, S, A, EK.COMPRESS_AUTO, agree=EK.COMPRESS_AUTO_AGREE)
     assert np.array_equal(auto.support_vectors_, S[want.keep]) and np.array_equal(auto.dual_coef_, want.coef.T)
     assert auto.conversion_info_["compress_in_parts"] and auto.conversion_info_["compress_residual"] <= EK.COMPRESS_AUTO
     explicit = distlearn.KernelMIRA(compress=EK.COMPRESS_AUTO, **kw).fit(X, y)
@@ -479,13 +481,117 @@ def test_estimator_passes_the_kept_scores_to_the_parts(monkeypatch):
 
     seen = {}
 
-    def spy(kernel, S, A, tol, part=None, scores=None):
-        seen["scores"], seen["exact"] = scores, kernel_decision(kernel, S, A, S)
-        return compress_in_parts(kernel, S, A, tol, part=part, scores=scores)
+    def spy(kernel, S, A, tol, part=None, scores=None, agree=0.0):
+        seen["scores"], seen["exact"], seen["agree"] = scores, kernel_decision(kernel, S, A, S), agree
+        return compress_in_parts(kernel, S, A, tol, part=part, scores=scores, agree=agree)
 
     X, y = _data()
     monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", 10)
     monkeypatch.setattr(EK, "compress_in_parts", spy)
     distlearn.KernelMIRA(gamma=0.5, budget="variable", epochs=2, random_state=0).fit(X, y)
     assert seen["scores"] is not None and seen["scores"].shape == seen["exact"].shape
+    assert seen["agree"] == EK.COMPRESS_AUTO_AGREE
     np.testing.assert_allclose(seen["scores"], seen["exact"], rtol=1e-9, atol=1e-9 * np.abs(seen["exact"]).max())
+
+
+def test_agreement_counts_the_rows_predicted_alike():
+    """agreement(F, FM): the share of rows whose predicted label (sign of one column, argmax of several, the
+    first largest on ties, as predict) is the same under both score matrices."""
+    from distlearn.conversions.kernel import agreement
+
+    assert agreement(np.array([[1.0], [-1.0], [0.5], [-2.0]]), np.array([[2.0], [1.0], [0.1], [-0.1]])) == 0.75
+    assert agreement(np.array([[1.0], [0.0]]), np.array([[0.0], [-1.0]])) == 0.5  # 0 predicts the negative class
+    F = np.array([[1.0, 2.0, 0.0], [3.0, 1.0, 3.0], [0.0, 0.0, 1.0]])
+    FM = np.array([[0.0, 1.0, 0.5], [2.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    assert agreement(F, FM) == pytest.approx(2 / 3)  # row 1 ties 0 and 2: the first, 0, both times
+    assert agreement(np.zeros((0, 3)), np.zeros((0, 3))) == 1.0
+
+
+def _moons(n=600, seed=1):
+    from sklearn.datasets import make_moons
+    from sklearn.preprocessing import minmax_scale
+
+    X, y = make_moons(n, noise=0.25, random_state=seed)
+    return minmax_scale(X), y
+
+
+def test_the_agreement_guard_keeps_the_predictions_on_the_patterns():
+    """compress_expansion(agree=a): the residual stays within the tolerance AND the compressed expansion predicts
+    at least a of the patterns as the fitted one (halving the tolerance as needed, the selection going on from
+    the patterns chosen).  On a noisy two-class problem the residual alone moved the boundary across more than
+    1 % of the patterns: the guard is exercised, and keeps more patterns."""
+    from distlearn.conversions.kernel import agreement
+
+    X, y = _moons()
+    full = distlearn.KernelMIRA(budget="variable", gamma=8.0, compress=0, random_state=0).fit(X, y)
+    S, A, kern = full.support_vectors_, full.dual_coef_.T, full._kernel_obj
+    F = kernel_decision(kern, S, A, S)
+    plain = compress_expansion(kern, S, A, 0.4, norm="data")
+    assert agreement(F, kernel_decision(kern, S[plain.keep], plain.coef, S)) < 0.99  # the guard has work
+    for a in (0.99, 1.0):
+        g = compress_expansion(kern, S, A, 0.4, norm="data", agree=a)
+        FM = kernel_decision(kern, S[g.keep], g.coef, S)
+        assert agreement(F, FM) >= a and g.residual <= 0.4
+        assert len(plain.keep) < len(g.keep) <= len(S)
+        assert g.residual == pytest.approx(np.linalg.norm(FM - F) / np.linalg.norm(F), rel=1e-6)
+    # agree=0 is the plain compression, bit for bit; and so is a guard the plain result already meets
+    z = compress_expansion(kern, S, A, 0.4, norm="data", agree=0.0)
+    assert np.array_equal(z.keep, plain.keep) and np.array_equal(z.coef, plain.coef)
+    met = agreement(F, kernel_decision(kern, S[plain.keep], plain.coef, S))
+    m = compress_expansion(kern, S, A, 0.4, norm="data", agree=met)
+    assert np.array_equal(m.keep, plain.keep) and np.array_equal(m.coef, plain.coef)
+
+
+def test_the_agreement_guard_in_parts_is_checked_on_the_whole():
+    """compress_in_parts(agree=a): the whole expansion's compressed predictions agree on at least a of the
+    patterns (the parts' tolerance halved until they do), the residual of the whole within the tolerance."""
+    from distlearn.conversions.kernel import agreement
+
+    X, y = _moons(900, seed=2)
+    full = distlearn.KernelMIRA(budget="variable", gamma=8.0, compress=0, random_state=0).fit(X, y)
+    S, A, kern = full.support_vectors_, full.dual_coef_.T, full._kernel_obj
+    F = kernel_decision(kern, S, A, S)
+    part = max(8, len(S) // 3)
+    plain = compress_in_parts(kern, S, A, 0.4, part=part)
+    g = compress_in_parts(kern, S, A, 0.4, part=part, agree=0.99)
+    assert agreement(F, kernel_decision(kern, S[plain.keep], plain.coef, S)) < 0.99
+    assert agreement(F, kernel_decision(kern, S[g.keep], g.coef, S)) >= 0.99 and g.residual <= 0.4
+    assert len(g.keep) > len(plain.keep)
+
+
+def test_compress_auto_guards_its_predictions_explicit_values_do_not(monkeypatch):
+    """compress="auto" is the tolerance with the guard COMPRESS_AUTO_AGREE (the bits of compress_expansion with
+    agree=); an explicit tolerance is the residual alone, as documented."""
+    import distlearn.estimators.kernel as EK
+    from distlearn.conversions.kernel import agreement
+
+    X, y = _moons()
+    kw = dict(budget="variable", gamma=8.0, random_state=0)
+    full = distlearn.KernelMIRA(compress=0, **kw).fit(X, y)
+    S, A, kern = full.support_vectors_, full.dual_coef_.T, full._kernel_obj
+    auto = distlearn.KernelMIRA(**kw).fit(X, y)
+    want = compress_expansion(kern, S, A, EK.COMPRESS_AUTO_BINARY, norm="data", agree=EK.COMPRESS_AUTO_AGREE)
+    assert np.array_equal(auto.support_vectors_, S[want.keep]) and np.array_equal(auto.dual_coef_, want.coef.T)
+    F = kernel_decision(kern, S, A, S)
+    assert agreement(F, auto.decision_function(S).reshape(len(S), -1)) >= EK.COMPRESS_AUTO_AGREE
+    explicit = distlearn.KernelMIRA(compress=EK.COMPRESS_AUTO_BINARY, **kw).fit(X, y)
+    assert len(explicit.support_vectors_) < len(auto.support_vectors_)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), k=st.sampled_from([1, 3]), tol=st.floats(0.05, 0.6), agree=st.floats(0.5, 1.0))
+def test_the_guard_is_a_law(seed, k, tol, agree):
+    """Whatever the expansion, tolerance and guard: the result meets both (residual <= tol, agreement >= agree)
+    or keeps every pattern with its coefficients."""
+    from distlearn.conversions.kernel import agreement
+
+    rs = np.random.default_rng(seed)
+    S = rs.random((60, 3))
+    A = rs.standard_normal((60, k))
+    kern = make_kernel("rbf", gamma=4.0)
+    g = compress_expansion(kern, S, A, tol, norm="data", agree=agree)
+    F = kernel_decision(kern, S, A, S)
+    if len(g.keep) == len(S) and np.array_equal(g.coef, A):
+        return
+    assert g.residual <= tol + 1e-12
+    assert agreement(F, kernel_decision(kern, S[g.keep], g.coef, S)) >= agree
