@@ -488,7 +488,7 @@ def test_estimator_passes_the_kept_scores_to_the_parts(monkeypatch):
     X, y = _data()
     monkeypatch.setattr(EK, "COMPRESS_AUTO_MAX", 10)
     monkeypatch.setattr(EK, "compress_in_parts", spy)
-    distlearn.KernelMIRA(gamma=0.5, budget="variable", epochs=2, random_state=0).fit(X, y)
+    distlearn.KernelMIRA(gamma=0.5, budget="variable", epochs=2, conversion="last", random_state=0).fit(X, y)
     assert seen["scores"] is not None and seen["scores"].shape == seen["exact"].shape
     assert seen["agree"] == EK.COMPRESS_AUTO_AGREE
     np.testing.assert_allclose(seen["scores"], seen["exact"], rtol=1e-9, atol=1e-9 * np.abs(seen["exact"]).max())
