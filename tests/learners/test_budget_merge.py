@@ -288,7 +288,7 @@ def test_auto_conversion_distils_the_average_of_a_merging_budget_only():
     """``conversion="auto"`` (the default) is the average projected onto the final cache for an integer
     budget maintained by merging -- exactly ``conversion="average"`` (distill=True): B patterns, the
     history's size reported -- and the last hypothesis for every other budget or removal (a variable budget:
-    the average when the fit did not settle)."""
+    the average up to AUTO_AVERAGE_MAX patterns)."""
     from distlearn.estimators.kernel import KernelPA
 
     X, y = _data(200, 4, seed=8)
@@ -304,7 +304,7 @@ def test_auto_conversion_distils_the_average_of_a_merging_budget_only():
     assert not np.array_equal(a.dual_coef_, last.dual_coef_)  # ... with the average's coefficients
     for budget, removal in [(10, "margin"), ("variable", "auto"), (None, "auto")]:
         c = KernelPA(budget=budget, removal=removal, compress=0, **kw).fit(X, y)
-        # a variable budget averages a fit that did not settle (tests/test_kernel_epochs.py), as this one
+        # a variable budget averages up to AUTO_AVERAGE_MAX patterns (tests/test_kernel_epochs.py)
         want = "average" if budget == "variable" else "last"
         d = KernelPA(budget=budget, removal=removal, conversion=want, compress=0, **kw).fit(X, y)
         assert c.conversion_info_["conversion"] == want, (budget, removal)
