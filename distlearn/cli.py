@@ -1114,6 +1114,19 @@ def _kind(path: Any) -> str:
     return "model" if is_kind(base, "model") else "store" if is_kind(base, "store") else "data"
 
 
+def _check_empty(a: argparse.Namespace, argv: Sequence[str]) -> None:
+    """An empty string where a path, name or address goes is one line: ``--save ""`` was no save at
+    all (exit 0, nothing written), ``--checkpoint ""`` no checkpoint, ``--target ""`` the whole store."""
+    for i, tok in enumerate(argv):
+        if tok == "":
+            name = f"argument {argv[i - 1]}" if i and argv[i - 1].startswith("-") else f"argument {i}"
+        elif tok.startswith("--") and tok.endswith("="):
+            name = f"argument {tok[:-1]}"
+        else:
+            continue
+        raise ValueError(f"{name}: an empty value (see distlearn {a.command} --help)")
+
+
 def _check_roles(a: argparse.Namespace) -> None:
     """Arguments given in the wrong order, or a model that is not there yet, as one line naming the
     files (before any work: the readers would report a confusing symptom of it)."""
@@ -1177,6 +1190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "ahead) ...", file=sys.stderr, flush=True)
 
     try:
+        _check_empty(args, sys.argv[1:] if argv is None else list(argv))
         _check_roles(args)
         with watch(announce=announce if args.command != "warmup" and sys.stderr.isatty() else None):
             return int(args.func(args))

@@ -375,6 +375,12 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
                        "copy it here first")
     p = Path(path)
     meta, arrays = _load_arrays(p)
+    for name, v in arrays.items():  # a model never holds NaN or inf: scores of NaN would all be one class
+        if v.dtype.kind in "iufb" and not np.all(np.isfinite(v)):
+            raise ValueError(f"{p}: member {name}.npy holds non-finite values (NaN or inf): a damaged model")
+    c = arrays["classes"]
+    if len(np.unique(c)) != len(c):
+        raise ValueError(f"{p}: member classes.npy repeats a class ({c.tolist()[:10]}): a damaged model")
     kind = meta.get("kind", "linear")
     names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
              "vote": ("H", "w"), "sample": ("H", "w")}[kind]
