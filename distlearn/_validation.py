@@ -239,10 +239,10 @@ class Budget:
     def check(self, name: str, value: Any) -> None:
         if value is None or (isinstance(value, str) and value in ("variable", "projectron")):
             return
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
-            return
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 1 <= value < 2**63:
+            return  # an int64 in the budget engine's record: a larger one was an OverflowError traceback
         raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache), 'projectron' or an "
-                         f"integer cache size >= 1; got {value!r}")
+                         f"integer cache size >= 1 (below 2**63); got {value!r}")
 
 
 def physical_memory() -> int | None:

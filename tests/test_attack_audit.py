@@ -221,3 +221,11 @@ def test_a_new_checkpoint_never_deletes_a_file_put_inside_the_old_one(work, caps
     assert line == (f"ck holds '{rel}', which distlearn did not write; refusing to delete it "
                     "(move it out first, or use another path)")
     assert (work / "ck" / rel).exists() and (work / "a.svm").read_text() == ROWS
+
+
+def test_a_budget_beyond_int64_is_one_line(work, capsys):
+    # was: OverflowError traceback ("int too big to convert") from the budget engine's record
+    line = _one_line(capsys, "train", "a.zarr", "--model", "kernel-perceptron", "--in-process",
+                     "--param", f"budget={2**64}")
+    assert line == ("budget must be None (no removal), 'variable' (DistillCache), 'projectron' or an integer "
+                    f"cache size >= 1 (below 2**63); got {2**64}")
