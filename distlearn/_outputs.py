@@ -55,6 +55,8 @@ MARKER = ".distlearn-output.json"
 #: The attribute of a checkpoint group (``distributed/checkpoint.py``).
 CHECKPOINT_ATTR = "distlearn_checkpoint"
 
+#: A line of predictions as ``np.savetxt`` writes them: values without blanks, separated by commas.
+_PREDICTIONS_LINE = re.compile(rb"[^\s,]+(?:,[^\s,]+)*")
 _SVMLIGHT_LINE = re.compile(rb"^[-+]?[0-9.eE+-]+(,[-+]?[0-9.eE+-]+)*( (qid:)?[0-9]+:\S+)*\s*(#.*)?$")
 
 
@@ -147,7 +149,11 @@ def _is_predictions(p: Path, suffix: str | None = None) -> bool:
         return attrs is not None and PREDICTIONS_ATTR in attrs
     if suffix == ".npy":
         return p.is_file() and (_head(p, 6) or b"") == b"\x93NUMPY"
-    return _is_text(p)  # .csv / .txt: numbers or labels, one row per line
+    if not _is_text(p):  # .csv / .txt (np.savetxt): a row of comma-separated numbers or labels a line
+        return False
+    head = _head(p) or b""
+    lines = head.splitlines()[:-1] if len(head) == 4096 else head.splitlines()
+    return all(_PREDICTIONS_LINE.fullmatch(line) for line in lines[:20])  # "keep me" is no prediction
 
 
 def _marked(p: Path, kind: str) -> bool:

@@ -229,3 +229,16 @@ def test_a_budget_beyond_int64_is_one_line(work, capsys):
                      "--param", f"budget={2**64}")
     assert line == ("budget must be None (no removal), 'variable' (DistillCache), 'projectron' or an integer "
                     f"cache size >= 1 (below 2**63); got {2**64}")
+
+
+def test_predict_overwrite_never_replaces_a_text_file_of_prose(work, capsys):
+    # was: any UTF-8 text counted as earlier predictions: --out notes.txt --overwrite replaced the notes
+    (work / "notes.txt").write_text("keep me\nand this line\n")
+    line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", "notes.txt", "--overwrite")
+    assert line == ("notes.txt exists and is not a predictions file written by distlearn predict; "
+                    "refusing to replace it")
+    assert (work / "notes.txt").read_text() == "keep me\nand this line\n"
+    for out, extra in (("p.txt", []), ("p.csv", ["--decision"])):  # its own predictions are still replaced
+        assert main(["predict", "m.npz", "a.zarr", "--out", out, *extra]) == 0
+        assert main(["predict", "m.npz", "a.zarr", "--out", out, "--overwrite", *extra]) == 0
+    assert len((work / "p.txt").read_text().splitlines()) == 60
