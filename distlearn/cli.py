@@ -106,6 +106,28 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _seed(text: str) -> int:
+    """A seed: the counters hash it as a uint64 (rng.hash64), so 0 <= seed < 2**64."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**64), got {v}")
+    return v
+
+
+def _tau(text: str) -> float:
+    """OBPM's tau, checked before an experiment records its run (a bad one poisoned the directory)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
+    return v
+
+
 def _fraction(text: str) -> float:
     try:
         v = float(text)
@@ -406,7 +428,7 @@ def _parser_generate(sub: Any) -> None:
     g.add_argument("--n-samples", type=_positive_int, metavar="N", help="rows (rcv1: 100000; obpm: 1000)")
     g.add_argument("--n-features", type=_positive_int, metavar="D", help="columns (rcv1: 47236; obpm: 100)")
     g.add_argument("--label-noise", type=_fraction, metavar="E", help="label flip probability (rcv1: 0.05; obpm: 0)")
-    g.add_argument("--seed", type=int, default=0, help="random seed")
+    g.add_argument("--seed", type=_seed, default=0, help="random seed")
     g.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block")
     _overwrite_flag(g, "replace OUTPUT if it exists")
     _json_flag(g)
@@ -630,9 +652,9 @@ def _parser_experiment(sub: Any) -> None:
     x.add_argument("--quick", action="store_true", help="a small version of the protocol (about a minute)")
     x.add_argument("--repeats", type=_positive_int, metavar="R",
                    help="Monte Carlo runs / trials / splits / folds / permutations (default: the paper's)")
-    x.add_argument("--seed", type=int, help="seed of every random choice: data, splits, orders, draws (default 0)")
+    x.add_argument("--seed", type=_seed, help="seed of every random choice: data, splits, orders, draws (default 0)")
     opt = x.add_argument_group("options of some experiments (each refused by the others; --list says which)")
-    opt.add_argument("--tau", type=float, nargs="+", metavar="TAU",
+    opt.add_argument("--tau", type=_tau, nargs="+", metavar="TAU",
                      help="OBPM's tau: the values chosen from (obpm-table1 'selected', obpm-batch), plotted "
                           "(obpm-figure1) or run (obpm-drift: one; celegans-obpm, default 0.05 0.2)")
     opt.add_argument("--n-estimators", type=_positive_int, nargs="+", metavar="N",
@@ -859,7 +881,7 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
     t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
-    t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
+    t.add_argument("--seed", type=_seed, default=0, help="random seed of every draw and shuffle")
     _cluster_options(t, scheduler_first=True, tls=True, in_process="no Dask: train in this process",
                      scheduler="a Dask scheduler address or scheduler file, or slurm:JOBQUEUE.yaml[:N] / "
                                "pbs:JOBQUEUE.yaml[:N] to start N batch jobs of workers (cluster/README.md)",

@@ -27,7 +27,11 @@ ROWS = "".join(f"{1 if i % 2 else -1} 1:{0.5 + i % 3} {2 + i % 4}:{1 + i % 5}\n"
 
 def _one_line(capsys, *argv) -> str:
     """Run the command: exit 2 and exactly one error line (no traceback, no warning); return it."""
-    assert main([str(a) for a in argv]) == 2
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's refusals (the CLI makes them one line too)
+        rc = e.code
+    assert rc == 2
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
@@ -59,10 +63,11 @@ def _edit_root(store: Path, **changes) -> None:
 def test_a_seed_beyond_64_bits_is_one_line(work, capsys):
     # was: OverflowError traceback from rng.hash64 (exit 1)
     line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process", "--seed", 2**64)
-    assert line == ("random_state must be None, a non-negative int below 2**64, or a numpy "
-                    f"RandomState/Generator; got {2**64}")
+    assert line == f"argument --seed: must be in [0, 2**64), got {2**64} (see distlearn train --help)"
+    line = _one_line(capsys, "generate", "obpm", "g.zarr", "--n-samples", 10, "--seed", 2**64)
+    assert line == f"argument --seed: must be in [0, 2**64), got {2**64} (see distlearn generate --help)"
     X, y = np.eye(4), np.array([1, -1, 1, -1])
-    with pytest.raises(ValueError, match=r"below 2\*\*64"):
+    with pytest.raises(ValueError, match=r"random_state must be None, a non-negative int below 2\*\*64"):
         Perceptron(random_state=2**70).fit(X, y)
     assert Perceptron(random_state=2**64 - 1, epochs=1).fit(X, y).predict(X).shape == (4,)  # the largest one
 
@@ -242,3 +247,16 @@ def test_predict_overwrite_never_replaces_a_text_file_of_prose(work, capsys):
         assert main(["predict", "m.npz", "a.zarr", "--out", out, *extra]) == 0
         assert main(["predict", "m.npz", "a.zarr", "--out", out, "--overwrite", *extra]) == 0
     assert len((work / "p.txt").read_text().splitlines()) == 60
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["--seed", str(2**64)], f"argument --seed: must be in [0, 2**64), got {2**64}"),
+    (["--tau", "0"], "argument --tau: must be in (0, 1], got 0.0"),
+    (["--tau", "0.2", "nan"], "argument --tau: must be in (0, 1], got nan"),
+])
+def test_an_experiment_refuses_a_bad_seed_or_tau_before_recording_its_run(tmp_path, capsys, argv, want):
+    # was: meta.json of the bad run written, then the error from inside a cell (after a progress line);
+    # every later correct run into that --out was refused as "another run's cells"
+    line = _one_line(capsys, "experiment", "obpm-table1", "--out", tmp_path / "exo", "--quick", *argv)
+    assert line == f"{want} (see distlearn experiment --help)"
+    assert not (tmp_path / "exo").exists()
