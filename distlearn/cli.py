@@ -96,46 +96,26 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+def _checked(convert: Any, ok: Any, bounds: str) -> Any:
+    """An argparse type: ``convert`` the text (int or float), refused in one line unless ``ok``."""
+    def parse(text: str) -> Any:
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if convert is int else 'a number'}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {v}")
+        return v
+    return parse
 
 
-def _seed(text: str) -> int:
-    """A seed: the counters hash it as a uint64 (rng.hash64), so 0 <= seed < 2**64."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= v < 2**64:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**64), got {v}")
-    return v
-
-
-def _tau(text: str) -> float:
-    """OBPM's tau, checked before an experiment records its run (a bad one poisoned the directory)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {v}")
-    return v
+_positive_int = _checked(int, lambda v: v >= 1, ">= 1")
+_fraction = _checked(float, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+#: A seed: the counters hash it as a uint64 (rng.hash64); a larger one was an OverflowError traceback.
+_seed = _checked(int, lambda v: 0 <= v < 2**64, "in [0, 2**64)")
+#: OBPM's tau, checked before an experiment records its run (a bad one poisoned the directory).
+_tau = _checked(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 
 
 def _label_column(text: str) -> int | str:
