@@ -260,3 +260,20 @@ def test_an_experiment_refuses_a_bad_seed_or_tau_before_recording_its_run(tmp_pa
     line = _one_line(capsys, "experiment", "obpm-table1", "--out", tmp_path / "exo", "--quick", *argv)
     assert line == f"{want} (see distlearn experiment --help)"
     assert not (tmp_path / "exo").exists()
+
+
+def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(work, capsys):
+    # was: `convert fifo.svm` and `predict fifo.npz STORE` blocked in open() forever, without a word
+    import os
+
+    os.mkfifo(work / "fifo.svm")
+    want = "is a FIFO (named pipe), not a regular file; distlearn reads files (save the data to one first)"
+    assert _one_line(capsys, "convert", "fifo.svm", "f.zarr") == f"fifo.svm: {want}"
+    assert _one_line(capsys, "evaluate", "fifo.svm", "a.zarr") == f"fifo.svm: {want}"
+    assert _one_line(capsys, "predict", "fifo.svm", "a.zarr").endswith(f"fifo.svm: {want}")
+    (work / "tok.dat").write_bytes(b".I 5\n.W\nbank rate\n\n")
+    assert _one_line(capsys, "convert", "tok.dat", "f.zarr", "--qrels", "fifo.svm").endswith(f"fifo.svm: {want}")
+    if os.path.exists("/dev/zero"):  # was: "/dev/zero: no such file"
+        assert _one_line(capsys, "convert", "/dev/zero", "z.zarr", "--format", "svmlight") == (
+            "/dev/zero: is a device, not a regular file; distlearn reads files (save the data to one first)")
+    assert not (work / "f.zarr").exists() and not (work / "z.zarr").exists()
