@@ -869,8 +869,8 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--shards", type=_positive_int, metavar="S",
                    help="data-parallel: train S shards of the store per epoch and mix their weights "
                         "(iterative parameter mixing; any model but obpm, the kernel and the adaptive ones)")
-    t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
-                   help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
+    t.add_argument("--mixing", choices=["uniform", "updates"],
+                   help="--shards: weight shards by rows (uniform, the default) or by their updates (McDonald et al.)")
     t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
@@ -895,6 +895,9 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
 
     if a.save_members and not (a.save and a.model == "obpm"):
         raise ValueError("--save-members needs --save MODEL.npz and --model obpm (the members of its Bayes point)")
+    if a.mixing is not None and not a.shards:  # was silently ignored
+        raise ValueError("--mixing weights the shards of --shards S; without --shards there is nothing to mix")
+    a.mixing = a.mixing or "uniform"
     try:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:

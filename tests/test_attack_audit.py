@@ -277,3 +277,12 @@ def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(work, capsys):
         assert _one_line(capsys, "convert", "/dev/zero", "z.zarr", "--format", "svmlight") == (
             "/dev/zero: is a device, not a regular file; distlearn reads files (save the data to one first)")
     assert not (work / "f.zarr").exists() and not (work / "z.zarr").exists()
+
+
+def test_mixing_without_shards_is_one_line(work, capsys):
+    # was: --mixing updates without --shards silently ignored (exit 0)
+    line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process", "--mixing", "updates")
+    assert line == "--mixing weights the shards of --shards S; without --shards there is nothing to mix"
+    assert main(["train", "a.zarr", "--model", "perceptron", "--in-process", "--shards", "2",
+                 "--mixing", "updates", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mixing"] == "updates"
