@@ -286,3 +286,15 @@ def test_mixing_without_shards_is_one_line(work, capsys):
     assert main(["train", "a.zarr", "--model", "perceptron", "--in-process", "--shards", "2",
                  "--mixing", "updates", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["mixing"] == "updates"
+
+
+def test_a_header_naming_the_label_twice_is_one_line(tmp_path, capsys):
+    # was: the first 'label' column taken silently, the second trained as a feature
+    src = tmp_path / "dup.csv"
+    src.write_text("label,Label,b\n1,0,2\n0,1,3\n1,1,1\n")
+    line = _one_line(capsys, "convert", src, tmp_path / "o.zarr")
+    assert line == (f"{src}:1: the header has 2 columns named 'label' (columns 0, 1); "
+                    "pick the label with --label-column INDEX")
+    assert main(["convert", str(src), str(tmp_path / "o.zarr"), "--label-column", "1"]) == 0
+    X, y = open_dataset(tmp_path / "o.zarr").to_numpy()
+    assert y.tolist() == [0, 1, 1] and X.tolist() == [[1, 2], [0, 3], [1, 1]]
