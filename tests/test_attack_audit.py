@@ -298,3 +298,11 @@ def test_a_header_naming_the_label_twice_is_one_line(tmp_path, capsys):
     assert main(["convert", str(src), str(tmp_path / "o.zarr"), "--label-column", "1"]) == 0
     X, y = open_dataset(tmp_path / "o.zarr").to_numpy()
     assert y.tolist() == [0, 1, 1] and X.tolist() == [[1, 2], [0, 3], [1, 1]]
+
+
+def test_generate_rcv1_with_too_few_features_names_the_option(tmp_path, capsys):
+    # was: "mean_distinct must be in [1.0, 1.0]; got 75", a parameter the command does not have
+    line = _one_line(capsys, "generate", "rcv1", tmp_path / "g.svm", "--n-samples", 10, "--n-features", 1)
+    assert line == ("n_features=1 (--n-features) is fewer than the 75 distinct words a document holds on "
+                    "average (mean_distinct); give more features")
+    assert main(["generate", "rcv1", str(tmp_path / "g.svm"), "--n-samples", "10", "--n-features", "2000"]) == 0
