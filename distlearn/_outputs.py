@@ -55,6 +55,8 @@ MARKER = ".distlearn-output.json"
 #: The attribute of a checkpoint group (``distributed/checkpoint.py``).
 CHECKPOINT_ATTR = "distlearn_checkpoint"
 
+#: A line of predictions as ``np.savetxt`` writes them: values without blanks, separated by commas.
+_PREDICTIONS_LINE = re.compile(rb"[^\s,]+(?:,[^\s,]+)*")
 _SVMLIGHT_LINE = re.compile(rb"^[-+]?[0-9.eE+-]+(,[-+]?[0-9.eE+-]+)*( (qid:)?[0-9]+:\S+)*\s*(#.*)?$")
 
 
@@ -147,7 +149,11 @@ def _is_predictions(p: Path, suffix: str | None = None) -> bool:
         return attrs is not None and PREDICTIONS_ATTR in attrs
     if suffix == ".npy":
         return p.is_file() and (_head(p, 6) or b"") == b"\x93NUMPY"
-    return _is_text(p)  # .csv / .txt: numbers or labels, one row per line
+    if not _is_text(p):  # .csv / .txt (np.savetxt): a row of comma-separated numbers or labels a line
+        return False
+    head = _head(p) or b""
+    lines = head.splitlines()[:-1] if len(head) == 4096 else head.splitlines()
+    return all(_PREDICTIONS_LINE.fullmatch(line) for line in lines[:20])  # "keep me" is no prediction
 
 
 def _marked(p: Path, kind: str) -> bool:
@@ -311,11 +317,35 @@ def check_output(path: str | os.PathLike[str], kind: str, *, overwrite: bool,
             raise FileExistsError(f"{p} already exists; pass --overwrite to replace it")
         if not recognise(p):
             raise FileExistsError(f"{p} exists and is not a {what}; refusing to replace it")
+        _refuse_foreign(p, kind)
         if mode == "fill":
             check_writable(p, into=True)
             return p
     check_writable(p)
     return p
+
+
+def _foreign(p: Path, kind: str) -> str | None:
+    """The first file or link under the directory output ``p`` that distlearn never writes there
+    (the rule :func:`url_keys` applies to a URL's keys), else ``None``: a user's file put inside a
+    store, checkpoint or predictions array is never deleted with it."""
+    if kind not in ("store", "checkpoint", "predictions") or not p.is_dir() or os.path.islink(p):
+        return None  # the directories distlearn writes into (corpus, experiment, demo) hold what they hold
+    pattern = _CHECKPOINT_KEY if kind == "checkpoint" else _ZARR_KEY
+    for root, dirs, files in os.walk(p):
+        for n in sorted(dirs) + sorted(files):
+            full = os.path.join(root, n)
+            rel = os.path.relpath(full, p).replace(os.sep, "/")
+            if os.path.islink(full) or (n in files and not pattern.fullmatch(rel)):
+                return rel
+    return None
+
+
+def _refuse_foreign(p: Path, kind: str) -> None:
+    rel = _foreign(p, kind)
+    if rel is not None:
+        raise FileExistsError(f"{p} holds {rel!r}, which distlearn did not write; refusing to delete it "
+                              "(move it out first, or use another path)")
 
 
 def _discard(old: Path, kind: str, name: str) -> None:
@@ -324,7 +354,7 @@ def _discard(old: Path, kind: str, name: str) -> None:
     if os.path.islink(old):  # a link is removed, never followed
         old.unlink()
         return
-    if is_kind(old, kind, name=name):
+    if is_kind(old, kind, name=name) and _foreign(old, kind) is None:
         if old.is_dir():
             shutil.rmtree(old)
         else:
@@ -343,6 +373,7 @@ def remove(path: str | os.PathLike[str], kind: str) -> None:
         return
     if os.path.islink(p) or not is_kind(p, kind):
         raise FileExistsError(f"{p} exists and is not a {KINDS[kind][0]}; refusing to delete it")
+    _refuse_foreign(p, kind)
     _protected(p, ())
     old = p.parent / f".{p.name}.old-{uuid.uuid4().hex[:12]}"
     os.rename(p, old)
@@ -372,6 +403,7 @@ def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: s
     if not os.path.lexists(target):
         os.rename(tmp, target)
         return
+    _refuse_foreign(target, kind)  # checked again: a file put inside since check_output is kept
     old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
     os.rename(target, old)
     try:

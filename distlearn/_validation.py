@@ -112,9 +112,10 @@ class RandomState:
     def check(self, name: str, value: Any) -> None:
         if value is None or isinstance(value, (np.random.RandomState, np.random.Generator)):
             return
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
-            return
-        raise ValueError(f"{name} must be None, a non-negative int, or a numpy RandomState/Generator; got {value!r}")
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value < 2**64:
+            return  # the counters hash the seed as a uint64: a larger one is refused, never wrapped
+        raise ValueError(f"{name} must be None, a non-negative int below 2**64, or a numpy RandomState/Generator; "
+                         f"got {value!r}")
 
 
 class NJobs:
@@ -238,10 +239,10 @@ class Budget:
     def check(self, name: str, value: Any) -> None:
         if value is None or (isinstance(value, str) and value in ("variable", "projectron")):
             return
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
-            return
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 1 <= value < 2**63:
+            return  # an int64 in the budget engine's record: a larger one was an OverflowError traceback
         raise ValueError(f"{name} must be None (no removal), 'variable' (DistillCache), 'projectron' or an "
-                         f"integer cache size >= 1; got {value!r}")
+                         f"integer cache size >= 1 (below 2**63); got {value!r}")
 
 
 def physical_memory() -> int | None:
@@ -252,22 +253,37 @@ def physical_memory() -> int | None:
         return None
 
 
+def available_memory() -> int | None:
+    """The memory this machine can still give (``MemAvailable`` of /proc/meminfo), else its physical
+    memory (None where the OS tells neither)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return physical_memory()
+
+
 def check_allocation(what: str, shape: tuple[int, ...], itemsize: int) -> None:
-    """Refuse, before allocating, an array larger than this machine's memory, naming its size.
+    """Refuse, before allocating, an array larger than the memory this machine has free, naming its size.
 
     A feature index of 10**12 in a data file makes a weight matrix of terabytes; the
-    message says so instead of numpy's allocation traceback.
+    message says so instead of numpy's allocation traceback.  The bound is the memory available
+    now, not the physical memory: weights of 3 * 10**9 features (24 GB) on a 23.5 GiB machine
+    passed a bound of the physical memory and were killed by the kernel's OOM killer (exit 137).
     """
     n = 1
     for s in shape:
         n *= int(s)
     need = n * int(itemsize)
-    have = physical_memory()
+    have = available_memory()
     if have is not None and need > have:
         dims = " x ".join(f"{int(s):,}" for s in shape)
-        raise ValueError(f"{what} ({dims}, {itemsize} bytes each) would need {_size(need)}, more than this "
-                         f"machine's {_size(have)} of memory; is n_features right (the largest feature index "
-                         "of the data)?")
+        raise ValueError(f"{what} ({dims}, {itemsize} bytes each) would need {_size(need)}, more than the "
+                         f"{_size(have)} of memory this machine has available; is n_features right (the "
+                         "largest feature index of the data)?")
 
 
 def _size(b: float) -> str:

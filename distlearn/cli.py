@@ -96,24 +96,26 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+def _checked(convert: Any, ok: Any, bounds: str) -> Any:
+    """An argparse type: ``convert`` the text (int or float), refused in one line unless ``ok``."""
+    def parse(text: str) -> Any:
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if convert is int else 'a number'}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {v}")
+        return v
+    return parse
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {v}")
-    return v
+_positive_int = _checked(int, lambda v: v >= 1, ">= 1")
+_fraction = _checked(float, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+#: A seed: the counters hash it as a uint64 (rng.hash64); a larger one was an OverflowError traceback.
+_seed = _checked(int, lambda v: 0 <= v < 2**64, "in [0, 2**64)")
+#: OBPM's tau, checked before an experiment records its run (a bad one poisoned the directory).
+_tau = _checked(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 
 
 def _label_column(text: str) -> int | str:
@@ -406,7 +408,7 @@ def _parser_generate(sub: Any) -> None:
     g.add_argument("--n-samples", type=_positive_int, metavar="N", help="rows (rcv1: 100000; obpm: 1000)")
     g.add_argument("--n-features", type=_positive_int, metavar="D", help="columns (rcv1: 47236; obpm: 100)")
     g.add_argument("--label-noise", type=_fraction, metavar="E", help="label flip probability (rcv1: 0.05; obpm: 0)")
-    g.add_argument("--seed", type=int, default=0, help="random seed")
+    g.add_argument("--seed", type=_seed, default=0, help="random seed")
     g.add_argument("--block-rows", type=_positive_int, metavar="N", help="rows per stored block")
     _overwrite_flag(g, "replace OUTPUT if it exists")
     _json_flag(g)
@@ -630,9 +632,9 @@ def _parser_experiment(sub: Any) -> None:
     x.add_argument("--quick", action="store_true", help="a small version of the protocol (about a minute)")
     x.add_argument("--repeats", type=_positive_int, metavar="R",
                    help="Monte Carlo runs / trials / splits / folds / permutations (default: the paper's)")
-    x.add_argument("--seed", type=int, help="seed of every random choice: data, splits, orders, draws (default 0)")
+    x.add_argument("--seed", type=_seed, help="seed of every random choice: data, splits, orders, draws (default 0)")
     opt = x.add_argument_group("options of some experiments (each refused by the others; --list says which)")
-    opt.add_argument("--tau", type=float, nargs="+", metavar="TAU",
+    opt.add_argument("--tau", type=_tau, nargs="+", metavar="TAU",
                      help="OBPM's tau: the values chosen from (obpm-table1 'selected', obpm-batch), plotted "
                           "(obpm-figure1) or run (obpm-drift: one; celegans-obpm, default 0.05 0.2)")
     opt.add_argument("--n-estimators", type=_positive_int, nargs="+", metavar="N",
@@ -859,7 +861,7 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter (repeatable); VALUE is parsed as JSON when it can be")
     t.add_argument("--epochs", type=_positive_int, help="passes over the data (default: the model's)")
-    t.add_argument("--seed", type=int, default=0, help="random seed of every draw and shuffle")
+    t.add_argument("--seed", type=_seed, default=0, help="random seed of every draw and shuffle")
     _cluster_options(t, scheduler_first=True, tls=True, in_process="no Dask: train in this process",
                      scheduler="a Dask scheduler address or scheduler file, or slurm:JOBQUEUE.yaml[:N] / "
                                "pbs:JOBQUEUE.yaml[:N] to start N batch jobs of workers (cluster/README.md)",
@@ -867,8 +869,8 @@ def _parser_train(sub: Any) -> None:
     t.add_argument("--shards", type=_positive_int, metavar="S",
                    help="data-parallel: train S shards of the store per epoch and mix their weights "
                         "(iterative parameter mixing; any model but obpm, the kernel and the adaptive ones)")
-    t.add_argument("--mixing", choices=["uniform", "updates"], default="uniform",
-                   help="--shards: weight shards by rows (uniform) or by their updates (McDonald et al.)")
+    t.add_argument("--mixing", choices=["uniform", "updates"],
+                   help="--shards: weight shards by rows (uniform, the default) or by their updates (McDonald et al.)")
     t.add_argument("--checkpoint", metavar="DIR", help="save the training state here (zarr) every --checkpoint-every blocks")
     t.add_argument("--checkpoint-every", type=_positive_int, default=8, metavar="B", help="blocks per task and checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --checkpoint")
@@ -893,6 +895,9 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
 
     if a.save_members and not (a.save and a.model == "obpm"):
         raise ValueError("--save-members needs --save MODEL.npz and --model obpm (the members of its Bayes point)")
+    if a.mixing is not None and not a.shards:  # was silently ignored
+        raise ValueError("--mixing weights the shards of --shards S; without --shards there is nothing to mix")
+    a.mixing = a.mixing or "uniform"
     try:
         est = make_estimator(a.model, params, shards=a.shards, mixing=a.mixing, seed=a.seed, epochs=a.epochs)
     except ValueError as exc:
@@ -1114,6 +1119,19 @@ def _kind(path: Any) -> str:
     return "model" if is_kind(base, "model") else "store" if is_kind(base, "store") else "data"
 
 
+def _check_empty(a: argparse.Namespace, argv: Sequence[str]) -> None:
+    """An empty string where a path, name or address goes is one line: ``--save ""`` was no save at
+    all (exit 0, nothing written), ``--checkpoint ""`` no checkpoint, ``--target ""`` the whole store."""
+    for i, tok in enumerate(argv):
+        if tok == "":
+            name = f"argument {argv[i - 1]}" if i and argv[i - 1].startswith("-") else f"argument {i}"
+        elif tok.startswith("--") and tok.endswith("="):
+            name = f"argument {tok[:-1]}"
+        else:
+            continue
+        raise ValueError(f"{name}: an empty value (see distlearn {a.command} --help)")
+
+
 def _check_roles(a: argparse.Namespace) -> None:
     """Arguments given in the wrong order, or a model that is not there yet, as one line naming the
     files (before any work: the readers would report a confusing symptom of it)."""
@@ -1177,6 +1195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "ahead) ...", file=sys.stderr, flush=True)
 
     try:
+        _check_empty(args, sys.argv[1:] if argv is None else list(argv))
         _check_roles(args)
         with watch(announce=announce if args.command != "warmup" and sys.stderr.isatty() else None):
             return int(args.func(args))

@@ -32,6 +32,7 @@ from ._validation import physical_memory
 from ._version import __version__
 from .conversions.ensemble import SampledHypothesis, VotedHypothesis
 from .conversions.kernel import VotedKernelHypothesis
+from .data._io import refuse_special
 from .data.store import open_dataset
 from .learners.kernel import KERNELS, kernel_decision, make_kernel
 from .stream import is_store
@@ -304,6 +305,7 @@ def _expected(kind: str, meta: dict[str, Any], heads: dict[str, tuple[tuple[int,
 def _load_arrays(p: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The metadata and arrays of a model file, every member checked from the zip directory and its
     .npy header before a byte of it is inflated."""
+    refuse_special(p)  # a FIFO would block the open
     try:
         zf = zipfile.ZipFile(p)
     except FileNotFoundError:
@@ -375,6 +377,12 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
                        "copy it here first")
     p = Path(path)
     meta, arrays = _load_arrays(p)
+    for name, v in arrays.items():  # a model never holds NaN or inf: scores of NaN would all be one class
+        if v.dtype.kind in "iufb" and not np.all(np.isfinite(v)):
+            raise ValueError(f"{p}: member {name}.npy holds non-finite values (NaN or inf): a damaged model")
+    c = arrays["classes"]
+    if len(np.unique(c)) != len(c):
+        raise ValueError(f"{p}: member classes.npy repeats a class ({c.tolist()[:10]}): a damaged model")
     kind = meta.get("kind", "linear")
     names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
              "vote": ("H", "w"), "sample": ("H", "w")}[kind]

@@ -77,10 +77,10 @@ def normalize_seed(random_state: int | None | np.random.Generator) -> int:
         return int(random_state.integers(0, 2**63 - 1))
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
-    if isinstance(random_state, (int, np.integer)) and random_state >= 0:
-        return int(random_state)
+    if isinstance(random_state, (int, np.integer)) and 0 <= random_state < 2**64:
+        return int(random_state)  # hashed as a uint64 (hash64): a larger seed is refused, never wrapped
     raise ValueError(
-        f"random_state must be a non-negative int, None or a numpy Generator; got {random_state!r}"
+        f"random_state must be a non-negative int below 2**64, None or a numpy Generator; got {random_state!r}"
     )
 
 

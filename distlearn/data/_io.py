@@ -6,6 +6,7 @@ import bz2
 import gzip
 import lzma
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
@@ -15,8 +16,23 @@ from ._errors import InputFormatError
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
 
 
+def refuse_special(path: str | os.PathLike[str]) -> None:
+    """Refuse, before it is opened, an input that is no file: a FIFO blocks ``open`` until a writer
+    comes (``convert fifo.svm`` waited forever without a word), a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the caller's open says so
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+        raise InputFormatError(path, f"is {what}, not a regular file; distlearn reads files (save the data "
+                                     "to one first)")
+
+
 def sniff_compression(path: str | os.PathLike[str]) -> str | None:
     """``"gzip"``, ``"bz2"``, ``"xz"`` or ``None`` from the first bytes of ``path``."""
+    refuse_special(path)
     with open(path, "rb") as f:
         head = f.read(6)
     for magic, name in _MAGIC.items():

@@ -45,6 +45,7 @@ def label_index(path: str | os.PathLike[str], columns: Sequence[str] | None, n_c
         lowered = [c.strip().lower() for c in columns]
         for name in LABEL_NAMES:  # "label,x,y": the label is 'label', y a coordinate
             if name in lowered:
+                _refuse_twice(path, lowered, name, line)
                 return lowered.index(name)
         return 0
     if isinstance(label_column, str):
@@ -55,12 +56,23 @@ def label_index(path: str | os.PathLike[str], columns: Sequence[str] | None, n_c
             shown = ", ".join(repr(c) for c in columns[:20]) + (", ..." if len(columns) > 20 else "")
             raise InputFormatError(path, f"label column {label_column!r} is not in the header (columns: {shown})",
                                    line=line, token=label_column)
+        _refuse_twice(path, list(columns), label_column, line)
         return list(columns).index(label_column)
     lc = int(label_column)
     if not -n_columns <= lc < n_columns:
         raise InputFormatError(path, f"label column index {lc} is out of range for {n_columns} columns",
                                token=str(lc))
     return lc % n_columns
+
+
+def _refuse_twice(path: str | os.PathLike[str], names: list[str], name: str, line: int | None) -> None:
+    """A label named by a header that has it twice (``label,label,x``) is ambiguous: refused, never
+    the first one taken silently (the other then trained as a feature)."""
+    at = [i for i, c in enumerate(names) if c == name]
+    if len(at) > 1:
+        raise InputFormatError(path, f"the header has {len(at)} columns named {name!r} (columns "
+                                     f"{', '.join(map(str, at))}); pick the label with --label-column INDEX",
+                               line=line, token=name)
 
 
 def describe_column(index: int, columns: Sequence[str] | None) -> str:

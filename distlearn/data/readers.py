@@ -27,7 +27,7 @@ from ._errors import InputFormatError
 from ._hashing import HASH, check_hash_bits, hash_columns
 from .._tasks import OrderedMap, run_ordered
 from .._urls import UrlError, is_url
-from ._io import STREAM_ERRORS, open_binary
+from ._io import STREAM_ERRORS, open_binary, refuse_special
 from ._labels import PICK_LABEL, ClassLabels
 from ._parquet import MAGIC as PARQUET_MAGIC
 from ._svmlight import (
@@ -124,6 +124,7 @@ def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **op
     _refuse_url(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
+    refuse_special(path)
     fmt = format or detect_format(path)
     if fmt == "svmlight":
         return SvmlightReader(path, **options)

@@ -504,9 +504,7 @@ class DatasetWriter:
                     p = p.toarray()
                 if p.shape[1] < d:  # narrower input: pad with zero columns
                     p = np.pad(p, ((0, 0), (0, d - p.shape[1])))
-                q = np.asarray(p, dtype=self.dtype)
-                if p.dtype.kind == "f" and p.dtype.itemsize > self.dtype.itemsize:
-                    self._refuse_underflow(p, q, first)
+                q = self._narrow(p, first)
                 blocks.append(q)
             Xb = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
             if not np.all(np.isfinite(Xb)):
@@ -535,9 +533,7 @@ class DatasetWriter:
         Xb.sort_indices()
         indptr = Xb.indptr.astype(np.int64)
         indices = Xb.indices
-        data = np.asarray(Xb.data, dtype=self.dtype)
-        if Xb.data.dtype.kind == "f" and Xb.data.dtype.itemsize > self.dtype.itemsize:
-            self._refuse_underflow(Xb.data, data, first, Xb.indptr)
+        data = self._narrow(Xb.data, first, Xb.indptr)
         if indices.size:
             if indices.min() < 0:
                 raise ValueError(f"block at row {first}: negative feature index")
@@ -651,6 +647,23 @@ class DatasetWriter:
         if self._n_rows % self.block_rows:
             self._block_index.append((self._n_rows, self._nnz))
         self._data.written = self._indices.written = self._nnz  # written by the parts and _edge
+
+    def _narrow(self, wide: np.ndarray, first: int, indptr: np.ndarray | None = None) -> np.ndarray:
+        """``wide`` in the store's dtype; a finite value that overflows it (1e39 in float32) is refused
+        naming its row, instead of numpy's warning and an "inf is not finite" about a value the file
+        never held; one that underflows to 0 as :meth:`_refuse_underflow` says."""
+        with np.errstate(over="ignore"):
+            narrow = np.asarray(wide, dtype=self.dtype)
+        if wide.dtype.kind == "f" and wide.dtype.itemsize > self.dtype.itemsize:
+            over = ~np.isfinite(narrow) & np.isfinite(wide)
+            if over.any():
+                k = int(np.flatnonzero(over.reshape(-1))[0])
+                row = first + (int(np.searchsorted(indptr, k, side="right") - 1) if indptr is not None
+                               else k // max(1, wide.shape[1]))
+                raise ValueError(f"row {row}: value {float(wide.reshape(-1)[k])!r} overflows {self.dtype.name}; "
+                                 "store it with --dtype float64 (dtype='float64') or scale the features")
+            self._refuse_underflow(wide, narrow, first, indptr)
+        return narrow
 
     def _refuse_underflow(self, wide: np.ndarray, narrow: np.ndarray, first: int,
                           indptr: np.ndarray | None = None) -> None:
@@ -1084,11 +1097,19 @@ class Dataset:
         self.meta = _meta if _meta is not None else dict(self._group.attrs["distlearn"])
         self.layout: str = self.meta["layout"]
         self._y = self._group["y"]
+        X = self._group["X"]
+        if isinstance(X, zarr.Array) != (self.layout == "dense"):  # a lying layout: never read as the other
+            raise StoreError(f"{self.path}: X is a zarr {'array' if isinstance(X, zarr.Array) else 'group'}, but the "
+                             f"store's metadata says layout {self.layout!r} (damaged or edited)")
         if self.layout == "dense":
-            self._X = self._group["X"]
+            self._X = X
         else:
-            xg = self._group["X"]
-            self._data, self._indices, self._indptr = xg["data"], xg["indices"], xg["indptr"]
+            self._data, self._indices, self._indptr = X["data"], X["indices"], X["indptr"]
+        if (self.meta.get("integrity") or {}).get("crc32c"):  # every chunk was written with its checksum:
+            for a in (self._y, *((X,) if self.layout == "dense" else (self._data, self._indices, self._indptr))):
+                if not any(isinstance(c, Crc32cCodec) for c in a.metadata.codecs):  # not dropped by an edit
+                    raise StoreError(f"{self.path}: {a.path} has no crc32c codec, but the store was written "
+                                     "with a checksum in every chunk (damaged or edited metadata)")
         self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
         self._chunk_grids: dict[str, Any] = {}
 
@@ -1683,7 +1704,7 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         ds = Dataset(p, _meta=dict(meta), _stamp_=stamp)
     except KeyError as e:
         raise StoreError(f"{p}: missing array {e}") from e
-    except (MemoryError, KeyboardInterrupt):
+    except (MemoryError, KeyboardInterrupt, StoreError):
         raise
     except Exception as e:  # block_index that does not decode (its checksum), an array's metadata ...
         msg = " ".join(str(e).split())

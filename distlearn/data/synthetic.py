@@ -425,6 +425,9 @@ def _rcv1_setup(
 ) -> tuple[_Corpus, np.ndarray, float]:
     """Validate, build the vocabulary, the teacher and its calibrated threshold."""
     d = _check_int("n_features", n_features, 1)
+    if isinstance(mean_distinct, (int, float)) and d < mean_distinct:  # was named as mean_distinct's fault
+        raise ValueError(f"n_features={d} (--n-features) is fewer than the {mean_distinct:g} distinct words a "
+                         "document holds on average (mean_distinct); give more features")
     mean_distinct = _check_real("mean_distinct", mean_distinct, 1.0, float(d))
     zipf_exponent = _check_real("zipf_exponent", zipf_exponent, 0.0, 10.0)
     length_sigma = _check_real("length_sigma", length_sigma, 0.0, 5.0)

@@ -1,0 +1,308 @@
+"""An attacker's audit of the safety promises (README "Reliability: bad input and faults").
+
+Each test is an attack that broke a promise before its fix: a traceback, a wrong exit code, a
+silent wrong result, or a user's file deleted.  Each asserts the exact one-line refusal (exit 2)
+and, where something must survive, that it did.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import distlearn._validation as validation
+from distlearn import Perceptron
+from distlearn.cli import main
+from distlearn.data import open_dataset
+from distlearn.data.store import StoreError
+from distlearn.model import load_model
+
+ROWS = "".join(f"{1 if i % 2 else -1} 1:{0.5 + i % 3} {2 + i % 4}:{1 + i % 5}\n" for i in range(60))
+
+
+def _one_line(capsys, *argv) -> str:
+    """Run the command: exit 2 and exactly one error line (no traceback, no warning); return it."""
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's refusals (the CLI makes them one line too)
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"distlearn {argv[0]}: error: "), lines[0]
+    return lines[0].split(": error: ", 1)[1]
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """tmp_path/a.svm, its CSR store a.zarr (3 blocks), and a perceptron model m.npz trained on it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.svm").write_text(ROWS)
+    assert main(["convert", "a.svm", "a.zarr", "--block-rows", "20"]) == 0
+    assert main(["train", "a.zarr", "--model", "perceptron", "--in-process", "--epochs", "1",
+                 "--save", "m.npz"]) == 0
+    return tmp_path
+
+
+def _edit_root(store: Path, **changes) -> None:
+    p = store / "zarr.json"
+    doc = json.loads(p.read_text())
+    doc["attributes"]["distlearn"].update(changes)
+    p.write_text(json.dumps(doc))
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def test_a_seed_beyond_64_bits_is_one_line(work, capsys):
+    # was: OverflowError traceback from rng.hash64 (exit 1)
+    line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process", "--seed", 2**64)
+    assert line == f"argument --seed: must be in [0, 2**64), got {2**64} (see distlearn train --help)"
+    line = _one_line(capsys, "generate", "obpm", "g.zarr", "--n-samples", 10, "--seed", 2**64)
+    assert line == f"argument --seed: must be in [0, 2**64), got {2**64} (see distlearn generate --help)"
+    X, y = np.eye(4), np.array([1, -1, 1, -1])
+    with pytest.raises(ValueError, match=r"random_state must be None, a non-negative int below 2\*\*64"):
+        Perceptron(random_state=2**70).fit(X, y)
+    assert Perceptron(random_state=2**64 - 1, epochs=1).fit(X, y).predict(X).shape == (4,)  # the largest one
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["--save", ""], "--save"),          # was: exit 0 and no model written
+    (["--save="], "--save"),
+    (["--target", ""], "--target"),      # was: the whole store, silently
+    (["--test", ""], "--test"),
+])
+def test_an_empty_option_is_one_line(work, capsys, argv, name):
+    line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process", "--epochs", 1, *argv)
+    assert line == f"argument {name}: an empty value (see distlearn train --help)"
+    assert sorted(p.name for p in work.iterdir()) == ["a.svm", "a.zarr", "m.npz"]
+
+
+def test_an_empty_checkpoint_is_one_line(work, capsys):
+    # was: "/tmp/...: exists and is not a distlearn checkpoint" about the working directory
+    line = _one_line(capsys, "train", "a.zarr", "--model", "obpm", "--in-process", "--checkpoint", "")
+    assert line == "argument --checkpoint: an empty value (see distlearn train --help)"
+
+
+def test_weights_beyond_the_available_memory_are_refused(work, capsys, monkeypatch):
+    # was: a bound of the physical memory; weights just under it were killed by the OOM killer (exit 137)
+    monkeypatch.setattr(validation, "available_memory", lambda: 40)
+    line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process")
+    assert line == ("the weights (6 x 1, 8 bytes each) would need 48.0 B, more than the 40.0 B of memory "
+                    "this machine has available; is n_features right (the largest feature index of the data)?")
+    have = validation.physical_memory()
+    monkeypatch.undo()
+    assert have is not None and 0 < validation.available_memory() <= have
+
+
+# --------------------------------------------------------------------------- data files
+
+
+@pytest.mark.parametrize("body, fmt", [(b"1 1:1e39 2:1\n-1 1:1 2:2\n", "svm"), (b"y,a\n1,1e39\n0,2\n", "csv")])
+def test_a_value_beyond_float32_is_one_line(tmp_path, capsys, body, fmt):
+    # was: numpy's RuntimeWarning (2 more lines on stderr) and "value inf is not finite"
+    src = tmp_path / f"big.{fmt}"
+    src.write_bytes(body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the overflow is refused, not warned about
+        line = _one_line(capsys, "convert", src, tmp_path / "o.zarr")
+    assert line == (f"{src}: row 0: value 1e+39 overflows float32; store it with --dtype float64 "
+                    "(dtype='float64') or scale the features")
+    assert not (tmp_path / "o.zarr").exists()
+    assert main(["convert", str(src), str(tmp_path / "o.zarr"), "--dtype", "float64"]) == 0
+    assert open_dataset(tmp_path / "o.zarr").to_numpy()[0].max() == 1e39
+
+
+# --------------------------------------------------------------------------- stores
+
+
+def test_a_store_whose_layout_lies_is_one_line(work, capsys, tmp_path):
+    # was: AttributeError traceback ('Group' object has no attribute 'shape')
+    shutil.copytree(work / "a.zarr", work / "lie.zarr")
+    _edit_root(work / "lie.zarr", layout="dense")
+    want = f"lie.zarr: X is a zarr group, but the store's metadata says layout 'dense' (damaged or edited)"
+    for argv in (["info", "lie.zarr", "--validate"], ["evaluate", "m.npz", "lie.zarr"],
+                 ["train", "lie.zarr", "--model", "perceptron", "--in-process"]):
+        assert _one_line(capsys, *argv) == want
+    # the other way: a dense store that says it is CSR
+    X = np.arange(12.0).reshape(6, 2)
+    assert main(["convert", "a.svm", "dense.zarr", "--dense"]) == 0
+    _edit_root(work / "dense.zarr", layout="csr")
+    assert _one_line(capsys, "info", "dense.zarr") == (
+        "dense.zarr: X is a zarr array, but the store's metadata says layout 'csr' (damaged or edited)")
+    del X
+
+
+def test_a_checksum_codec_dropped_from_the_metadata_is_one_line(work, capsys):
+    # was: a flipped byte in a chunk whose array metadata lost its crc32c codec: evaluate exit 0 with
+    # another confusion matrix (the values silently changed)
+    shutil.copytree(work / "a.zarr", work / "edit.zarr")
+    meta = work / "edit.zarr" / "X" / "data" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["codecs"] = [c for c in doc["codecs"] if c["name"] != "crc32c"]
+    meta.write_text(json.dumps(doc))
+    want = ("edit.zarr: X/data has no crc32c codec, but the store was written with a checksum in every chunk "
+            "(damaged or edited metadata)")
+    assert _one_line(capsys, "evaluate", "m.npz", "edit.zarr") == want
+    with pytest.raises(StoreError, match="no crc32c codec"):
+        open_dataset(work / "edit.zarr")
+
+
+# --------------------------------------------------------------------------- model files
+
+
+def _rewrite_model(src: Path, dst: Path, **arrays) -> None:
+    with np.load(src, allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    members.update(arrays)
+    np.savez(dst, **members)
+
+
+@pytest.mark.parametrize("member, value, want", [
+    ("coef", np.nan, "member coef.npy holds non-finite values (NaN or inf): a damaged model"),
+    ("coef", np.inf, "member coef.npy holds non-finite values (NaN or inf): a damaged model"),
+    ("intercept", np.nan, "member intercept.npy holds non-finite values (NaN or inf): a damaged model"),
+    ("classes", [np.nan, 1.0], "member classes.npy holds non-finite values (NaN or inf): a damaged model"),
+    ("classes", [1, 1], "member classes.npy repeats a class ([1, 1]): a damaged model"),
+])
+def test_a_model_of_non_finite_or_repeated_values_is_one_line(work, capsys, member, value, want):
+    # was: NaN scores predicted as one class with exit 0 (a 53 % error "evaluated"), inf scores the
+    # other; NaN classes a KeyError traceback; repeated classes accepted
+    with np.load(work / "m.npz", allow_pickle=False) as z:
+        a = z[member]
+    bad = np.full_like(a, value) if np.isscalar(value) else np.array(value)
+    _rewrite_model(work / "m.npz", work / "bad.npz", **{member: bad})
+    assert _one_line(capsys, "evaluate", "bad.npz", "a.zarr") == f"bad.npz: {want}"
+    assert _one_line(capsys, "predict", "bad.npz", "a.svm") == f"{work / 'bad.npz'}: {want}"
+    with pytest.raises(ValueError, match="a damaged model"):
+        load_model(work / "bad.npz")
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def test_overwrite_never_deletes_a_file_put_inside_a_store(work, capsys):
+    # was: convert --overwrite removed the whole directory, notes.txt with it
+    (work / "a.zarr" / "notes.txt").write_text("mine")
+    line = _one_line(capsys, "convert", "a.svm", "a.zarr", "--overwrite")
+    assert line == ("a.zarr holds 'notes.txt', which distlearn did not write; refusing to delete it "
+                    "(move it out first, or use another path)")
+    assert (work / "a.zarr" / "notes.txt").read_text() == "mine" and open_dataset(work / "a.zarr").n_samples == 60
+    (work / "a.zarr" / "notes.txt").unlink()
+    assert main(["convert", "a.svm", "a.zarr", "--overwrite"]) == 0  # its own files only: replaced
+
+
+def test_predictions_overwrite_never_deletes_a_file_put_inside(work, capsys):
+    assert main(["predict", "m.npz", "a.zarr", "--out", "p.zarr"]) == 0
+    (work / "p.zarr" / "keep").mkdir()
+    (work / "p.zarr" / "keep" / "x.npz").write_bytes(b"mine")
+    line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", "p.zarr", "--overwrite")
+    assert line == ("p.zarr holds 'keep/x.npz', which distlearn did not write; refusing to delete it "
+                    "(move it out first, or use another path)")
+    assert (work / "p.zarr" / "keep" / "x.npz").read_bytes() == b"mine"
+
+
+@pytest.mark.parametrize("intruder", ["model", "link"])
+def test_a_new_checkpoint_never_deletes_a_file_put_inside_the_old_one(work, capsys, intruder):
+    # was: train --checkpoint CK (no --resume) over an earlier checkpoint removed it whole, with a model
+    # saved into it (train --save CK/m.npz) or a symbolic link under a cut
+    argv = ["train", "a.zarr", "--model", "obpm", "--in-process", "--param", "n_estimators=2", "--epochs", "1",
+            "--checkpoint", "ck"]
+    assert main(argv) == 0
+    if intruder == "model":
+        assert main([*argv, "--resume", "--save", "ck/m.npz"]) == 0
+        rel = "m.npz"
+    else:
+        cut = sorted(p for p in (work / "ck").iterdir() if p.name.startswith("e"))[-1]
+        (cut / "link").symlink_to(work / "a.svm")
+        rel = f"{cut.name}/link"
+    line = _one_line(capsys, *argv)
+    assert line == (f"ck holds '{rel}', which distlearn did not write; refusing to delete it "
+                    "(move it out first, or use another path)")
+    assert (work / "ck" / rel).exists() and (work / "a.svm").read_text() == ROWS
+
+
+def test_a_budget_beyond_int64_is_one_line(work, capsys):
+    # was: OverflowError traceback ("int too big to convert") from the budget engine's record
+    line = _one_line(capsys, "train", "a.zarr", "--model", "kernel-perceptron", "--in-process",
+                     "--param", f"budget={2**64}")
+    assert line == ("budget must be None (no removal), 'variable' (DistillCache), 'projectron' or an integer "
+                    f"cache size >= 1 (below 2**63); got {2**64}")
+
+
+def test_predict_overwrite_never_replaces_a_text_file_of_prose(work, capsys):
+    # was: any UTF-8 text counted as earlier predictions: --out notes.txt --overwrite replaced the notes
+    (work / "notes.txt").write_text("keep me\nand this line\n")
+    line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", "notes.txt", "--overwrite")
+    assert line == ("notes.txt exists and is not a predictions file written by distlearn predict; "
+                    "refusing to replace it")
+    assert (work / "notes.txt").read_text() == "keep me\nand this line\n"
+    for out, extra in (("p.txt", []), ("p.csv", ["--decision"])):  # its own predictions are still replaced
+        assert main(["predict", "m.npz", "a.zarr", "--out", out, *extra]) == 0
+        assert main(["predict", "m.npz", "a.zarr", "--out", out, "--overwrite", *extra]) == 0
+    assert len((work / "p.txt").read_text().splitlines()) == 60
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["--seed", str(2**64)], f"argument --seed: must be in [0, 2**64), got {2**64}"),
+    (["--tau", "0"], "argument --tau: must be in (0, 1], got 0.0"),
+    (["--tau", "0.2", "nan"], "argument --tau: must be in (0, 1], got nan"),
+])
+def test_an_experiment_refuses_a_bad_seed_or_tau_before_recording_its_run(tmp_path, capsys, argv, want):
+    # was: meta.json of the bad run written, then the error from inside a cell (after a progress line);
+    # every later correct run into that --out was refused as "another run's cells"
+    line = _one_line(capsys, "experiment", "obpm-table1", "--out", tmp_path / "exo", "--quick", *argv)
+    assert line == f"{want} (see distlearn experiment --help)"
+    assert not (tmp_path / "exo").exists()
+
+
+def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(work, capsys):
+    # was: `convert fifo.svm` and `predict fifo.npz STORE` blocked in open() forever, without a word
+    import os
+
+    os.mkfifo(work / "fifo.svm")
+    want = "is a FIFO (named pipe), not a regular file; distlearn reads files (save the data to one first)"
+    assert _one_line(capsys, "convert", "fifo.svm", "f.zarr") == f"fifo.svm: {want}"
+    assert _one_line(capsys, "evaluate", "fifo.svm", "a.zarr") == f"fifo.svm: {want}"
+    assert _one_line(capsys, "predict", "fifo.svm", "a.zarr").endswith(f"fifo.svm: {want}")
+    (work / "tok.dat").write_bytes(b".I 5\n.W\nbank rate\n\n")
+    assert _one_line(capsys, "convert", "tok.dat", "f.zarr", "--qrels", "fifo.svm").endswith(f"fifo.svm: {want}")
+    if os.path.exists("/dev/zero"):  # was: "/dev/zero: no such file"
+        assert _one_line(capsys, "convert", "/dev/zero", "z.zarr", "--format", "svmlight") == (
+            "/dev/zero: is a device, not a regular file; distlearn reads files (save the data to one first)")
+    assert not (work / "f.zarr").exists() and not (work / "z.zarr").exists()
+
+
+def test_mixing_without_shards_is_one_line(work, capsys):
+    # was: --mixing updates without --shards silently ignored (exit 0)
+    line = _one_line(capsys, "train", "a.zarr", "--model", "perceptron", "--in-process", "--mixing", "updates")
+    assert line == "--mixing weights the shards of --shards S; without --shards there is nothing to mix"
+    assert main(["train", "a.zarr", "--model", "perceptron", "--in-process", "--shards", "2",
+                 "--mixing", "updates", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mixing"] == "updates"
+
+
+def test_a_header_naming_the_label_twice_is_one_line(tmp_path, capsys):
+    # was: the first 'label' column taken silently, the second trained as a feature
+    src = tmp_path / "dup.csv"
+    src.write_text("label,Label,b\n1,0,2\n0,1,3\n1,1,1\n")
+    line = _one_line(capsys, "convert", src, tmp_path / "o.zarr")
+    assert line == (f"{src}:1: the header has 2 columns named 'label' (columns 0, 1); "
+                    "pick the label with --label-column INDEX")
+    assert main(["convert", str(src), str(tmp_path / "o.zarr"), "--label-column", "1"]) == 0
+    X, y = open_dataset(tmp_path / "o.zarr").to_numpy()
+    assert y.tolist() == [0, 1, 1] and X.tolist() == [[1, 2], [0, 3], [1, 1]]
+
+
+def test_generate_rcv1_with_too_few_features_names_the_option(tmp_path, capsys):
+    # was: "mean_distinct must be in [1.0, 1.0]; got 75", a parameter the command does not have
+    line = _one_line(capsys, "generate", "rcv1", tmp_path / "g.svm", "--n-samples", 10, "--n-features", 1)
+    assert line == ("n_features=1 (--n-features) is fewer than the 75 distinct words a document holds on "
+                    "average (mean_distinct); give more features")
+    assert main(["generate", "rcv1", str(tmp_path / "g.svm"), "--n-samples", "10", "--n-features", "2000"]) == 0
