@@ -116,6 +116,10 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
             raise ValueError(f"members=True: {type(est).__name__} has no members_ (not a Bayes point)")
         arrays["members"] = np.asarray(est.members_, dtype=np.float64)
         arrays["member_weights"] = np.asarray(est.weights_, dtype=np.float64)
+    for name, v in arrays.items():  # load_model refuses them: a model that cannot be read back is never written
+        if v.dtype.kind in "iufb" and not np.all(np.isfinite(v)):
+            raise ValueError(f"{type(est).__name__}: its {name} holds non-finite values (NaN or inf): the fit "
+                             f"diverged; not saved to {p}")
     meta["distlearn_version"] = __version__
     # every member's shape, so that load_model checks each .npy header against it before inflating
     meta["shapes"] = {name: list(np.shape(v)) for name, v in {**arrays, "classes": classes}.items()}

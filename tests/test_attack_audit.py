@@ -306,3 +306,27 @@ def test_generate_rcv1_with_too_few_features_names_the_option(tmp_path, capsys):
     assert line == ("n_features=1 (--n-features) is fewer than the 75 distinct words a document holds on "
                     "average (mean_distinct); give more features")
     assert main(["generate", "rcv1", str(tmp_path / "g.svm"), "--n-samples", "10", "--n-features", "2000"]) == 0
+
+
+def test_a_model_with_non_finite_values_is_never_written(tmp_path):
+    """save_model refuses, before writing, what load_model would refuse: NaN or inf coefficients (a fit that
+    diverged), in one line naming the member; nothing is left at the path."""
+    from sklearn.datasets import make_classification
+
+    import distlearn
+    from distlearn.model import save_model
+
+    X, y = make_classification(60, 5, random_state=0)
+    est = distlearn.Perceptron(random_state=0).fit(X, y)
+    est.coef_ = est.coef_.copy()
+    est.coef_[0, 1] = np.nan
+    out = tmp_path / "m.npz"
+    with pytest.raises(ValueError, match=r"^Perceptron: its coef holds non-finite values \(NaN or inf\)"):
+        save_model(est, out)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    k = distlearn.KernelMIRA(gamma=1.0, random_state=0).fit(X, y)
+    k.dual_coef_ = k.dual_coef_.copy()
+    k.dual_coef_[0, 0] = np.inf
+    with pytest.raises(ValueError, match="its dual_coef holds non-finite values"):
+        save_model(k, out)
+    assert not out.exists()
