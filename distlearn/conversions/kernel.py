@@ -717,7 +717,7 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
             FM = KM @ coef
             r2 = float(np.sum((FM - F) ** 2))
         else:
-            FM = K[:, M] @ coef
+            FM = K[:, M] @ coef if agree > 0 else None  # read by the guard only
             r2 = nf2 - 2.0 * float(np.sum(coef * t[M])) + float(np.sum(coef * (K[np.ix_(M, M)] @ coef)))
         if r2 <= goal and (agree <= 0 or agreement(F, FM) >= agree):
             break
