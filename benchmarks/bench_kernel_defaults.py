@@ -11,14 +11,14 @@ is skipped with one line on stderr):
   six       make_classification(n_samples=4500, n_features=36, n_informative=20, n_classes=6,
             random_state=0): the first 3,600 rows train, the last 900 test
   digits    scikit-learn's 8x8 digits: the first 1,500 rows train, the rest (297) test
-  cancer    scikit-learn's breast cancer: a seeded 80/20 split
+  cancer    scikit-learn's breast cancer: a seeded 80/20 split (``--split-seed``)
   letter    UCI LETTER (``distlearn data fetch letter`` or ``$DISTLEARN_LETTER``): the first
             16,000 rows train, the last 4,000 test
   fashion-PAIR, fashion10
             Fashion-MNIST (``distlearn data fetch fashion-mnist`` or ``$DISTLEARN_FASHION_MNIST``):
             the pairs 0/6 (T-shirt vs shirt) and 2/4 (pullover vs coat), and all 10 classes; a seeded
             subsample of ``--fashion-train`` training rows (10,000) and ``--fashion-test`` test rows
-            (2,000) of those classes
+            (2,000) of those classes (``--split-seed``)
   moons, circles, quantiles, wine, iris, four
             held out: problems not used to choose the defaults, a seeded stratified 70/30 split
             (``--split-seed``): make_moons(2000, noise=0.25), make_circles(2000, noise=0.15, factor=0.5),
@@ -93,7 +93,7 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
         from sklearn.model_selection import train_test_split
 
         X, y = load_breast_cancer(return_X_y=True)
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=args.split_seed)
         return (*_minmax(Xtr, Xte), ytr, yte)
     if name == "letter":
         path = letter_file(None)
@@ -116,7 +116,7 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
             a, b = (int(v) for v in name.split("-")[1].split("v"))
             ktr, kte = np.isin(ytr, (a, b)), np.isin(yte, (a, b))
             Xtr, ytr, Xte, yte = Xtr[ktr], ytr[ktr], Xte[kte], yte[kte]
-        rs = np.random.default_rng(0)
+        rs = np.random.default_rng(args.split_seed)
         itr = np.sort(rs.permutation(len(ytr))[: args.fashion_train])
         ite = np.sort(rs.permutation(len(yte))[: args.fashion_test])
         Xtr, Xte = np.asarray(Xtr[itr], dtype=np.float64), np.asarray(Xte[ite], dtype=np.float64)
@@ -234,11 +234,41 @@ def run(factory: Any, Xtr, ytr, Xte, yte) -> dict[str, Any]:
             "online_errors": int(est.online_errors_) if ours else None}
 
 
+def summarize(rows: list[dict[str, Any]], names: list[str]) -> None:
+    """Per data set of several splits, per row: the mean error, the mean gap to the tuned SVC of the same split
+    with its paired standard error (``sd(gaps) / sqrt(splits)``), the splits within 1 point of SVC, and the mean
+    patterns beside SVC's."""
+    for name in names:
+        mine = [r for r in rows if r["dataset"] == name]
+        seeds = sorted({r["split_seed"] for r in mine})
+        if len(seeds) < 2:
+            continue
+        svc = {r["split_seed"]: r for r in mine if r["row"] == "svc-tuned"}
+        print(f"# {name}: {len(seeds)} splits ({seeds[0]}-{seeds[-1]}), means")
+        print(f"  {'row':56s} {'err %':>7s} {'gap':>6s} {'+-SE':>5s} {'<=1pt':>6s} {'SVs':>7s} {'SVC SVs':>8s}")
+        for tag in dict.fromkeys(r["row"] for r in mine):
+            rr = [r for r in mine if r["row"] == tag]
+            gaps = np.array([r["err"] - svc[r["split_seed"]]["err"] for r in rr])
+            se = float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))) if len(gaps) > 1 else float("nan")
+            n_svc = np.mean([svc[r["split_seed"]]["n_sv"] for r in rr])
+            print(f"  {tag:56s} {np.mean([r['err'] for r in rr]):7.2f} {gaps.mean():+6.2f} {se:5.2f} "
+                  f"{int(np.sum(gaps <= 1.0 + 1e-9)):>3d}/{len(gaps):<2d} {np.mean([r['n_sv'] for r in rr]):7.1f} "
+                  f"{n_svc:8.1f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME",
                     help=f"of {', '.join(ALL)}; held out (not used to choose the defaults): {', '.join(HELD_OUT)}")
-    ap.add_argument("--split-seed", type=int, default=0, help="the held-out sets' train/test split")
+    ap.add_argument("--split-seed", type=int, default=0,
+                    help="the train/test split of breast cancer and the held-out sets, and the Fashion-MNIST subsample (the "
+                         "others have one split)")
+    ap.add_argument("--splits", type=int, default=1, metavar="N",
+                    help="with N > 1, the seeded sets (breast cancer, Fashion-MNIST and the held-out ones) run on N splits, "
+                         "--split-seed .. + N - 1, SVC tuned on each; a summary row per candidate gives the mean "
+                         "error, the mean gap to SVC with its paired standard error, the splits within 1 point, "
+                         "and the mean patterns (a test set of 114 rows resolves about one point: one split "
+                         "cannot tell a 1-point gap from chance)")
     ap.add_argument("--candidates", choices=("defaults", "main", "grid", "one-se"), default="main",
                     help="defaults: the estimators' defaults only; main: rules x --gamma x --epochs x last/distilled "
                          "average; grid: also the full average, beta and C variants; one-se: the defaults and the "
@@ -263,13 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     with open("/proc/loadavg") as fh:
         print(f"# load at start: {fh.read().split()[:3]}")
     rows = []
-    for name in args.datasets:
-        data = load(name, args)
+    seeded = ("cancer", "fashion10") + HELD_OUT + tuple(n for n in args.datasets if n.startswith("fashion-"))
+    jobs = [(name, seed) for name in args.datasets
+            for seed in (range(args.split_seed, args.split_seed + max(1, args.splits)) if name in seeded
+                         else (args.split_seed,))]
+    for name, seed in jobs:
+        data = load(name, argparse.Namespace(**{**vars(args), "split_seed": seed}))
         if data is None:
             continue
         Xtr, Xte, ytr, yte = data
-        print(f"# {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1]} features, "
-              f"{len(np.unique(ytr))} classes", flush=True)
+        print(f"# {name}{f' split {seed}' if name in seeded else ''}: {Xtr.shape[0]} train / {Xte.shape[0]} "
+              f"test, {Xtr.shape[1]} features, {len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
         cands = one_se_candidates(args.rules, Xtr, ytr) if args.candidates == "one-se" else \
             candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
@@ -291,9 +325,12 @@ def main(argv: list[str] | None = None) -> int:
             ok = "" if tag == "svc-tuned" else ("  ok" if gap <= 1.0 + 1e-9 and med["n_sv"] <= svc["n_sv"] else "  MISS")
             print(f"  {tag:56s} {med['err']:7.2f} {gap:+6.2f} {med['fit_s']:7.2f} {med['fit_cpu_s']:7.2f} "
                   f"{ratio:5.2f} {med['n_sv']:6.0f} {'' if ep is None else ep:>3}{ok}", flush=True)
-            rows.append({"dataset": name, "row": tag, **med, "gap": gap, "cpu_over_svc": ratio, "epochs_run": ep,
+            rows.append({"dataset": name, "split_seed": seed, "row": tag, **med, "gap": gap, "cpu_over_svc": ratio,
+                         "epochs_run": ep,
                          "n_updates": rr[0]["n_updates"], "online_errors": rr[0]["online_errors"],
                          **({"svc": svc_info} if tag == "svc-tuned" else {})})
+    if args.splits > 1:
+        summarize(rows, args.datasets)
     with open("/proc/loadavg") as fh:
         print(f"# load at end: {fh.read().split()[:3]}")
     if args.json:
