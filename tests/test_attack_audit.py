@@ -330,3 +330,133 @@ def test_a_model_with_non_finite_values_is_never_written(tmp_path):
     with pytest.raises(ValueError, match="its dual_coef holds non-finite values"):
         save_model(k, out)
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- kernel parameters (safe2)
+
+TINY = float(np.finfo(np.float64).tiny)
+GAMMA_MSG = f"gamma must be a real number in [{TINY:g}, inf) or 'scale' or 'auto', got "
+
+
+def _two_blobs(n: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2, 1, -1)
+    return rng.normal(size=(n, 2)) + 2.0 * y[:, None], y
+
+
+def test_a_subnormal_gamma_is_one_line(work, capsys):
+    # was: gamma=1e-320 (a subnormal float) accepted; every RBF row is 1, and the fit trained to ~50 % error
+    import distlearn
+
+    line = _one_line(capsys, "train", "a.zarr", "--model", "kernel-mira", "--in-process", "--param", "gamma=1e-320")
+    assert line == GAMMA_MSG + "1e-320"
+    X, y = _two_blobs()
+    for est in (distlearn.KernelMIRA(gamma=1e-320), distlearn.KernelPerceptron(gamma=5e-324, kernel="poly"),
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-310))):
+        with pytest.raises(ValueError, match=r"gamma must be a real number in \[2\.22507e-308, inf\)"):
+            est.fit(X, y)
+    from distlearn.learners.kernel import make_kernel
+
+    with pytest.raises(ValueError, match="gamma must be a normal float"):
+        make_kernel("rbf", gamma=1e-320)
+    assert distlearn.KernelMIRA(gamma=TINY, budget=4).fit(X, y).gamma_ == TINY  # the smallest normal one is taken
+
+
+BUDGET1 = ("budget=1 with kernel={k}: the expansion of one cached pattern, a*k(x, z), has the same sign "
+           "everywhere ({why}), so the fit predicts a single class; use budget >= 2")
+
+
+@pytest.mark.parametrize("params, why", [
+    ({"kernel": "rbf"}, "k(x, z) > 0"),
+    ({"kernel": "rbf", "removal": "merge"}, "k(x, z) > 0"),
+    ({"kernel": "rbf", "removal": "oldest"}, "k(x, z) > 0"),
+    ({"kernel": "poly", "degree": 2, "coef0": 1.0}, "k(x, z) >= 0 for an even degree"),
+    ({"kernel": "poly", "degree": 4}, "k(x, z) >= 0 for an even degree"),
+])
+def test_a_budget_of_one_that_cannot_hold_two_classes_is_refused(work, capsys, params, why):
+    # was: removal="merge", budget=1 (RBF) trained to ~50 % error with exit 0: one pattern's a*k(x, z) has
+    # one sign everywhere, so every row got the same label
+    import distlearn
+
+    k = params["kernel"] if params["kernel"] == "rbf" else f"'poly' of degree {params['degree']}"
+    k = "'rbf'" if k == "rbf" else k
+    want = BUDGET1.format(k=k, why=why)
+    argv = [a for n, v in params.items() for a in ("--param", f"{n}={v}")]
+    assert _one_line(capsys, "train", "a.zarr", "--model", "kernel-mira", "--in-process", "--param", "budget=1",
+                     "--param", "gamma=1.0", *argv) == want
+    X, y = _two_blobs()
+    for est in (distlearn.KernelMIRA(budget=1, gamma=1.0, **params), distlearn.KernelPA(budget=1, gamma=1.0, **params),
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelPerceptron(budget=1, gamma=1.0, **params))):
+        with pytest.raises(ValueError, match=r"^" + want.replace("(", r"\(").replace(")", r"\)")
+                           .replace("*", r"\*").replace(".", r"\.") + "$"):
+            est.fit(X, y)
+
+
+@pytest.mark.parametrize("params", [{"kernel": "poly", "degree": 3, "coef0": 1.0}, {"kernel": "poly", "degree": 1},
+                                    {"kernel": "linear"}])
+def test_a_budget_of_one_that_can_change_sign_is_kept(params):
+    # an odd-degree polynomial (any coef0) or a linear kernel: a*k(x, z) changes sign across a hyperplane
+    # x.z = -coef0/gamma, so one pattern separates two classes; these fits learn two blobs on each side of 0
+    import distlearn
+
+    X, y = _two_blobs(200)
+    est = distlearn.KernelPerceptron(budget=1, gamma=0.5, epochs=3, random_state=0, **params).fit(X, y)
+    assert est.support_vectors_.shape[0] == 1
+    assert set(est.predict(X).tolist()) == {-1, 1} and est.score(X, y) > 0.9
+
+
+# --------------------------------------------------------------------------- stores (safe2)
+
+
+def _strip_checksums(store: Path, *, root: bool = True, codecs: bool = True) -> None:
+    """What an edit that hides the checksums does: the root's integrity record and every array's crc32c
+    codec removed (the chunks keep their 4 checksum bytes, read as data by nothing: a flipped byte follows)."""
+    if root:
+        doc = json.loads((store / "zarr.json").read_text())
+        del doc["attributes"]["distlearn"]["integrity"]
+        (store / "zarr.json").write_text(json.dumps(doc))
+    if codecs:
+        for meta in store.rglob("zarr.json"):
+            doc = json.loads(meta.read_text())
+            if doc.get("node_type") == "array":
+                doc["codecs"] = [c for c in doc["codecs"] if c["name"] != "crc32c"]
+                meta.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("root, codecs, why", [
+    (True, True, "its fill value NaN, never data"),  # was: read as a pre-checksum store, a flipped byte silent
+    (True, False, "its crc32c codec"),
+])
+def test_a_store_whose_integrity_record_was_removed_is_one_line(work, capsys, root, codecs, why):
+    shutil.copytree(work / "a.zarr", work / "edit.zarr")
+    _strip_checksums(work / "edit.zarr", root=root, codecs=codecs)
+    want = (f"edit.zarr: the store's metadata has no integrity record, but y was written with a checksum in every "
+            f"chunk ({why}): damaged or edited metadata")
+    assert _one_line(capsys, "evaluate", "m.npz", "edit.zarr") == want
+    assert _one_line(capsys, "info", "edit.zarr") == want
+    with pytest.raises(StoreError, match="has no integrity record, but y was written"):
+        open_dataset(work / "edit.zarr")
+
+
+def test_a_store_whose_integrity_record_and_codecs_were_removed_never_reads_a_flipped_byte(work, capsys):
+    # the attack in full, on an uncompressed store (codec "none": no decompressor to trip over): integrity and
+    # crc32c gone, every chunk cut of its 4 checksum bytes, then a byte of the values flipped.  Was: evaluate
+    # exit 0 on the changed values.  Now the one-line refusal comes before any read (the fill values still
+    # tell), as the same flip without the edit is a checksum error.
+    from distlearn.data import create_dataset
+
+    X, y = open_dataset(work / "a.zarr").to_numpy()
+    for store in ("edit.zarr", "flip.zarr"):
+        create_dataset(work / store, X, y, block_rows=20, codec="none")
+        p = work / store / "X" / "c" / "0" / "0"
+        b = bytearray(p.read_bytes())
+        b[len(b) // 2] ^= 0x10
+        p.write_bytes(bytes(b))
+    _strip_checksums(work / "edit.zarr")
+    for f in (work / "edit.zarr").rglob("*"):
+        if f.is_file() and "c" in f.relative_to(work / "edit.zarr").parts:  # a chunk (zarr v3 keys: .../c/i/j)
+            f.write_bytes(f.read_bytes()[:-4])
+    line = _one_line(capsys, "evaluate", "m.npz", "edit.zarr")
+    assert line == ("edit.zarr: the store's metadata has no integrity record, but y was written with a checksum "
+                    "in every chunk (its fill value NaN, never data): damaged or edited metadata")
+    assert _one_line(capsys, "evaluate", "m.npz", "flip.zarr").startswith("flip.zarr: block 0 (rows 0..19)")
