@@ -240,8 +240,8 @@ def test_predict_overwrite_never_replaces_a_text_file_of_prose(work, capsys):
     # was: any UTF-8 text counted as earlier predictions: --out notes.txt --overwrite replaced the notes
     (work / "notes.txt").write_text("keep me\nand this line\n")
     line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", "notes.txt", "--overwrite")
-    assert line == ("notes.txt exists and is not a predictions file written by distlearn predict; "
-                    "refusing to replace it")
+    assert line == ("notes.txt exists and does not look like predictions distlearn predict wrote (line 1 is not "
+                    "comma-separated values without blanks); refusing to replace it")
     assert (work / "notes.txt").read_text() == "keep me\nand this line\n"
     for out, extra in (("p.txt", []), ("p.csv", ["--decision"])):  # its own predictions are still replaced
         assert main(["predict", "m.npz", "a.zarr", "--out", out, *extra]) == 0
@@ -460,3 +460,95 @@ def test_a_store_whose_integrity_record_and_codecs_were_removed_never_reads_a_fl
     assert line == ("edit.zarr: the store's metadata has no integrity record, but y was written with a checksum "
                     "in every chunk (its fill value NaN, never data): damaged or edited metadata")
     assert _one_line(capsys, "evaluate", "m.npz", "flip.zarr").startswith("flip.zarr: block 0 (rows 0..19)")
+
+
+# --------------------------------------------------------------------------- predict --out --overwrite (safe2)
+
+
+def _refused_out(capsys, out: str, why: str, *extra) -> None:
+    line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", out, "--overwrite", *extra)
+    assert line == f"{out} exists and does not look like predictions distlearn predict wrote ({why}); " \
+                   "refusing to replace it"
+
+
+def test_predict_overwrite_never_replaces_a_users_npy(work, capsys):
+    # was: any .npy counted as earlier predictions: --out X.npy --overwrite destroyed a feature matrix
+    rng = np.random.default_rng(0)
+    users = {"X.npy": rng.normal(size=(50, 30)),                       # a feature matrix (np.save: format 1.0)
+             "y.npy": np.where(np.arange(60) % 2, 1, -1),              # the user's own labels, 1-D
+             "f.npy": np.asfortranarray(rng.normal(size=(4, 3)))}
+    for name, a in users.items():
+        np.save(work / name, a)
+    before = {n: (work / n).read_bytes() for n in users}
+    _refused_out(capsys, "X.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    _refused_out(capsys, "y.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    _refused_out(capsys, "f.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    # the same arrays in format 2.0 (a header written as predict writes it): the shape and dtype still tell
+    with open(work / "X2.npy", "wb") as f:
+        np.lib.format.write_array(f, users["X.npy"], version=(2, 0))
+    before["X2.npy"] = (work / "X2.npy").read_bytes()
+    _refused_out(capsys, "X2.npy", "shape (50, 30); distlearn predict writes shape (n,) for this model")
+    with open(work / "o.npy", "wb") as f:
+        np.lib.format.write_array(f, np.array([{"a": 1}], dtype=object), version=(2, 0), allow_pickle=True)
+    before["o.npy"] = (work / "o.npy").read_bytes()
+    _refused_out(capsys, "o.npy", "dtype object, not labels or scores")
+    (work / "t.npy").write_text("1\n2\n")
+    before["t.npy"] = (work / "t.npy").read_bytes()
+    _refused_out(capsys, "t.npy", "not a .npy file")
+    assert {n: (work / n).read_bytes() for n in before} == before
+
+
+@pytest.mark.parametrize("name, body, why", [
+    ("data.csv", "".join(",".join(str(v) for v in range(i, i + 30)) + "\n" for i in range(40)),
+     "30 values a line; distlearn predict writes 1 for this model"),
+    ("h.csv", "label\n1\n-1\n1\n", "line 1 is a header (the lines below are numbers)"),
+    ("ragged.csv", "1\n-1,2\n", "lines of 1 and 2 values"),
+    ("nl.txt", "1\n-1", "the last line does not end with a newline"),
+    ("long.csv", "1," * 40_000 + "1\n", "no complete line in the first 65536 bytes"),
+    ("words.txt", "keep me\n", "line 1 is not comma-separated values without blanks"),
+    ("mixed.txt", "1\nspam\n-1\n", "line 2 is not a number, line 1 is (labels are all numbers or all names)"),
+])
+def test_predict_overwrite_never_replaces_a_users_text_data(work, capsys, name, body, why):
+    # was: any CSV/TXT of comma-separated numbers counted as earlier predictions (data.csv destroyed); a header
+    # line (a table's column name) or a ragged table too
+    (work / name).write_text(body)
+    _refused_out(capsys, name, why)
+    assert (work / name).read_text() == body
+
+
+def test_predict_overwrite_replaces_its_own_predictions_and_they_read_back(work, capsys, tmp_path):
+    # its own outputs, of every kind predict writes, are still replaced, and read back with np.load/np.loadtxt
+    from distlearn.data import create_dataset
+    from distlearn.training import write_values
+
+    rng = np.random.default_rng(1)
+    X3, y3 = rng.normal(size=(90, 4)), np.repeat([0, 1, 2], 30)
+    create_dataset(work / "t3.zarr", X3, y3, block_rows=30)
+    assert main(["train", "t3.zarr", "--model", "perceptron", "--in-process", "--epochs", "1", "--save", "m3.npz"]) == 0
+    for model, store, width in (("m.npz", "a.zarr", 1), ("m3.npz", "t3.zarr", 3)):
+        for out in ("p.npy", "p.csv", "p.txt"):
+            for extra in ([], ["--decision"], []):  # labels, scores over them, labels over the scores
+                argv = ["predict", model, store, "--out", out, "--overwrite", *extra]
+                assert main(argv) == 0, (model, out, extra)
+                v = np.load(work / out) if out.endswith(".npy") else np.loadtxt(work / out, delimiter=",")
+                n = 60 if model == "m.npz" else 90
+                assert v.shape == ((n, width) if extra and width > 1 else (n,)), (model, out, extra)
+            (work / out).unlink()
+    # the scores of the 3-class model are not predictions for the binary one (it writes 1 value a row)
+    assert main(["predict", "m3.npz", "t3.zarr", "--out", "s.npy", "--decision"]) == 0
+    _refused_out(capsys, "s.npy", "shape (90, 3); distlearn predict writes shape (n,) for this model")
+    # string labels go to format 2.0 too, and read back as they were
+    for _ in range(2):
+        assert write_values([np.array(["spam", "ham"]), np.array(["eggs"])], tmp_path / "w.npy") == 3
+    assert np.load(tmp_path / "w.npy").tolist() == ["spam", "ham", "eggs"]
+    with open(tmp_path / "w.npy", "rb") as f:
+        assert np.lib.format.read_magic(f) == (2, 0)
+    assert write_values([], tmp_path / "e.npy") == 0 and write_values([], tmp_path / "e.npy") == 0
+
+
+def test_predict_overwrite_cannot_tell_a_headerless_table_of_its_width(work, capsys):
+    # the documented limit (predict --help, --overwrite): a headerless text file of numbers, one a line (or C a
+    # line for a model of C classes), is what predict writes there, and is replaced
+    (work / "col.csv").write_text("3\n1\n4\n")
+    assert main(["predict", "m.npz", "a.zarr", "--out", "col.csv", "--overwrite"]) == 0
+    assert np.loadtxt(work / "col.csv").shape == (60,)
