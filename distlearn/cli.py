@@ -489,11 +489,14 @@ def _cmd_predict(a: argparse.Namespace) -> int:
     if a.proba:
         raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
     if a.out:
-        from .model import load_model
-        from .training import prediction_widths
+        widths = (1,)
+        if a.overwrite and os.path.lexists(a.out):  # what is there must look like this model's predictions
+            from ._urls import absolute
+            from .model import load_model
+            from .training import prediction_widths
 
-        check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input],
-                     widths=prediction_widths(load_model(a.model)))
+            widths = prediction_widths(load_model(absolute(a.model)))
+        check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input], widths=widths)
     res = predict(a.model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite,
                   scheduler=_where(a.scheduler, a.workers))
     values = res.pop("values", None)
