@@ -352,7 +352,8 @@ def test_a_subnormal_gamma_is_one_line(work, capsys):
     assert line == GAMMA_MSG + "1e-320"
     X, y = _two_blobs()
     for est in (distlearn.KernelMIRA(gamma=1e-320), distlearn.KernelPerceptron(gamma=5e-324, kernel="poly"),
-                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-310))):
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-310)),
+                distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-320))):
         with pytest.raises(ValueError, match=r"gamma must be a real number in \[2\.22507e-308, inf\)"):
             est.fit(X, y)
     from distlearn.learners.kernel import make_kernel
@@ -386,7 +387,8 @@ def test_a_budget_of_one_that_cannot_hold_two_classes_is_refused(work, capsys, p
                      "--param", "gamma=1.0", *argv) == want
     X, y = _two_blobs()
     for est in (distlearn.KernelMIRA(budget=1, gamma=1.0, **params), distlearn.KernelPA(budget=1, gamma=1.0, **params),
-                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelPerceptron(budget=1, gamma=1.0, **params))):
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelPerceptron(budget=1, gamma=1.0, **params)),
+                distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelMIRA(budget=1, gamma=1.0, **params))):
         with pytest.raises(ValueError, match=r"^" + want.replace("(", r"\(").replace(")", r"\)")
                            .replace("*", r"\*").replace(".", r"\.") + "$"):
             est.fit(X, y)
