@@ -142,18 +142,107 @@ def _is_svmlight(p: Path) -> bool:
     return all(_SVMLIGHT_LINE.match(line) for line in lines[:20])
 
 
-def _is_predictions(p: Path, suffix: str | None = None) -> bool:
+#: How much of a ``.csv``/``.txt`` the predictions check reads: every complete line in it is looked at.
+_TEXT_HEAD = 1 << 16
+
+
+def predictions_mismatch(p: Path, suffix: str | None = None, widths: tuple[int, ...] = (1,)) -> str | None:
+    """Why ``p`` does not look like predictions ``distlearn predict`` wrote (``None``: it does), read
+    from its header or first lines only (never unpickled, never its data past ``_TEXT_HEAD`` bytes).
+
+    ``widths`` are the numbers of values a row may hold: 1 (labels, or a binary model's scores) and,
+    for a model of ``C > 2`` classes, ``C`` (its scores); ``training.prediction_widths``.  What
+    ``training.write_values`` writes, and so what is recognised:
+
+    - ``.zarr``: an array with the attribute :data:`PREDICTIONS_ATTR`;
+    - ``.npy``: format 2.0 (``np.save`` writes 1.0: a user's ``X.npy`` or ``y.npy`` is never ours), C
+      order, a dtype of numbers, booleans or strings, shape ``(n,)`` or (floats) ``(n, C)``;
+    - ``.csv``/``.txt`` (``np.savetxt``): UTF-8, every line ending in a newline, comma-separated values
+      without blanks, the same count on every line and a count in ``widths``; several values a line are
+      numbers; one a line are all numbers or all names (a first line of a name above numbers is a header).
+
+    The honest limit: a headerless text file of one number (or one name) a line, or of ``C`` numbers a
+    line for a model of ``C`` classes, is exactly what predict writes there and cannot be told apart.
+    """
     suffix = (p.suffix if suffix is None else suffix).lower()
     if suffix == ".zarr":
         attrs = _zarr_attributes(p) if p.is_dir() else None
-        return attrs is not None and PREDICTIONS_ATTR in attrs
-    if suffix == ".npy":
-        return p.is_file() and (_head(p, 6) or b"") == b"\x93NUMPY"
-    if not _is_text(p):  # .csv / .txt (np.savetxt): a row of comma-separated numbers or labels a line
+        return None if attrs is not None and PREDICTIONS_ATTR in attrs else f"no {PREDICTIONS_ATTR} attribute"
+    if not p.is_file():
+        return "not a regular file"
+    return _npy_mismatch(p, widths) if suffix == ".npy" else _text_mismatch(p, widths)
+
+
+def _widths_text(widths: tuple[int, ...]) -> str:
+    return " or ".join(str(w) for w in sorted(set(widths)))
+
+
+def _npy_mismatch(p: Path, widths: tuple[int, ...]) -> str | None:
+    import numpy as np
+
+    fmt = np.lib.format
+    try:
+        with open(p, "rb") as f:
+            version = fmt.read_magic(f)
+            if version != (2, 0):
+                return (f".npy format {version[0]}.{version[1]}{' (np.save)' if version == (1, 0) else ''}; "
+                        "distlearn predict writes format 2.0")
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+    except (OSError, ValueError, EOFError, SyntaxError, TypeError):
+        return "not a .npy file"
+    if fortran:
+        return "a Fortran-ordered array"
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufU":
+        return f"dtype {dtype}, not labels or scores"
+    if len(shape) == 1 or (len(shape) == 2 and dtype.kind == "f" and shape[1] > 1 and shape[1] in widths):
+        return None
+    wide = "".join(f" or (n, {w})" for w in sorted(set(widths)) if w > 1)
+    return f"shape {tuple(shape)}; distlearn predict writes shape (n,){wide} for this model"
+
+
+def _is_number(field: bytes) -> bool:
+    try:
+        float(field)
+    except ValueError:
         return False
-    head = _head(p) or b""
-    lines = head.splitlines()[:-1] if len(head) == 4096 else head.splitlines()
-    return all(_PREDICTIONS_LINE.fullmatch(line) for line in lines[:20])  # "keep me" is no prediction
+    return True
+
+
+def _text_mismatch(p: Path, widths: tuple[int, ...]) -> str | None:
+    if not _is_text(p):
+        return "not UTF-8 text"
+    head = _head(p, _TEXT_HEAD) or b""
+    if not head:
+        return None  # the predictions of no rows (and nothing to lose)
+    lines = head.split(b"\n")
+    rest = lines.pop()  # after the last newline: empty when the file ends there
+    if rest and len(head) < _TEXT_HEAD:
+        return "the last line does not end with a newline"
+    if not lines:
+        return f"no complete line in the first {_TEXT_HEAD} bytes"
+    counts: dict[int, int] = {}
+    for i, line in enumerate(lines, 1):
+        if not _PREDICTIONS_LINE.fullmatch(line):  # "keep me" is no prediction
+            return f"line {i} is not comma-separated values without blanks"
+        counts.setdefault(line.count(b",") + 1, i)
+    if len(counts) > 1:
+        return f"lines of {' and '.join(str(c) for c in sorted(counts))} values"
+    n = next(iter(counts))
+    if n not in widths:
+        return f"{n} values a line; distlearn predict writes {_widths_text(widths)} for this model"
+    numeric = [all(_is_number(v) for v in line.split(b",")) for line in lines]
+    if len(lines) > 1 and not numeric[0] and all(numeric[1:]):
+        return "line 1 is a header (the lines below are numbers)"
+    if n > 1 and not all(numeric):
+        return f"line {numeric.index(False) + 1} holds a value that is not a number (scores are numbers)"
+    if any(numeric) and not all(numeric):
+        return (f"line {numeric.index(not numeric[0]) + 1} is {'not ' if numeric[0] else ''}a number, line 1 "
+                f"is{'' if numeric[0] else ' not'} (labels are all numbers or all names)")
+    return None
+
+
+def _is_predictions(p: Path, suffix: str | None = None, widths: tuple[int, ...] = (1,)) -> bool:
+    return predictions_mismatch(p, suffix, widths) is None
 
 
 def _marked(p: Path, kind: str) -> bool:
@@ -198,14 +287,16 @@ def _is_dir_kind(path: Path, kind: str) -> bool:
     return path.suffix.lower() == ".zarr" if is_dir is None else is_dir
 
 
-def is_kind(path: str | os.PathLike[str], kind: str, *, name: str | None = None) -> bool:
+def is_kind(path: str | os.PathLike[str], kind: str, *, name: str | None = None,
+            widths: tuple[int, ...] = (1,)) -> bool:
     """Whether ``path`` holds a previous distlearn output of ``kind`` (one of :data:`KINDS`),
-    recognised by its own metadata (``name``: the name it had, for a file renamed aside)."""
+    recognised by its own metadata (``name``: the name it had, for a file renamed aside;
+    ``widths``: predictions only, the values a row may hold, see :func:`predictions_mismatch`)."""
     if is_url(os.fspath(path)):
         fs, p = filesystem(os.fspath(path))
         return url_keys(fs, p, kind) is not None
     if kind == "predictions":
-        return _is_predictions(Path(path), None if name is None else Path(name).suffix)
+        return _is_predictions(Path(path), None if name is None else Path(name).suffix, widths)
     return KINDS[kind][2](Path(path))
 
 
@@ -287,10 +378,12 @@ def check_writable(path: str | os.PathLike[str], *, into: bool = False) -> None:
 
 
 def check_output(path: str | os.PathLike[str], kind: str, *, overwrite: bool,
-                 inputs: Iterable[str | os.PathLike[str] | None] = ()) -> Path:
+                 inputs: Iterable[str | os.PathLike[str] | None] = (), widths: tuple[int, ...] = (1,)) -> Path:
     """Refuse, before any work, an output the writer must not write (see the module notes).
 
-    ``kind`` is one of :data:`KINDS`; ``inputs`` are the command's input paths.  Returns the path.
+    ``kind`` is one of :data:`KINDS`; ``inputs`` are the command's input paths; ``widths``
+    (predictions only): the values a row of them may hold (:func:`predictions_mismatch`, whose
+    reason a refusal names).  Returns the path.
     """
     what, _, recognise, mode = KINDS[kind]
     if is_url(os.fspath(path)):
@@ -315,7 +408,11 @@ def check_output(path: str | os.PathLike[str], kind: str, *, overwrite: bool,
                                   "(name a new or empty directory)")
         if not overwrite:
             raise FileExistsError(f"{p} already exists; pass --overwrite to replace it")
-        if not recognise(p):
+        why = predictions_mismatch(p, None, widths) if kind == "predictions" else None
+        if why is not None:
+            raise FileExistsError(f"{p} exists and does not look like predictions distlearn predict wrote ({why}); "
+                                  "refusing to replace it")
+        if kind != "predictions" and not recognise(p):
             raise FileExistsError(f"{p} exists and is not a {what}; refusing to replace it")
         _refuse_foreign(p, kind)
         if mode == "fill":
@@ -380,19 +477,21 @@ def remove(path: str | os.PathLike[str], kind: str) -> None:
     _discard(old, kind, p.name)
 
 
-def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: str) -> None:
+def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: str, *,
+            widths: tuple[int, ...] = (1,)) -> None:
     """Move the finished output ``tmp`` (written beside ``target``) to ``target``.
 
     A file replaces a previous file of ``kind`` in one ``os.replace``.  A directory: the old one
     is renamed aside, the new one renamed in, and the old one removed (only if it is still of
     ``kind``).  Anything else at ``target`` is refused (``FileExistsError``); ``tmp`` is left
     for the caller to clean up.  At a URL (both ``tmp`` and ``target``): see the module notes.
+    ``widths``: as in :func:`check_output`.
     """
     if is_url(os.fspath(target)):
         _replace_url(os.fspath(tmp), os.fspath(target), kind)
         return
     tmp, target = Path(tmp), Path(target)
-    if os.path.lexists(target) and not is_kind(target, kind):
+    if os.path.lexists(target) and not is_kind(target, kind, widths=widths):
         raise FileExistsError(f"{target} appeared or changed while writing and is not a {KINDS[kind][0]}; "
                               "not replaced")
     if not tmp.is_dir():

@@ -466,7 +466,11 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("model", help="a model file written by distlearn train --save")
     pr.add_argument("input", help="a store, a view, or a data file")
     pr.add_argument("--out", metavar="FILE", help="write .npy, .csv, .txt or .zarr (default: print a summary)")
-    _overwrite_flag(pr, "replace --out FILE if it holds earlier predictions (nothing else is replaced)")
+    _overwrite_flag(pr, "replace --out FILE only if it looks like earlier predictions of this model's width: a "
+                        ".zarr array distlearn marked; a .npy in format 2.0 (np.save writes 1.0) of shape (n,) or "
+                        "(n, C) scores for C > 2 classes; a .csv/.txt of 1 (or C) values a line, no header, every "
+                        "line alike. A headerless text file of one number or name a line (or C numbers) cannot be "
+                        "told from predictions and is replaced")
     pr.add_argument("--decision", action="store_true", help="decision scores instead of labels")
     pr.add_argument("--proba", action="store_true", help="class probabilities (refused: these models score, "
                     "they do not estimate probabilities)")
@@ -485,7 +489,14 @@ def _cmd_predict(a: argparse.Namespace) -> int:
     if a.proba:
         raise ValueError("--proba: these models give scores (--decision), not calibrated probabilities")
     if a.out:
-        check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input])
+        widths = (1,)
+        if a.overwrite and os.path.lexists(a.out):  # what is there must look like this model's predictions
+            from ._urls import absolute
+            from .model import load_model
+            from .training import prediction_widths
+
+            widths = prediction_widths(load_model(absolute(a.model)))
+        check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input], widths=widths)
     res = predict(a.model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite,
                   scheduler=_where(a.scheduler, a.workers))
     values = res.pop("values", None)

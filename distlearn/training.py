@@ -39,7 +39,7 @@ from .learners.adaptive import ADAPTIVE_RULES
 # and the commands that never fit (info, convert, generate) do not pay for them
 from .stream import is_store
 
-__all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "write_values"]
+__all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "prediction_widths", "write_values"]
 
 #: Model name -> one line: ``"obpm"``, every rule of the registry, the adaptive rules
 #: (:data:`distlearn.learners.adaptive.ADAPTIVE_RULES`), the kernel learners and ``"kernel-obpm"``.
@@ -255,7 +255,8 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         values = np.concatenate(parts) if parts else np.zeros(0)
         return {"n": int(values.shape[0]), "out": None, "values": values}
     inputs = (X,) if isinstance(X, (str, os.PathLike)) else ()
-    return {"n": write_values(blocks(), out, overwrite=overwrite, inputs=inputs), "out": os.fspath(out)}
+    return {"n": write_values(blocks(), out, overwrite=overwrite, inputs=inputs, widths=prediction_widths(est)),
+            "out": os.fspath(out)}
 
 
 def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, decision: bool, out: Any,
@@ -285,31 +286,40 @@ def _predict_on(scheduler: Any, model: Any, model_path: str | None, X: Any, *, d
         res: dict[str, Any] = {"blocks": ds.n_blocks, "ran_on": ex.describe()}
         blocks = ex.map_ordered(predict_block, jobs)
         if out is not None:
-            n = write_values(blocks, out, overwrite=overwrite, inputs=[model_path, os.fspath(X)])
+            n = write_values(blocks, out, overwrite=overwrite, inputs=[model_path, os.fspath(X)],
+                             widths=prediction_widths(model))
             return {"n": n, "out": os.fspath(out), **res}
         parts = list(blocks)
     values = np.concatenate(parts) if parts else np.zeros(0)
     return {"n": int(len(values)), "out": None, "values": values, **res}
 
 
+def prediction_widths(est: Any) -> tuple[int, ...]:
+    """The numbers of values a row of :func:`predict`'s output holds for the fitted ``est``: 1 (labels,
+    or the scores of two classes) or, for ``C > 2`` classes, ``C`` (the scores)."""
+    c = len(getattr(est, "classes_", ()))
+    return (1,) if c <= 2 else (1, c)
+
+
 def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, overwrite: bool = True,
-                 inputs: Iterable[str | os.PathLike[str]] = ()) -> int:
+                 inputs: Iterable[str | os.PathLike[str]] = (), widths: tuple[int, ...] = (1,)) -> int:
     """Stream row blocks of predictions to ``out`` and return the number of rows.
 
-    ``.npy`` (numbers go to a raw temporary file block by block, then behind the header;
-    labels that are strings are gathered first), ``.csv``/``.txt`` (``%.17g`` for floats), or a
-    zarr v3 array ``.zarr`` (appended block by block, one chunk per block).  The file appears
-    under its name only when complete: a failure leaves nothing that looks valid.  ``out`` is
-    checked before the first block is read (:func:`distlearn._outputs.check_output`): an existing
-    one is replaced only with ``overwrite`` and only if it holds earlier predictions (a zarr array
-    carries the attribute ``distlearn_predictions``); a directory, an input, the working or home
+    ``.npy`` (format 2.0, always: numbers go to a raw temporary file block by block, then behind
+    the header; labels that are strings are gathered first), ``.csv``/``.txt`` (``%.17g`` for
+    floats), or a zarr v3 array ``.zarr`` (appended block by block, one chunk per block).  The file
+    appears under its name only when complete: a failure leaves nothing that looks valid.  ``out``
+    is checked before the first block is read (:func:`distlearn._outputs.check_output`): an existing
+    one is replaced only with ``overwrite`` and only if it looks like earlier predictions with
+    ``widths`` values a row (:func:`prediction_widths`; the rules and their limit:
+    :func:`distlearn._outputs.predictions_mismatch`); a directory, an input, the working or home
     directory are never replaced.
     """
     out = os.fspath(out).rstrip(os.sep) or os.sep
     suffix = os.path.splitext(out)[1].lower()
     if suffix not in (".npy", ".csv", ".txt", ".zarr"):
         raise ValueError(f"--out {out}: write .npy, .csv, .txt or .zarr")
-    check_output(out, "predictions", overwrite=overwrite, inputs=inputs)
+    check_output(out, "predictions", overwrite=overwrite, inputs=inputs, widths=widths)
     tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
     n = 0
     try:
@@ -338,8 +348,10 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, o
                         f.write(np.ascontiguousarray(v.astype(first.dtype, copy=False)).tobytes())
                     n += len(v)
             if strings or first is None:
-                np.save(tmp, np.concatenate(strings) if strings else np.zeros(0))
-                os.replace(tmp + ".npy", tmp)
+                values = np.concatenate(strings) if strings else np.zeros(0)
+                with open(tmp, "wb") as f:  # format 2.0 as the numbers below (what --overwrite recognises)
+                    np.lib.format.write_array(f, values.astype(str) if values.dtype.kind == "O" else values,
+                                              version=(2, 0), allow_pickle=False)
             else:
                 raw = tmp + ".raw"
                 os.replace(tmp, raw)
@@ -354,7 +366,7 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, o
                 for v in blocks:
                     np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s", delimiter=",")
                     n += len(v)
-        replace(tmp, out, "predictions")
+        replace(tmp, out, "predictions", widths=widths)
     finally:
         for t in (tmp, tmp + ".raw", tmp + ".npy"):
             if os.path.isdir(t):

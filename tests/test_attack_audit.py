@@ -240,8 +240,8 @@ def test_predict_overwrite_never_replaces_a_text_file_of_prose(work, capsys):
     # was: any UTF-8 text counted as earlier predictions: --out notes.txt --overwrite replaced the notes
     (work / "notes.txt").write_text("keep me\nand this line\n")
     line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", "notes.txt", "--overwrite")
-    assert line == ("notes.txt exists and is not a predictions file written by distlearn predict; "
-                    "refusing to replace it")
+    assert line == ("notes.txt exists and does not look like predictions distlearn predict wrote (line 1 is not "
+                    "comma-separated values without blanks); refusing to replace it")
     assert (work / "notes.txt").read_text() == "keep me\nand this line\n"
     for out, extra in (("p.txt", []), ("p.csv", ["--decision"])):  # its own predictions are still replaced
         assert main(["predict", "m.npz", "a.zarr", "--out", out, *extra]) == 0
@@ -330,3 +330,227 @@ def test_a_model_with_non_finite_values_is_never_written(tmp_path):
     with pytest.raises(ValueError, match="its dual_coef holds non-finite values"):
         save_model(k, out)
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- kernel parameters (safe2)
+
+TINY = float(np.finfo(np.float64).tiny)
+GAMMA_MSG = f"gamma must be a real number in [{TINY:g}, inf) or 'scale' or 'auto', got "
+
+
+def _two_blobs(n: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2, 1, -1)
+    return rng.normal(size=(n, 2)) + 2.0 * y[:, None], y
+
+
+def test_a_subnormal_gamma_is_one_line(work, capsys):
+    # was: gamma=1e-320 (a subnormal float) accepted; every RBF row is 1, and the fit trained to ~50 % error
+    import distlearn
+
+    line = _one_line(capsys, "train", "a.zarr", "--model", "kernel-mira", "--in-process", "--param", "gamma=1e-320")
+    assert line == GAMMA_MSG + "1e-320"
+    X, y = _two_blobs()
+    for est in (distlearn.KernelMIRA(gamma=1e-320), distlearn.KernelPerceptron(gamma=5e-324, kernel="poly"),
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-310)),
+                distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelMIRA(gamma=1e-320))):
+        with pytest.raises(ValueError, match=r"gamma must be a real number in \[2\.22507e-308, inf\)"):
+            est.fit(X, y)
+    from distlearn.learners.kernel import make_kernel
+
+    with pytest.raises(ValueError, match="gamma must be a normal float"):
+        make_kernel("rbf", gamma=1e-320)
+    assert distlearn.KernelMIRA(gamma=TINY, budget=4).fit(X, y).gamma_ == TINY  # the smallest normal one is taken
+
+
+BUDGET1 = ("budget=1 with kernel={k}: the expansion of one cached pattern, a*k(x, z), has the same sign "
+           "everywhere ({why}), so the fit predicts a single class; use budget >= 2")
+
+
+@pytest.mark.parametrize("params, why", [
+    ({"kernel": "rbf"}, "k(x, z) > 0"),
+    ({"kernel": "rbf", "removal": "merge"}, "k(x, z) > 0"),
+    ({"kernel": "rbf", "removal": "oldest"}, "k(x, z) > 0"),
+    ({"kernel": "poly", "degree": 2, "coef0": 1.0}, "k(x, z) >= 0 for an even degree"),
+    ({"kernel": "poly", "degree": 4}, "k(x, z) >= 0 for an even degree"),
+])
+def test_a_budget_of_one_that_cannot_hold_two_classes_is_refused(work, capsys, params, why):
+    # was: removal="merge", budget=1 (RBF) trained to ~50 % error with exit 0: one pattern's a*k(x, z) has
+    # one sign everywhere, so every row got the same label
+    import distlearn
+
+    k = params["kernel"] if params["kernel"] == "rbf" else f"'poly' of degree {params['degree']}"
+    k = "'rbf'" if k == "rbf" else k
+    want = BUDGET1.format(k=k, why=why)
+    argv = [a for n, v in params.items() for a in ("--param", f"{n}={v}")]
+    assert _one_line(capsys, "train", "a.zarr", "--model", "kernel-mira", "--in-process", "--param", "budget=1",
+                     "--param", "gamma=1.0", *argv) == want
+    X, y = _two_blobs()
+    for est in (distlearn.KernelMIRA(budget=1, gamma=1.0, **params), distlearn.KernelPA(budget=1, gamma=1.0, **params),
+                distlearn.KernelOBPM(n_estimators=2, base=distlearn.KernelPerceptron(budget=1, gamma=1.0, **params)),
+                distlearn.KernelPermutationBPM(n_estimators=2, base=distlearn.KernelMIRA(budget=1, gamma=1.0, **params))):
+        with pytest.raises(ValueError, match=r"^" + want.replace("(", r"\(").replace(")", r"\)")
+                           .replace("*", r"\*").replace(".", r"\.") + "$"):
+            est.fit(X, y)
+
+
+@pytest.mark.parametrize("params", [{"kernel": "poly", "degree": 3, "coef0": 1.0}, {"kernel": "poly", "degree": 1},
+                                    {"kernel": "linear"}])
+def test_a_budget_of_one_that_can_change_sign_is_kept(params):
+    # an odd-degree polynomial (any coef0) or a linear kernel: a*k(x, z) changes sign across a hyperplane
+    # x.z = -coef0/gamma, so one pattern separates two classes; these fits learn two blobs on each side of 0
+    import distlearn
+
+    X, y = _two_blobs(200)
+    est = distlearn.KernelPerceptron(budget=1, gamma=0.5, epochs=3, random_state=0, **params).fit(X, y)
+    assert est.support_vectors_.shape[0] == 1
+    assert set(est.predict(X).tolist()) == {-1, 1} and est.score(X, y) > 0.9
+
+
+# --------------------------------------------------------------------------- stores (safe2)
+
+
+def _strip_checksums(store: Path, *, root: bool = True, codecs: bool = True) -> None:
+    """What an edit that hides the checksums does: the root's integrity record and every array's crc32c
+    codec removed (the chunks keep their 4 checksum bytes, read as data by nothing: a flipped byte follows)."""
+    if root:
+        doc = json.loads((store / "zarr.json").read_text())
+        del doc["attributes"]["distlearn"]["integrity"]
+        (store / "zarr.json").write_text(json.dumps(doc))
+    if codecs:
+        for meta in store.rglob("zarr.json"):
+            doc = json.loads(meta.read_text())
+            if doc.get("node_type") == "array":
+                doc["codecs"] = [c for c in doc["codecs"] if c["name"] != "crc32c"]
+                meta.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("root, codecs, why", [
+    (True, True, "its fill value NaN, never data"),  # was: read as a pre-checksum store, a flipped byte silent
+    (True, False, "its crc32c codec"),
+])
+def test_a_store_whose_integrity_record_was_removed_is_one_line(work, capsys, root, codecs, why):
+    shutil.copytree(work / "a.zarr", work / "edit.zarr")
+    _strip_checksums(work / "edit.zarr", root=root, codecs=codecs)
+    want = (f"edit.zarr: the store's metadata has no integrity record, but y was written with a checksum in every "
+            f"chunk ({why}): damaged or edited metadata")
+    assert _one_line(capsys, "evaluate", "m.npz", "edit.zarr") == want
+    assert _one_line(capsys, "info", "edit.zarr") == want
+    with pytest.raises(StoreError, match="has no integrity record, but y was written"):
+        open_dataset(work / "edit.zarr")
+
+
+def test_a_store_whose_integrity_record_and_codecs_were_removed_never_reads_a_flipped_byte(work, capsys):
+    # the attack in full, on an uncompressed store (codec "none": no decompressor to trip over): integrity and
+    # crc32c gone, every chunk cut of its 4 checksum bytes, then a byte of the values flipped.  Was: evaluate
+    # exit 0 on the changed values.  Now the one-line refusal comes before any read (the fill values still
+    # tell), as the same flip without the edit is a checksum error.
+    from distlearn.data import create_dataset
+
+    X, y = open_dataset(work / "a.zarr").to_numpy()
+    for store in ("edit.zarr", "flip.zarr"):
+        create_dataset(work / store, X, y, block_rows=20, codec="none")
+        p = work / store / "X" / "c" / "0" / "0"
+        b = bytearray(p.read_bytes())
+        b[len(b) // 2] ^= 0x10
+        p.write_bytes(bytes(b))
+    _strip_checksums(work / "edit.zarr")
+    for f in (work / "edit.zarr").rglob("*"):
+        if f.is_file() and "c" in f.relative_to(work / "edit.zarr").parts:  # a chunk (zarr v3 keys: .../c/i/j)
+            f.write_bytes(f.read_bytes()[:-4])
+    line = _one_line(capsys, "evaluate", "m.npz", "edit.zarr")
+    assert line == ("edit.zarr: the store's metadata has no integrity record, but y was written with a checksum "
+                    "in every chunk (its fill value NaN, never data): damaged or edited metadata")
+    assert _one_line(capsys, "evaluate", "m.npz", "flip.zarr").startswith("flip.zarr: block 0 (rows 0..19)")
+
+
+# --------------------------------------------------------------------------- predict --out --overwrite (safe2)
+
+
+def _refused_out(capsys, out: str, why: str, *extra) -> None:
+    line = _one_line(capsys, "predict", "m.npz", "a.zarr", "--out", out, "--overwrite", *extra)
+    assert line == f"{out} exists and does not look like predictions distlearn predict wrote ({why}); " \
+                   "refusing to replace it"
+
+
+def test_predict_overwrite_never_replaces_a_users_npy(work, capsys):
+    # was: any .npy counted as earlier predictions: --out X.npy --overwrite destroyed a feature matrix
+    rng = np.random.default_rng(0)
+    users = {"X.npy": rng.normal(size=(50, 30)),                       # a feature matrix (np.save: format 1.0)
+             "y.npy": np.where(np.arange(60) % 2, 1, -1),              # the user's own labels, 1-D
+             "f.npy": np.asfortranarray(rng.normal(size=(4, 3)))}
+    for name, a in users.items():
+        np.save(work / name, a)
+    before = {n: (work / n).read_bytes() for n in users}
+    _refused_out(capsys, "X.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    _refused_out(capsys, "y.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    _refused_out(capsys, "f.npy", ".npy format 1.0 (np.save); distlearn predict writes format 2.0")
+    # the same arrays in format 2.0 (a header written as predict writes it): the shape and dtype still tell
+    with open(work / "X2.npy", "wb") as f:
+        np.lib.format.write_array(f, users["X.npy"], version=(2, 0))
+    before["X2.npy"] = (work / "X2.npy").read_bytes()
+    _refused_out(capsys, "X2.npy", "shape (50, 30); distlearn predict writes shape (n,) for this model")
+    with open(work / "o.npy", "wb") as f:
+        np.lib.format.write_array(f, np.array([{"a": 1}], dtype=object), version=(2, 0), allow_pickle=True)
+    before["o.npy"] = (work / "o.npy").read_bytes()
+    _refused_out(capsys, "o.npy", "dtype object, not labels or scores")
+    (work / "t.npy").write_text("1\n2\n")
+    before["t.npy"] = (work / "t.npy").read_bytes()
+    _refused_out(capsys, "t.npy", "not a .npy file")
+    assert {n: (work / n).read_bytes() for n in before} == before
+
+
+@pytest.mark.parametrize("name, body, why", [
+    ("data.csv", "".join(",".join(str(v) for v in range(i, i + 30)) + "\n" for i in range(40)),
+     "30 values a line; distlearn predict writes 1 for this model"),
+    ("h.csv", "label\n1\n-1\n1\n", "line 1 is a header (the lines below are numbers)"),
+    ("ragged.csv", "1\n-1,2\n", "lines of 1 and 2 values"),
+    ("nl.txt", "1\n-1", "the last line does not end with a newline"),
+    ("long.csv", "1," * 40_000 + "1\n", "no complete line in the first 65536 bytes"),
+    ("words.txt", "keep me\n", "line 1 is not comma-separated values without blanks"),
+    ("mixed.txt", "1\nspam\n-1\n", "line 2 is not a number, line 1 is (labels are all numbers or all names)"),
+])
+def test_predict_overwrite_never_replaces_a_users_text_data(work, capsys, name, body, why):
+    # was: any CSV/TXT of comma-separated numbers counted as earlier predictions (data.csv destroyed); a header
+    # line (a table's column name) or a ragged table too
+    (work / name).write_text(body)
+    _refused_out(capsys, name, why)
+    assert (work / name).read_text() == body
+
+
+def test_predict_overwrite_replaces_its_own_predictions_and_they_read_back(work, capsys, tmp_path):
+    # its own outputs, of every kind predict writes, are still replaced, and read back with np.load/np.loadtxt
+    from distlearn.data import create_dataset
+    from distlearn.training import write_values
+
+    rng = np.random.default_rng(1)
+    X3, y3 = rng.normal(size=(90, 4)), np.repeat([0, 1, 2], 30)
+    create_dataset(work / "t3.zarr", X3, y3, block_rows=30)
+    assert main(["train", "t3.zarr", "--model", "perceptron", "--in-process", "--epochs", "1", "--save", "m3.npz"]) == 0
+    for model, store, width in (("m.npz", "a.zarr", 1), ("m3.npz", "t3.zarr", 3)):
+        for out in ("p.npy", "p.csv", "p.txt"):
+            for extra in ([], ["--decision"], []):  # labels, scores over them, labels over the scores
+                argv = ["predict", model, store, "--out", out, "--overwrite", *extra]
+                assert main(argv) == 0, (model, out, extra)
+                v = np.load(work / out) if out.endswith(".npy") else np.loadtxt(work / out, delimiter=",")
+                n = 60 if model == "m.npz" else 90
+                assert v.shape == ((n, width) if extra and width > 1 else (n,)), (model, out, extra)
+            (work / out).unlink()
+    # the scores of the 3-class model are not predictions for the binary one (it writes 1 value a row)
+    assert main(["predict", "m3.npz", "t3.zarr", "--out", "s.npy", "--decision"]) == 0
+    _refused_out(capsys, "s.npy", "shape (90, 3); distlearn predict writes shape (n,) for this model")
+    # string labels go to format 2.0 too, and read back as they were
+    for _ in range(2):
+        assert write_values([np.array(["spam", "ham"]), np.array(["eggs"])], tmp_path / "w.npy") == 3
+    assert np.load(tmp_path / "w.npy").tolist() == ["spam", "ham", "eggs"]
+    with open(tmp_path / "w.npy", "rb") as f:
+        assert np.lib.format.read_magic(f) == (2, 0)
+    assert write_values([], tmp_path / "e.npy") == 0 and write_values([], tmp_path / "e.npy") == 0
+
+
+def test_predict_overwrite_cannot_tell_a_headerless_table_of_its_width(work, capsys):
+    # the documented limit (predict --help, --overwrite): a headerless text file of numbers, one a line (or C a
+    # line for a model of C classes), is what predict writes there, and is replaced
+    (work / "col.csv").write_text("3\n1\n4\n")
+    assert main(["predict", "m.npz", "a.zarr", "--out", "col.csv", "--overwrite"]) == 0
+    assert np.loadtxt(work / "col.csv").shape == (60,)

@@ -861,6 +861,16 @@ def write_dataset(
         return w.close()
 
 
+def _invalid_fill(a: Any) -> bool:
+    """Whether the array ``a`` has the fill value only stores with checksums have (``meta["integrity"]``'s
+    ``"fill": "invalid"``): NaN for floats, -1 for integers (older stores: 0)."""
+    fill = a.metadata.fill_value
+    try:
+        return bool(np.isnan(fill)) if a.dtype.kind == "f" else int(fill) == -1
+    except (TypeError, ValueError):
+        return False
+
+
 def create_dataset(
     path: str | os.PathLike[str],
     X: Any,
@@ -1105,16 +1115,41 @@ class Dataset:
             self._X = X
         else:
             self._data, self._indices, self._indptr = X["data"], X["indices"], X["indptr"]
-        if (self.meta.get("integrity") or {}).get("crc32c"):  # every chunk was written with its checksum:
-            for a in (self._y, *((X,) if self.layout == "dense" else (self._data, self._indices, self._indptr))):
-                if not any(isinstance(c, Crc32cCodec) for c in a.metadata.codecs):  # not dropped by an edit
-                    raise StoreError(f"{self.path}: {a.path} has no crc32c codec, but the store was written "
-                                     "with a checksum in every chunk (damaged or edited metadata)")
+        self._check_integrity((self._y, *((X,) if self.layout == "dense" else
+                                          (self._data, self._indices, self._indptr))))
         self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
         self._chunk_grids: dict[str, Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (open_dataset, (str(self.path),))
+
+    def _check_integrity(self, arrays: tuple[Any, ...]) -> None:
+        """Refuse a store whose checksums were hidden by an edit, before any read.
+
+        A store written with a checksum in every chunk says so three times: the root's
+        ``meta["integrity"]``, every array's crc32c codec, and every array's fill value (NaN for
+        values and labels, -1 for indices and pointers; stores written before had 0).  Any one of
+        them makes the others required: ``integrity`` without an array's codec, or a codec or an
+        "invalid" fill without ``integrity`` (an edit that removed the record and the codecs, so a
+        flipped byte would read silently, as in a pre-checksum store), is one :class:`StoreError`
+        naming the store and the array.  A store with none of the three (fill 0, no codec, no record)
+        reads as written before checksums: an edit that also sets every fill value back to 0 is
+        indistinguishable from one, and reads as one."""
+        if (self.meta.get("integrity") or {}).get("crc32c"):  # every chunk was written with its checksum:
+            for a in arrays:
+                if not any(isinstance(c, Crc32cCodec) for c in a.metadata.codecs):  # not dropped by an edit
+                    raise StoreError(f"{self.path}: {a.path} has no crc32c codec, but the store was written "
+                                     "with a checksum in every chunk (damaged or edited metadata)")
+            return
+        for a in arrays:
+            if any(isinstance(c, Crc32cCodec) for c in a.metadata.codecs):
+                why = "its crc32c codec"
+            elif _invalid_fill(a):
+                why = f"its fill value {'NaN' if a.dtype.kind == 'f' else -1}, never data"
+            else:
+                continue
+            raise StoreError(f"{self.path}: the store's metadata has no integrity record, but {a.path} was written "
+                             f"with a checksum in every chunk ({why}): damaged or edited metadata")
 
     def __repr__(self) -> str:
         return (

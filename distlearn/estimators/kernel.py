@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,7 +127,8 @@ AUTO_AVERAGE_MAX = 4_096
 
 KERNEL_PARAMS = {
     "kernel": Options("rbf", "poly", "linear"),
-    "gamma": Real(0, math.inf, "neither", also=("scale", "auto")),
+    # a normal float: a subnormal width (1e-320) makes every RBF row 1 and trains to chance, silently
+    "gamma": Real(float(np.finfo(np.float64).tiny), math.inf, "left", also=("scale", "auto")),
     "degree": Integral(1, None),
     "coef0": Real(0, math.inf, "left"),
     "budget": Budget(),
@@ -477,10 +479,27 @@ class KernelClassifier(OnlineLinearClassifier):
             raise ValueError(f"budget='projectron' changes cached coefficients after insertion, so conversion="
                              f"{self.conversion!r} (computed from the cache's history) does not apply; use "
                              "conversion='last'")
+        self._check_budget_holds_two_classes()
         if self.budget == "variable" and self._beta() <= 0:
             raise ValueError("budget='variable' needs beta > 0: with beta = 0 DistillCache removes every pattern "
                              "whose own removal leaves it at margin >= 0, the first one included, and the cache "
                              "stays empty")
+
+    def _check_budget_holds_two_classes(self) -> None:
+        """Refuse ``budget=1`` where one cached pattern cannot tell two classes apart: the hypothesis is
+        ``a*k(x, z)`` (no bias), one sign everywhere for the RBF kernel (``k > 0``) and a polynomial of even
+        degree (``k >= 0``, whatever ``coef0``), so every row gets one label.  An odd degree or the linear
+        kernel changes sign across the hyperplane ``gamma x.z + coef0 = 0``: kept."""
+        if not (isinstance(self.budget, numbers.Integral) and not isinstance(self.budget, bool) and self.budget == 1):
+            return
+        if self.kernel == "rbf":
+            k, why = "'rbf'", "k(x, z) > 0"
+        elif self.kernel == "poly" and int(self.degree) % 2 == 0:
+            k, why = f"'poly' of degree {int(self.degree)}", "k(x, z) >= 0 for an even degree"
+        else:
+            return
+        raise ValueError(f"budget=1 with kernel={k}: the expansion of one cached pattern, a*k(x, z), has the same "
+                         f"sign everywhere ({why}), so the fit predicts a single class; use budget >= 2")
 
     def _conversion(self) -> Any:
         """The conversion object ``conversion`` names; ``"auto"`` is ``Average()`` (distilled into the cache

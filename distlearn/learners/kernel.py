@@ -121,8 +121,8 @@ def make_kernel(kernel: str = "rbf", *, gamma: float = 1.0, degree: float = 3, c
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
     g = float(gamma)
-    if not (math.isfinite(g) and g > 0):
-        raise ValueError(f"gamma must be finite and > 0, got {gamma!r}")
+    if not (math.isfinite(g) and g >= np.finfo(np.float64).tiny):  # a subnormal width trains to chance
+        raise ValueError(f"gamma must be a normal float: finite and >= {np.finfo(np.float64).tiny:g}, got {gamma!r}")
     deg = float(degree)
     if not (math.isfinite(deg) and deg >= 1 and deg == int(deg)):
         raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
