@@ -453,6 +453,19 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), value
 
 
+def _zero_based_flag(p: Any) -> None:
+    """``--zero-based`` for commands that read a data file whole or block by block (svmlight only)."""
+    p.add_argument("--zero-based", action="store_true",
+                   help="an svmlight data file's feature indices count from 0 (scikit-learn's dump_svmlight_file "
+                        "writes them so by default); LIBSVM's files count from 1, the default")
+
+
+def _read_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The data-file reader options a command's flags give (None where a flag is absent)."""
+    return {"zero_based": True if getattr(a, "zero_based", False) else None,
+            "label_column": getattr(a, "label_column", None)}
+
+
 def _parser_predict(sub: Any) -> None:
     pr = _command(
         sub, "predict", _cmd_predict,
@@ -477,6 +490,10 @@ def _parser_predict(sub: Any) -> None:
     pr.add_argument("--format", choices=["svmlight", "idx", "csv", "parquet"],
                     help="input format when not a store (DNA sequences: convert them first with the training "
                          "store's --features, so the feature map is the model's)")
+    _zero_based_flag(pr)
+    pr.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                    help="a CSV or Parquet input: its label column, left out of the features (default: the column "
+                         "named label, target, class or y, else 0)")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
@@ -498,7 +515,7 @@ def _cmd_predict(a: argparse.Namespace) -> int:
             widths = prediction_widths(load_model(absolute(a.model)))
         check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input], widths=widths)
     res = predict(a.model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite,
-                  scheduler=_where(a.scheduler, a.workers))
+                  scheduler=_where(a.scheduler, a.workers), read=_read_options(a))
     values = res.pop("values", None)
     if res.get("ran_on") and not a.json:
         print(f"ran on {res['ran_on']}", file=sys.stderr)
@@ -524,6 +541,10 @@ def _parser_evaluate(sub: Any) -> None:
     )
     ev.add_argument("model", help="a model file written by distlearn train --save")
     ev.add_argument("store", help="a labelled store, a view STORE#A-vs-B, or a labelled data file")
+    _zero_based_flag(ev)
+    ev.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+                    help="a CSV or Parquet file: its label column (default: the column named label, target, class "
+                         "or y, else 0)")
     _json_flag(ev, "machine-readable output")
 
 
@@ -531,7 +552,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     from .model import load_model
     from .training import evaluate
 
-    res = evaluate(load_model(a.model), a.store)
+    res = evaluate(load_model(a.model), a.store, read=_read_options(a))
     if a.json:
         print(json.dumps(res, indent=1, default=str))
         return 0
@@ -864,8 +885,9 @@ def _parser_train(sub: Any) -> None:
                    "into memory (svmlight, CSV, IDX, Parquet)")
     t.add_argument("--test", metavar="STORE", help="report the error on this store (or data file)")
     t.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
-                   help="a CSV or Parquet file as the training data: its label column (default: the column named "
-                        "label, target, class or y, else 0)")
+                   help="a CSV or Parquet file as the training data (and --test): its label column (default: the "
+                        "column named label, target, class or y, else 0)")
+    _zero_based_flag(t)
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")
     t.add_argument("--model", default="obpm", choices=sorted(MODELS), help="the learner")
@@ -942,11 +964,13 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
     if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
-        X, y = read_arrays(a.store, label_column=a.label_column)
+        X, y = read_arrays(a.store, **{k: v for k, v in _read_options(a).items() if v is not None})
         a.fit_args = (X, y)
         ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
     elif a.label_column is not None:
         raise ValueError("--label-column picks the label of a CSV or Parquet file; a store holds its labels")
+    elif a.zero_based:
+        raise ValueError("--zero-based reads an svmlight data file; a store holds its feature indices already")
     else:
         ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
@@ -986,7 +1010,10 @@ def _cmd_train(a: argparse.Namespace) -> int:
     if a.shards:
         result.update(shards=a.shards, mixing=a.mixing)
     if a.test:
-        result["test_error"] = evaluate(est, a.test)["error"]
+        from .data.readers import is_data_file
+
+        test_read = _read_options(a) if is_data_file(a.test.partition("#")[0]) else None  # the flags read data files
+        result["test_error"] = evaluate(est, a.test, read=test_read)["error"]
         result["test_store"] = str(a.test)
     if a.save:
         save_model(est, a.save, extra={"train_store": str(a.store), "fit_seconds": seconds},

@@ -138,26 +138,38 @@ def _fit_width(X: Any, d: int | None, where: str) -> Any:
     raise ValueError(f"{where}: {X.shape[1]} features, but the model was trained on {d}")
 
 
-def _pieces(X: Any, y: Any = None, *, format: str | None = None) -> Any:
-    """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know."""
-    from .data.readers import is_data_file
+def _read_names(read: dict[str, Any]) -> str:
+    return ", ".join(f"{k} (--{k.replace('_', '-')})" for k in sorted(read))
 
+
+def _pieces(X: Any, y: Any = None, *, format: str | None = None, read: dict[str, Any] | None = None) -> Any:
+    """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know; ``read``: the
+    data file's reader options (``zero_based``, ``label_column``, as :func:`distlearn.data.open_reader` takes
+    them; refused for a store or arrays, which have no such choice)."""
+    from .data.readers import _reader_options, detect_format, is_data_file
+
+    read = {k: v for k, v in (read or {}).items() if v is not None}
     if is_store(X) and not is_data_file(X):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
+        if read:
+            raise ValueError(f"{_read_names(read)} read a data file; {X} is a store (it holds its features and labels)")
         ds = open_dataset(X)
         return ((b.X, b.y, f"{ds.path}, block {i}") for i, b in enumerate(ds.iter_blocks()))
     if isinstance(X, (str, os.PathLike)):  # a data file
         from .data.readers import open_reader
 
         path = os.fspath(X)
-        return ((Xb, yb, path) for Xb, yb in open_reader(path, format=format))
+        fmt = format or detect_format(path)
+        return ((Xb, yb, path) for Xb, yb in open_reader(path, format=fmt, **_reader_options(fmt, read)))
+    if read:
+        raise ValueError(f"{_read_names(read)} read a data file; the input is arrays")
     return iter([(X, y, "the input")])
 
 
-def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
-    """Test error of a fitted classifier (or a loaded model file) on arrays, or on a store streamed block by
-    block (``y`` None).
+def evaluate(est: Any, X: Any, y: Any = None, *, read: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Test error of a fitted classifier (or a loaded model file) on arrays, or on a store or data file
+    streamed block by block (``y`` None; ``read``: the data file's reader options, e.g. ``{"zero_based": True}``).
 
     Returns ``n`` rows, ``errors`` and ``error`` (their fraction), ``accuracy``, the ``labels``
     (the model's classes, then any test label it does not know), the ``confusion`` matrix
@@ -169,7 +181,7 @@ def evaluate(est: Any, X: Any, y: Any = None) -> dict[str, Any]:
     index = {c: i for i, c in enumerate(labels)}
     conf = np.zeros((len(labels), len(labels)), dtype=np.int64)
     d = _width(est)
-    for Xb, yb, where in _pieces(X, y):
+    for Xb, yb, where in _pieces(X, y, read=read):
         if not Xb.shape[0]:
             continue
         pred = np.asarray(est.predict(_fit_width(Xb, d, where)))
@@ -220,10 +232,11 @@ def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: An
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
             format: str | None = None, overwrite: bool = True, scheduler: Any = None, n_workers: int | None = None,
-            security: Any = None) -> dict[str, Any]:
+            security: Any = None, read: dict[str, Any] | None = None) -> dict[str, Any]:
     """Labels (or ``decision`` scores) of a fitted classifier, a loaded model or a model file (its
     path) for arrays, a store (or view), or any readable data file, block by block.
 
+    ``read``: a data file's reader options (``zero_based``, ``label_column``).
     ``out``: stream them to ``.npy``, ``.csv``/``.txt`` (one row per line; scores of a multiclass
     model as comma-separated columns) or a ``.zarr`` array (:func:`write_values`).  Returns
     ``{"n", "out", "values"}`` (``values`` only without ``out``); ``overwrite`` as in
@@ -240,12 +253,15 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
     if model_path is not None:
         est = load_model(model_path)
     if scheduler is not None:
+        if any(v is not None for v in (read or {}).values()):
+            raise ValueError(f"{_read_names({k: v for k, v in read.items() if v is not None})} read a data file; "
+                             "predicting on a cluster reads a store")
         return _predict_on(scheduler, est, model_path, X, decision=decision, out=out, overwrite=overwrite,
                            n_workers=n_workers, security=security)
     d = _width(est)
 
     def blocks() -> Iterator[np.ndarray]:
-        for Xb, _, where in _pieces(X, None, format=format):
+        for Xb, _, where in _pieces(X, None, format=format, read=read):
             if Xb.shape[0]:
                 Xb = _fit_width(Xb, d, where)
                 yield np.asarray(est.decision_function(Xb) if decision else est.predict(Xb))

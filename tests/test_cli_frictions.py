@@ -154,3 +154,56 @@ def test_every_help_teaches(capsys):
             assert "default" in help_line, f"{name} {a.option_strings}: default {a.default!r} not shown"
         assert "--help" in text
     assert "distlearn COMMAND --help" in top and "distlearn predict m.npz" in top
+
+
+def test_a_zero_based_svmlight_file_reads_wherever_the_error_says_to_pass_zero_based(tmp_path, capsys):
+    """scikit-learn's ``dump_svmlight_file`` writes 0-based indices by default; the reader's refusal says
+    "pass --zero-based", so every command that reads a data file takes that flag: train (and its --test),
+    predict and evaluate, with the same model and numbers as the converted store."""
+    import numpy as np
+    from sklearn.datasets import dump_svmlight_file, load_iris
+
+    X, y = load_iris(return_X_y=True)
+    svm, zarr = tmp_path / "iris.svm", tmp_path / "iris.zarr"
+    dump_svmlight_file(X, y, str(svm))  # zero_based=True is scikit-learn's default
+    assert main(["train", str(svm), "--model", "perceptron"]) == 2
+    err = capsys.readouterr().err
+    assert "feature index 0 in a 1-based file" in err and "--zero-based" in err
+    assert main(["train", str(svm), "--zero-based", "--model", "perceptron", "--test", str(svm),
+                 "--save", str(tmp_path / "m.npz"), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert main(["convert", str(svm), str(zarr), "--zero-based"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "m.npz"), str(svm), "--zero-based", "--json"]) == 0
+    ev_file = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(tmp_path / "m.npz"), str(zarr), "--json"]) == 0
+    ev_store = json.loads(capsys.readouterr().out)
+    assert ev_file["n"] == ev_store["n"] == 150
+    assert ev_file["errors"] == ev_store["errors"] and ev_file["confusion"] == ev_store["confusion"]
+    assert abs(res["test_error"] - ev_file["error"]) < 1e-12
+    out = tmp_path / "p.npy"
+    assert main(["predict", str(tmp_path / "m.npz"), str(svm), "--zero-based", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert np.mean(np.load(out) != y) == ev_file["error"]
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["evaluate", "{m}", "{zarr}", "--zero-based"], "zero_based (--zero-based) read a data file; "),
+    (["train", "{zarr}", "--zero-based", "--model", "perceptron"], "--zero-based reads an svmlight data file"),
+    (["predict", "{m}", "{zarr}", "--zero-based", "--workers", "1"], "predicting on a cluster reads a store"),
+    (["evaluate", "{m}", "{csv}", "--zero-based"], "option(s) ['zero_based'] do not apply to csv input"),
+])
+def test_zero_based_where_it_cannot_apply_is_one_line(tmp_path, capsys, argv, want):
+    from sklearn.datasets import dump_svmlight_file, load_iris
+
+    X, y = load_iris(return_X_y=True)
+    dump_svmlight_file(X, y, str(tmp_path / "iris.svm"))
+    zarr, m = tmp_path / "iris.zarr", tmp_path / "m.npz"
+    assert main(["convert", str(tmp_path / "iris.svm"), str(zarr), "--zero-based"]) == 0
+    assert main(["train", str(zarr), "--model", "perceptron", "--save", str(m)]) == 0
+    (tmp_path / "t.csv").write_text("label,a,b,c,d\n0,1,2,3,4\n")
+    capsys.readouterr()
+    argv = [w.format(m=m, zarr=zarr, csv=tmp_path / "t.csv") for w in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and want in err, err
