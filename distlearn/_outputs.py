@@ -41,6 +41,7 @@ import tempfile
 import uuid
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,10 @@ def _is_model(p: Path) -> bool:
             if info.file_size > 1 << 20:
                 return False
             head = z.read(info)
-    except (OSError, KeyError, zipfile.BadZipFile, ValueError):
+    # what a damaged or crafted zip raises: a future format version (NotImplementedError), an encrypted
+    # member (RuntimeError), a damaged deflate stream (zlib.error) or a truncated one (EOFError)
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, NotImplementedError, RuntimeError, EOFError,
+            zlib.error):
         return False
     try:
         import io

@@ -358,7 +358,9 @@ def _load_arrays(p: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             arrays = {name: _read(zf, info) for name, info in infos.items() if name != "meta"}
     except _Refused as exc:
         raise ValueError(f"{p}: {exc}") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, NotImplementedError) as exc:
+    # RuntimeError: zipfile's answer to an encrypted member (a crafted file)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, NotImplementedError,
+            RuntimeError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise _damaged(p, exc) from None

@@ -269,3 +269,38 @@ def test_evaluate_on_a_damaged_label_chunk_is_one_line(files, tmp_path, capsys, 
         chunk.unlink()
     line = _one_line(capsys, "evaluate", str(saved["linear"]), str(store))
     assert "test.zarr" in line and "block 1" in line
+
+
+def _patch_zip_entries(raw: bytes, *, version: int | None = None, encrypted: bool = False) -> bytes:
+    """Every entry's "version needed to extract" (local header offset 4, central directory offset 6) set to
+    ``version``, and/or its flag bit 0 (encrypted) set, as a crafted or future zip would have them."""
+    import struct
+
+    b = bytearray(raw)
+    for sig, ver_at, flag_at in ((b"PK\x03\x04", 4, 6), (b"PK\x01\x02", 6, 8)):
+        i = b.find(sig)
+        while i >= 0:
+            if version is not None:
+                b[i + ver_at:i + ver_at + 2] = struct.pack("<H", version)
+            if encrypted:
+                b[i + flag_at] |= 1
+            i = b.find(sig, i + 4)
+    return bytes(b)
+
+
+@pytest.mark.parametrize("patch", [{"version": 64}, {"encrypted": True}], ids=["zip 6.4", "encrypted"])
+def test_a_future_or_encrypted_zip_is_one_line_where_it_is_read_and_where_it_is_replaced(files, tmp_path, capsys,
+                                                                                         patch):
+    """zipfile raises NotImplementedError for a version it does not know (6.4: found by the long fuzz run)
+    and RuntimeError for an encrypted member: predict says the file is damaged, and ``train --save`` over it
+    does not take it for a model of ours (the output check reads it too), in one line each."""
+    d, saved, _ = files
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(_patch_zip_entries(saved["linear"].read_bytes(), **patch))
+    with pytest.raises((NotImplementedError, RuntimeError)):  # the patch is what zipfile refuses
+        with zipfile.ZipFile(bad) as z:
+            z.read("meta.npy")
+    assert "bad.npz: not a readable distlearn model file" in _one_line(capsys, "predict", str(bad), str(d / "test.zarr"))
+    line = _one_line(capsys, "train", str(d / "test.zarr"), "--model", "perceptron", "--save", str(bad), "--overwrite")
+    assert "bad.npz" in line and "not a distlearn model file" in line, line
+    assert bad.read_bytes() == _patch_zip_entries(saved["linear"].read_bytes(), **patch)  # left as it was
