@@ -145,7 +145,7 @@ def parse_csv_bytes(
     n_fields: int,
     label_column: int = 0,
     dtype: Any = "float32",
-    label_names: bool = False,
+    labels_are_names: bool = False,
     hint: str = "",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Parse whole delimited lines held in memory into ``(X, y)``.
@@ -153,7 +153,7 @@ def parse_csv_bytes(
     ``first_line`` is the file's 1-based number of the chunk's first line;
     blank and comment lines are skipped.  ``X`` has ``n_fields - 1`` columns
     of ``dtype`` (every column but ``label_column``, which must be
-    non-negative), ``y`` is float64; all values are finite.  ``label_names``:
+    non-negative), ``y`` is float64; all values are finite.  ``labels_are_names``:
     the label column holds class names (none of them a number: :data:`ALL_OR_NONE`),
     ``y`` is a str array of them (a quoted field ``"a, b"`` is one name).
     ``hint`` ends the message of a feature value that is not a number.
@@ -171,7 +171,7 @@ def parse_csv_bytes(
     # Split on "\n" only (not str.splitlines' form feeds etc.), so that both
     # parsers and the line count of the reader agree on what a line is.
     lines = chunk.decode("utf-8", "replace").split("\n")
-    if label_names:
+    if labels_are_names:
         return _parse_names(lines, path=path, first_line=first_line, delimiter=delimiter, n_fields=n_fields,
                             label_column=label_column, dtype=dtype, features=features, hint=hint)
     try:
@@ -272,7 +272,7 @@ class CsvReader:
         Column names from the header.
     label_index : int
         The label's column as a non-negative index.
-    label_names : bool
+    labels_are_names : bool
         Whether the labels are class names (``y`` a str array) rather than numbers.
 
     Raises
@@ -371,7 +371,7 @@ class CsvReader:
         # The first data row decides whether the labels are numbers or class names (ALL_OR_NONE).
         data_fields = _split(_content(data_text), delimiter)
         first_label = data_fields[self.label_index].strip() if len(data_fields) == self._n_fields else "0"
-        self.label_names = bool(first_label) and not _is_number(first_label)
+        self.labels_are_names = bool(first_label) and not _is_number(first_label)
         self._hint = ""
         if label_column is None and self.label_index == 0 and (self.columns is None or
                                                                self.columns[0].strip().lower() not in LABEL_NAMES):
@@ -387,7 +387,7 @@ class CsvReader:
             n_fields=self._n_fields,
             label_column=self.label_index,
             dtype=self.dtype,
-            names=self.label_names,
+            names=self.labels_are_names,
             hint=self._hint,
         )
         self.n_features: int | None = self._n_fields - 1
@@ -454,7 +454,7 @@ class CsvReader:
                         n_fields=self._n_fields,
                         label_column=self.label_index,
                         dtype=self.dtype,
-                        label_names=self.label_names,
+                        labels_are_names=self.labels_are_names,
                         hint=self._hint,
                     )
                     if y.shape[0]:

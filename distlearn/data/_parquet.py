@@ -204,7 +204,7 @@ class ParquetReader:
                         + (f"; {PICK_LABEL} if {name!r} holds the class names" if _is_text(t) else ""))
                 raise InputFormatError(self.path, f"column {name!r} is {why}, not numeric; {hint}")
         #: Whether the labels are class names (``y`` a str array) rather than numbers.
-        self.label_names = _is_text(schema.types[self.label_index])
+        self.labels_are_names = _is_text(schema.types[self.label_index])
         if rows == 0:
             raise InputFormatError(self.path, "no rows")
         self.n_samples: int | None = rows

@@ -55,7 +55,7 @@ def test_csv_names_equal_pyarrow_and_any_chunking(iris):
 def test_headerless_names_are_data_not_a_header(tmp_path):
     f = iris_csv(tmp_path / "nohead.csv", header=False)
     r = CsvReader(f, label_column=-1)
-    assert not r.has_header and r.label_names
+    assert not r.has_header and r.labels_are_names
     X, y = read_arrays(f, label_column=-1)
     assert X.shape == (150, 4) and y[0] == "setosa" and y[-1] == "virginica"
 
