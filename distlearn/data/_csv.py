@@ -208,23 +208,33 @@ def parse_csv_bytes(
 
 def _parse_names(lines: list[str], *, path: str, first_line: int, delimiter: str | None, n_fields: int,
                  label_column: int, dtype: np.dtype, features: np.ndarray, hint: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`parse_csv_bytes` for a label column of class names: every field read as text by
-    :func:`numpy.loadtxt` (quoted fields honoured), the features converted to numbers; any
-    doubt goes to :func:`_scan`, the authority, as for numbers."""
+    """:func:`parse_csv_bytes` for a label column of class names: :func:`numpy.loadtxt` reads the
+    features as numbers and the label column as text (quoted fields honoured), once the lines are
+    seen to have ``n_fields`` fields (``usecols`` alone would not refuse a longer line); any doubt
+    goes to :func:`_scan`, the authority, as for numbers."""
     X = y = None
+    load = {"delimiter": delimiter, "comments": "#", "quotechar": '"'}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            text = np.loadtxt(lines, delimiter=delimiter, comments="#", dtype=str, ndmin=2, quotechar='"')
-        if text.size == 0:
-            text = np.empty((0, n_fields), dtype=str)
-        if text.shape[1] == n_fields:
-            y = np.char.strip(text[:, label_column])
-            arr = text[:, features].astype(np.float64)
+            if delimiter is None:  # one pass as text, which refuses a ragged line itself
+                text = np.loadtxt(lines, dtype=str, ndmin=2, **load)
+                if text.size == 0:
+                    text = np.empty((0, n_fields), dtype=str)
+                if text.shape[1] == n_fields:
+                    arr, y = text[:, features].astype(np.float64), text[:, label_column]
+            elif all(not _content(ln) or len(_split(_content(ln), delimiter)) == n_fields
+                     for ln in lines if ln.count(delimiter) != n_fields - 1):
+                arr = np.loadtxt(lines, usecols=features, dtype=np.float64, ndmin=2, **load)
+                y = np.loadtxt(lines, usecols=[label_column], dtype=str, ndmin=1, **load)
+                if arr.size == 0:
+                    arr, y = np.empty((0, len(features))), np.empty(0, dtype=str)
+        if y is not None:
+            y = np.char.strip(y)
             with np.errstate(over="ignore"):
                 X = arr.astype(dtype, order="C", copy=False)
-            uniq = np.unique(y)
-            if not (np.all(np.isfinite(arr)) and np.all(np.isfinite(X)) and all(u and not _is_number(u) for u in uniq)):
+            if not (len(y) == len(X) and np.all(np.isfinite(arr)) and np.all(np.isfinite(X))
+                    and all(u and not _is_number(u) for u in np.unique(y).tolist())):
                 X = None
     except ValueError:
         X = None
