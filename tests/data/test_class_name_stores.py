@@ -233,3 +233,15 @@ def test_dask_modes_see_names(iris, tmp_path, client):
     b = OBPM(n_estimators=4, random_state=2, scheduler="in-process").fit(str(ds.path))
     assert a.classes_.tolist() == b.classes_.tolist() == NAMES
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+def test_data_parallel_shards_on_names_equal_codes(iris, tmp_path):
+    from distlearn import ParameterMixing
+
+    X, y = read_arrays(iris, label_column="species")
+    names = convert(iris, tmp_path / "n.zarr", label_column="species", block_rows=40)
+    create_dataset(tmp_path / "c.zarr", X, np.searchsorted(np.array(NAMES), y), block_rows=40)
+    a = ParameterMixing(n_shards=2, epochs=2, random_state=0).fit(str(names.path))
+    b = ParameterMixing(n_shards=2, epochs=2, random_state=0).fit(str(tmp_path / "c.zarr"))
+    assert a.classes_.tolist() == NAMES and b.classes_.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(a.coef_, b.coef_)
