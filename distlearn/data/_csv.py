@@ -262,7 +262,8 @@ class CsvReader:
         One-character field separator; ``None`` splits on runs of whitespace.
     header : {"auto", True, False}, default="auto"
         Whether the first (non-blank, non-comment) line names the columns.
-        ``"auto"``: it does if any of its non-empty fields is not a number.
+        ``"auto"``: it does if any of its non-empty fields is not a number over a number (or
+        nothing) in the next line: a first row of iris's values and ``setosa`` is data.
     dtype : {"float32", "float64"}, default="float32"
         Type of the feature values.  Labels are float64, or a str array when the label column
         holds class names (decided by the first data row; a column mixing numbers and names is

@@ -1,6 +1,6 @@
 """The distlearn data set: a zarr v3 group on disk, dense or CSR, in row blocks.
 
-Layout (format version 1)::
+Layout (format version 1; 2 for a store of class names)::
 
     STORE.zarr/                     group; attrs["distlearn"] = metadata (below)
         X                           dense: array (n_samples, n_features), chunks (block_rows, n_features)
@@ -497,16 +497,16 @@ class DatasetWriter:
         """Recode ``y`` so that code ``i`` is the ``i``-th name in sorted order (block by block)."""
         assert self._name_codes is not None
         names = sorted(self._name_codes)
-        old = np.empty(len(names), dtype=np.float64)
+        recode = np.empty(len(names), dtype=np.float64)
         for new, name in enumerate(names):
-            old[self._name_codes[name]] = new
-        if np.any(old != np.arange(len(names))):
+            recode[self._name_codes[name]] = new
+        if np.any(recode != np.arange(len(names))):
             step = max(1, self.block_rows)
             for lo in range(0, self._n_rows, step):
                 hi = min(lo + step, self._n_rows)
-                self._y[lo:hi] = old[np.asarray(self._y[lo:hi], dtype=np.int64)]
+                self._y[lo:hi] = recode[np.asarray(self._y[lo:hi], dtype=np.int64)]
             if self._label_counts is not None:
-                self._label_counts = {float(old[int(k)]): c for k, c in self._label_counts.items()}
+                self._label_counts = {float(recode[int(k)]): c for k, c in self._label_counts.items()}
         return names
 
     def _take(self, n: int) -> tuple[list[Any], np.ndarray]:
