@@ -204,6 +204,12 @@ def test_numeric_stores_are_unchanged_bit_for_bit(tmp_path):
     rng = np.random.default_rng(0)
     f.write_text("label,a,b\n" + "".join(f"{rng.integers(0, 3)},{rng.normal():.6f},{rng.normal():.6f}\n"
                                          for _ in range(100)))
+    ds = convert(f, tmp_path / "direct.zarr", block_rows=30)  # what a store of numbers holds, as before
+    labels = np.loadtxt(f, delimiter=",", skiprows=1, usecols=0)
+    assert ds.meta["format_version"] == 1 and "class_names" not in ds.meta and ds.class_names is None
+    assert zarr.open_group(ds.path, mode="r")["y"].dtype == np.float64
+    np.testing.assert_array_equal(ds.to_numpy()[1], labels.astype(np.int64))
+    assert ds.classes.tolist() == sorted(set(labels.astype(int).tolist()))
     main_tree = Path("/work/main")
     if not (main_tree / "distlearn").is_dir():
         pytest.skip("no main tree to compare with")
