@@ -15,12 +15,14 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import load_iris
 from sklearn.metrics import confusion_matrix
 
 from distlearn import OBPM, Perceptron
 from distlearn.cli import main
-from distlearn.data._csv import CsvReader
+from distlearn.data._csv import CsvReader, _is_number
 from distlearn.data._errors import InputFormatError
 from distlearn.data.readers import read_arrays
 from distlearn.model import load_model
@@ -138,3 +140,29 @@ def test_cli_train_predict_evaluate_by_name(iris, tmp_path, capsys):
     np.testing.assert_array_equal(res["confusion"], confusion_matrix(y, ref, labels=res["labels"]))
     assert main(["evaluate", str(m), str(iris), "--label-column", "species"]) == 0
     assert "versicolor" in capsys.readouterr().out
+
+
+_NAME = st.text(st.sampled_from(list('ab ,"xyz_-')), min_size=1, max_size=6).map(str.strip).filter(
+    lambda s: bool(s) and not _is_number(s))
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(st.floats(-1e6, 1e6, allow_nan=False, width=32), _NAME), min_size=1, max_size=30),
+       chunk=st.integers(8, 200))
+def test_names_read_as_pythons_csv_module_reads_them(tmp_path_factory, rows, chunk):
+    """Any names (commas, quotes, spaces inside) written by Python's csv module read back as it reads them."""
+    import csv as pycsv
+    import io
+
+    buf = io.StringIO()
+    w = pycsv.writer(buf, lineterminator="\n")
+    w.writerow(["x", "kind"])
+    w.writerows([(repr(float(v)), name) for v, name in rows])
+    f = tmp_path_factory.mktemp("h") / "h.csv"
+    f.write_text(buf.getvalue())
+    peer = list(pycsv.reader(io.StringIO(buf.getvalue())))[1:]
+    parts = list(CsvReader(f, label_column="kind", dtype="float64", chunk_bytes=chunk))
+    y = np.concatenate([p[1] for p in parts])
+    X = np.concatenate([p[0] for p in parts])
+    assert y.tolist() == [r[1] for r in peer]
+    assert X[:, 0].tolist() == [float(r[0]) for r in peer]
