@@ -131,6 +131,7 @@ def test_views_by_name_and_info(iris, tmp_path, capsys):
     with pytest.raises(StoreError, match=r"target 'rose': no such topic or label; this store has setosa, "
                                          r"versicolor, virginica"):
         open_dataset(f"{ds.path}#rose")
+    assert open_dataset(ds.path, validate="full").classes.tolist() == NAMES  # every block read and checked
     info = ds.info()
     assert info["classes"] == NAMES and info["class_counts"] == [50, 50, 50] and info["n_classes"] == 3
     assert "classes  3: setosa (50), versicolor (50), virginica (50)" in format_info(info)
