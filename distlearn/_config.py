@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 
-#: Format version written into every store's ``distlearn`` attribute.
-STORE_FORMAT_VERSION = 1
+#: The newest store format (the ``format_version`` of a store's ``distlearn`` attribute), which
+#: distlearn reads up to: 2 is a store whose labels are class names (``meta["class_names"]``);
+#: stores of numbers are still written as 1, as before.
+STORE_FORMAT_VERSION = 2
 
 #: Target number of values in one dense row block (about 16 MiB of float32).
 DENSE_BLOCK_VALUES = 1 << 22

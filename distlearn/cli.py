@@ -213,8 +213,10 @@ def _parser_convert(sub: Any) -> None:
             "leaving nothing behind. Large uncompressed svmlight files, RCV1-v2 token files and\n"
             "Parquet row groups parse in parallel with --jobs N (a LocalCluster) or --scheduler ADDRESS.\n\n"
             "CSV and Parquet: the column named label, target, class or y is the label unless\n"
-            "--label-column says otherwise; labels that are not classes (non-integer, or more than\n"
-            "half the rows distinct) are refused.\n\n"
+            "--label-column says otherwise. Labels are numbers or class names (iris's setosa,\n"
+            "versicolor, virginica): a store of names lists them in `info`, is viewed by name\n"
+            "(iris.zarr#setosa-vs-virginica) and trains models whose classes are the names. Labels\n"
+            "that are not classes (non-integer numbers, or more than half the rows distinct) are refused.\n\n"
             "RCV1-v2 (the LYRL2004 files): give the token (or vector) files, then the store, and\n"
             "--qrels. The store keeps every topic and a top-level label (CCAT/ECAT/GCAT/MCAT/OTHER,\n"
             "MULTI for multi-category documents); train on a binary problem as a view of it:\n"
@@ -225,7 +227,7 @@ def _parser_convert(sub: Any) -> None:
             "  distlearn convert letter.svm letter.zarr\n"
             "  distlearn convert rcv1.svm rcv1.zarr --jobs 2 --block-rows 20000\n"
             "  distlearn convert train-images-idx3-ubyte.gz train.zarr   # labels file found by name\n"
-            "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64\n"
+            "  distlearn convert iris.csv iris.zarr --label-column species --dtype float64   # names as labels\n"
             "  distlearn convert events/ events.zarr --jobs 2   # Parquet parts (Dask's to_parquet), row groups as tasks\n"
             "  distlearn convert lyrl2004_tokens_*.dat.gz rcv1.zarr --qrels rcv1-v2.topics.qrels.gz --jobs 2\n"
             "  distlearn convert clicks.svm clicks.zarr --hash-bits 22   # open-ended indices into 2^22 columns\n"
@@ -253,8 +255,8 @@ def _parser_convert(sub: Any) -> None:
     c.add_argument("--iupac", choices=["spread", "error"],
                    help="DNA: ambiguity codes (N, R, Y, ...) spread over their bases (default) or refused")
     c.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
-                   help="CSV, Parquet: the label column (default: the column named label, target, class or y, "
-                        "any case, else 0)")
+                   help="CSV, Parquet: the label column, numbers or class names (default: the column named "
+                        "label, target, class or y, any case, else 0)")
     c.add_argument("--delimiter", help="CSV: field separator (default: ',')")
     c.add_argument("--header", choices=["auto", "yes", "no"], help="CSV: first line is a header (default: auto)")
     c.add_argument("--qrels", metavar="FILE", help="RCV1-v2: the topic file rcv1-v2.topics.qrels[.gz] (implies --format rcv1)")
@@ -878,6 +880,7 @@ def _parser_train(sub: Any) -> None:
             "  distlearn train big.zarr --model obpm --scheduler tls://10.0.0.1:8786 \\\n"
             "      --tls-ca ca.pem --tls-cert me.pem --tls-key me.key\n"
             "  distlearn train letter.zarr --model pa --param variant=PA-II --param multiclass=native --json\n"
+            "  distlearn train iris.csv --label-column species --save m.npz   # class names as labels\n"
             "  distlearn train rcv1.zarr --target CCAT-vs-GCAT --model nag --param loss=hinge --save nag.npz"
         ),
     )
@@ -885,8 +888,8 @@ def _parser_train(sub: Any) -> None:
                    "into memory (svmlight, CSV, IDX, Parquet)")
     t.add_argument("--test", metavar="STORE", help="report the error on this store (or data file)")
     t.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
-                   help="a CSV or Parquet file as the training data (and --test): its label column (default: the "
-                        "column named label, target, class or y, else 0)")
+                   help="a CSV or Parquet file as the training data (and --test): its label column, numbers or "
+                        "class names (default: the column named label, target, class or y, else 0)")
     _zero_based_flag(t)
     t.add_argument("--target", metavar="A-vs-B|TOPIC", help="train on a binary view of the store(s): two labels "
                    "(CCAT-vs-GCAT, 3-vs-5) or one topic/label against the rest (same as STORE#TARGET)")

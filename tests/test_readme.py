@@ -168,9 +168,13 @@ def _transcripts() -> list[tuple[str, list[str]]]:
 def test_transcripts_print_what_the_readme_shows(tmp_path):
     ts = _transcripts()
     # a new one needs its data made here
-    assert [c for c, _ in ts] == ["distlearn convert a.csv a.zarr --label-column 0", "distlearn convert data.svm data.zarr"]
+    assert [c for c, _ in ts] == ["distlearn convert a.csv a.zarr --label-column 0", "distlearn train iris.csv",
+                                  "distlearn convert data.svm data.zarr"]
     # the label column the first shows: a continuous feature f1 (0.1257 in row 1) asked for as the label
     (tmp_path / "a.csv").write_text("f1,f2,label\n0.1257,3,1\n0.5,2,-1\n0.25,1,1\n")
+    # the second: iris.csv, whose class names are in its last column, species
+    (tmp_path / "iris.csv").write_text("sepal_length,sepal_width,petal_length,petal_width,species\n"
+                                       "5.1,3.5,1.4,0.2,setosa\n7.0,3.2,4.7,1.4,versicolor\n")
     # the bad input the second shows: an index 0 on line 5001 of a 1-based file
     (tmp_path / "data.svm").write_text("".join(f"{1 if i % 2 else -1} 1:{i % 7} 3:1\n" for i in range(5000))
                                        + "1 0:1\n")

@@ -28,7 +28,7 @@ from .._config import TEXT_CHUNK_BYTES
 from ._errors import InputFormatError
 from ._io import STREAM_ERRORS as _STREAM_ERRORS
 from ._io import iter_line_chunks, open_binary
-from ._labels import describe_column, label_index
+from ._labels import LABEL_NAMES, PICK_LABEL, describe_column, label_index
 
 __all__ = ["CsvReader", "parse_csv_bytes"]
 
@@ -37,6 +37,17 @@ __all__ = ["CsvReader", "parse_csv_bytes"]
 def _content(line: str) -> str:
     """The line without its comment and surrounding whitespace ('' for a line to skip)."""
     return line.split("#", 1)[0].strip()
+
+
+def _split(content: str, delimiter: str | None) -> list[str]:
+    """A line's fields; a line holding a double quote is split as CSV (``"a, b"`` is one field)."""
+    if delimiter is None or '"' not in content:
+        return content.split(delimiter)
+    return next(csv.reader([content], delimiter=delimiter))
+
+
+#: What a label column of class names accepts, and why a mixture is refused.
+ALL_OR_NONE = "labels are all numbers or all names"
 
 
 def _is_number(tok: str) -> bool:
@@ -61,16 +72,23 @@ def _scan(
     n_fields: int,
     label_column: int,
     dtype: np.dtype,
-) -> np.ndarray:
-    """Parse ``lines`` one by one into a ``(rows, n_fields)`` float64 array, or raise precisely."""
+    names: bool = False,
+    hint: str = "",
+) -> tuple[np.ndarray, list[str] | None]:
+    """Parse ``lines`` one by one into a ``(rows, n_fields)`` float64 array, or raise precisely.
+
+    ``names``: the label column holds class names, returned as a list (their column in the
+    array is 0); ``hint`` ends the message of a feature value that is not a number.
+    """
     narrow = dtype != np.float64
     rows: list[list[float]] = []
+    labels: list[str] | None = [] if names else None
     for k, line in enumerate(lines):
         content = _content(line)
         if not content:
             continue
         lineno = first_line + k
-        fields = content.split(delimiter)
+        fields = _split(content, delimiter)
         if len(fields) != n_fields:
             raise InputFormatError(
                 path,
@@ -84,16 +102,24 @@ def _scan(
             what = "label" if j == label_column else "value"
             if not t:
                 raise InputFormatError(path, f"empty field in column {j + 1} ({what})", line=lineno, token="")
+            if names and j == label_column:
+                if _is_number(t):
+                    raise InputFormatError(path, f"label {t!r} in column {j + 1} is a number, but the first "
+                                                 f"row's label is a name ({ALL_OR_NONE})", line=lineno, token=t)
+                assert labels is not None
+                labels.append(t)
+                row.append(0.0)
+                continue
             try:
                 v = float(t)
             except ValueError:
                 if j == label_column:
-                    msg = (
-                        f"label {t!r} in column {j + 1} is not a number "
-                        "(labels must be numbers; map class names to numbers first)"
-                    )
+                    msg = (f"label {t!r} in column {j + 1} is a name, but the first row's label is a number "
+                           f"({ALL_OR_NONE})")
                 else:
-                    msg = f"value {t!r} in column {j + 1} is not a number"
+                    msg = f"value {t!r} in column {j + 1} is not a number{hint}"
+                    if hint:  # the way out named: this column, counted as --label-column counts
+                        msg += f", e.g. --label-column {j} if column {j + 1} holds the class names"
                 raise InputFormatError(path, msg, line=lineno, token=t) from None
             if not math.isfinite(v):
                 raise InputFormatError(path, f"{what} {t!r} in column {j + 1} is not finite", line=lineno, token=t)
@@ -107,7 +133,7 @@ def _scan(
                 )
             row.append(v)
         rows.append(row)
-    return np.asarray(rows, dtype=np.float64).reshape(len(rows), n_fields)
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), n_fields), labels
 
 
 def parse_csv_bytes(
@@ -119,13 +145,18 @@ def parse_csv_bytes(
     n_fields: int,
     label_column: int = 0,
     dtype: Any = "float32",
+    labels_are_names: bool = False,
+    hint: str = "",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Parse whole delimited lines held in memory into ``(X, y)``.
 
     ``first_line`` is the file's 1-based number of the chunk's first line;
     blank and comment lines are skipped.  ``X`` has ``n_fields - 1`` columns
     of ``dtype`` (every column but ``label_column``, which must be
-    non-negative), ``y`` is float64; all values are finite.
+    non-negative), ``y`` is float64; all values are finite.  ``labels_are_names``:
+    the label column holds class names (none of them a number: :data:`ALL_OR_NONE`),
+    ``y`` is a str array of them (a quoted field ``"a, b"`` is one name).
+    ``hint`` ends the message of a feature value that is not a number.
 
     Raises
     ------
@@ -140,6 +171,9 @@ def parse_csv_bytes(
     # Split on "\n" only (not str.splitlines' form feeds etc.), so that both
     # parsers and the line count of the reader agree on what a line is.
     lines = chunk.decode("utf-8", "replace").split("\n")
+    if labels_are_names:
+        return _parse_names(lines, path=path, first_line=first_line, delimiter=delimiter, n_fields=n_fields,
+                            label_column=label_column, dtype=dtype, features=features, hint=hint)
     try:
         with warnings.catch_warnings():
             # a chunk of only blank/comment lines is fine; loadtxt warns about it
@@ -158,7 +192,7 @@ def parse_csv_bytes(
         if dtype != np.float64 and not np.all(np.isfinite(X)):
             X = None
     if X is None or arr is None:
-        arr = _scan(
+        arr, _ = _scan(
             lines,
             path=path,
             first_line=first_line,
@@ -166,9 +200,50 @@ def parse_csv_bytes(
             n_fields=n_fields,
             label_column=label_column,
             dtype=dtype,
+            hint=hint,
         )
         X = arr[:, features].astype(dtype, order="C", copy=False)
     return X, np.ascontiguousarray(arr[:, label_column])
+
+
+def _parse_names(lines: list[str], *, path: str, first_line: int, delimiter: str | None, n_fields: int,
+                 label_column: int, dtype: np.dtype, features: np.ndarray, hint: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`parse_csv_bytes` for a label column of class names: :func:`numpy.loadtxt` reads the
+    features as numbers and the label column as text (quoted fields honoured), once the lines are
+    seen to have ``n_fields`` fields (``usecols`` alone would not refuse a longer line); any doubt
+    goes to :func:`_scan`, the authority, as for numbers."""
+    X = y = None
+    load = {"delimiter": delimiter, "comments": "#", "quotechar": '"'}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            if delimiter is None:  # one pass as text, which refuses a ragged line itself
+                text = np.loadtxt(lines, dtype=str, ndmin=2, **load)
+                if text.size == 0:
+                    text = np.empty((0, n_fields), dtype=str)
+                if text.shape[1] == n_fields:
+                    arr, y = text[:, features].astype(np.float64), text[:, label_column]
+            elif all(not _content(ln) or len(_split(_content(ln), delimiter)) == n_fields
+                     for ln in lines if ln.count(delimiter) != n_fields - 1):
+                arr = np.loadtxt(lines, usecols=features, dtype=np.float64, ndmin=2, **load)
+                y = np.loadtxt(lines, usecols=[label_column], dtype=str, ndmin=1, **load)
+                if arr.size == 0:
+                    arr, y = np.empty((0, len(features))), np.empty(0, dtype=str)
+        if y is not None:
+            y = np.char.strip(y)
+            with np.errstate(over="ignore"):
+                X = arr.astype(dtype, order="C", copy=False)
+            if not (len(y) == len(X) and np.all(np.isfinite(arr)) and np.all(np.isfinite(X))
+                    and all(u and not _is_number(u) for u in np.unique(y).tolist())):
+                X = None
+    except ValueError:
+        X = None
+    if X is None or y is None:
+        arr, names = _scan(lines, path=path, first_line=first_line, delimiter=delimiter, n_fields=n_fields,
+                           label_column=label_column, dtype=dtype, names=True, hint=hint)
+        X = arr[:, features].astype(dtype, order="C", copy=False)
+        y = np.array(names, dtype=str) if names else np.empty(0, dtype=str)
+    return X, np.ascontiguousarray(y)
 
 
 class CsvReader:
@@ -187,9 +262,12 @@ class CsvReader:
         One-character field separator; ``None`` splits on runs of whitespace.
     header : {"auto", True, False}, default="auto"
         Whether the first (non-blank, non-comment) line names the columns.
-        ``"auto"``: it does if any of its non-empty fields is not a number.
+        ``"auto"``: it does if any of its non-empty fields is not a number over a number (or
+        nothing) in the next line: a first row of iris's values and ``setosa`` is data.
     dtype : {"float32", "float64"}, default="float32"
-        Type of the feature values; labels are always float64.
+        Type of the feature values.  Labels are float64, or a str array when the label column
+        holds class names (decided by the first data row; a column mixing numbers and names is
+        refused, naming the line: :data:`ALL_OR_NONE`).
     chunk_bytes : int, default=None
         Bytes of text parsed at once (16 MiB by default); memory stays
         proportional to it.
@@ -205,6 +283,8 @@ class CsvReader:
         Column names from the header.
     label_index : int
         The label's column as a non-negative index.
+    labels_are_names : bool
+        Whether the labels are class names (``y`` a str array) rather than numbers.
 
     Raises
     ------
@@ -265,9 +345,13 @@ class CsvReader:
         if first is None:
             raise InputFormatError(self.path, "no data: the file holds only blank or comment lines")
         line1, text1 = first
-        fields1 = _content(text1).split(delimiter)
+        fields1 = _split(_content(text1), delimiter)
         if header == "auto":
-            header = any(t.strip() and not _is_number(t.strip()) for t in fields1)
+            # a header names columns that hold numbers below it: a first line whose only words sit
+            # over words (a label column of class names, no header) is data
+            below = [] if second is None else [t.strip() for t in _split(_content(second[1]), delimiter)]
+            header = any(t.strip() and not _is_number(t.strip()) and (j >= len(below) or _is_number(below[j]))
+                         for j, t in enumerate(fields1))
         self.has_header = bool(header)
         if self.has_header:
             self.columns: list[str] | None = self._header_names(_content(text1))
@@ -295,6 +379,16 @@ class CsvReader:
             raise InputFormatError(
                 self.path, f"{self._n_fields} column(s): need a label column and at least one feature", line=line1
             )
+        # The first data row decides whether the labels are numbers or class names (ALL_OR_NONE).
+        data_fields = _split(_content(data_text), delimiter)
+        first_label = data_fields[self.label_index].strip() if len(data_fields) == self._n_fields else "0"
+        self.labels_are_names = bool(first_label) and not _is_number(first_label)
+        self._hint = ""
+        if label_column is None and self.label_index == 0 and (self.columns is None or
+                                                               self.columns[0].strip().lower() not in LABEL_NAMES):
+            # column 0 by default: a word among the features most likely is the label
+            self._hint = (f"; {describe_column(0, self.columns)} was taken as the label by default "
+                          f"(no column named {', '.join(LABEL_NAMES)}): {PICK_LABEL}")
         # The first data line is checked now, so a header/data mismatch fails before any work.
         _scan(
             [data_text],
@@ -304,6 +398,8 @@ class CsvReader:
             n_fields=self._n_fields,
             label_column=self.label_index,
             dtype=self.dtype,
+            names=self.labels_are_names,
+            hint=self._hint,
         )
         self.n_features: int | None = self._n_fields - 1
         self.n_samples: int | None = None
@@ -369,6 +465,8 @@ class CsvReader:
                         n_fields=self._n_fields,
                         label_column=self.label_index,
                         dtype=self.dtype,
+                        labels_are_names=self.labels_are_names,
+                        hint=self._hint,
                     )
                     if y.shape[0]:
                         n_rows += y.shape[0]

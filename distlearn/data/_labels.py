@@ -6,6 +6,7 @@ Tables (CSV with a header, Parquet) name their columns: one named ``label``, ``t
 they stream by and refuses, in one line that says how to pick another column, labels
 that are not classes: non-integer values, or more distinct values than half the rows
 (and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or an identifier taken for the label.
+Class names (``setosa``; a str array) are checked by the same count.
 """
 
 from __future__ import annotations
@@ -94,18 +95,21 @@ class ClassLabels:
         self.what = what
         self.hint = hint
         self.rows = 0
-        self._values: set[float] = set()
+        self._values: set[float | str] = set()
         self._max_tracked = int(max_tracked)
         self._overflow = False  # more distinct values than we keep: certainly too many
 
     def add(self, y: np.ndarray) -> None:
-        y = np.asarray(y, dtype=np.float64)
-        frac = np.flatnonzero(y != np.round(y))
-        if frac.size:
-            k = int(frac[0])
-            raise InputFormatError(
-                self.path, f"{self.what} holds non-integer values (e.g. {float(y[k])!r} in row {self.rows + k + 1}), "
-                           f"not class labels; {self.hint}")
+        """Count a piece of labels: numbers (which must be integers) or class names (a str array)."""
+        y = np.asarray(y)
+        if y.dtype.kind not in "US":  # class names need no integer check
+            y = np.asarray(y, dtype=np.float64)
+            frac = np.flatnonzero(y != np.round(y))
+            if frac.size:
+                k = int(frac[0])
+                raise InputFormatError(
+                    self.path, f"{self.what} holds non-integer values (e.g. {float(y[k])!r} in row "
+                               f"{self.rows + k + 1}), not class labels; {self.hint}")
         self.rows += len(y)
         if not self._overflow:
             self._values.update(np.unique(y).tolist())

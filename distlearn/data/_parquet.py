@@ -1,6 +1,7 @@
 """Parquet tables (one file, or a directory of parts as Dask and Spark write them) as dense pieces.
 
-Every column but the label is a feature and must be numeric (integers, floats, booleans);
+Every column but the label is a feature and must be numeric (integers, floats, booleans); the
+label is numbers or class names (a string column, whose values come back as a str array);
 the label column is picked as for CSV (:func:`distlearn.data._labels.label_index`: a column
 named ``label``, ``target``, ``class`` or ``y`` unless ``label_column`` says otherwise).
 The parts of a directory are its files not starting with ``_`` or ``.`` (``_metadata``,
@@ -21,7 +22,7 @@ import numpy as np
 
 from .._tasks import OrderedMap, run_ordered
 from ._errors import InputFormatError
-from ._labels import describe_column, label_index
+from ._labels import PICK_LABEL, describe_column, label_index
 
 __all__ = ["MAGIC", "ParquetReader", "is_parquet_dir", "parquet_parts", "read_row_group"]
 
@@ -75,9 +76,19 @@ def _kind(t: Any) -> str | None:
     return str(t)
 
 
+def _is_text(t: Any) -> bool:
+    """Whether an arrow type holds class names: strings, or a dictionary of them (pandas' category)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
 def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[str], label: int,
                    dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)`` of row group ``row_group`` of ``path``: X in ``dtype`` (C order), y float64.
+    """``(X, y)`` of row group ``row_group`` of ``path``: X in ``dtype`` (C order), y float64, or a
+    str array when the label column holds strings (class names).
 
     ``columns``: every column, ``label`` the label's index among them; ``first_row``: the
     group's first row in the whole table (1-based row numbers in the messages).
@@ -98,6 +109,9 @@ def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[s
         if col.null_count:
             k = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
             raise InputFormatError(path, f"column {name!r} has a missing value in row {first_row + k + 1}")
+        if i == label and _is_text(col.type):
+            y = np.array(col.to_pylist(), dtype=str).reshape(n)
+            continue
         v = np.asarray(col.to_numpy(), dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(v))
         if bad.size:
@@ -123,7 +137,8 @@ class ParquetReader:
         The label's column: a name, an index (negative counts from the end), or ``None``:
         the column named ``label``, ``target``, ``class`` or ``y`` (any case), else column 0.
     dtype : {"float32", "float64"}, default="float32"
-        Type of the feature values; labels are always float64.
+        Type of the feature values.  Labels are float64, or a str array when the label column
+        holds strings (class names; a dictionary of strings, pandas' category, too).
 
     Attributes
     ----------
@@ -178,13 +193,18 @@ class ParquetReader:
             raise InputFormatError(self.path, f"{len(self.columns)} column(s): need a label column and at least "
                                               "one feature")
         self.label_index = label_index(self.path, self.columns, len(self.columns), label_column)
-        for name, t in zip(self.columns, schema.types):
+        for i, (name, t) in enumerate(zip(self.columns, schema.types)):
             why = _kind(t)
-            if why is not None:
-                what = "the label column" if name == self.columns[self.label_index] else "column"
-                hint = ("labels must be numbers; map class names to numbers first" if what != "column"
-                        else "features must be numeric (integers, floats, booleans); drop or encode it first")
-                raise InputFormatError(self.path, f"{what} {name!r} is {why}, not numeric; {hint}")
+            if i == self.label_index:
+                if why is not None and not _is_text(t):
+                    raise InputFormatError(self.path, f"the label column {name!r} is {why}: labels are numbers "
+                                                      "or class names (strings)")
+            elif why is not None:
+                hint = ("features must be numeric (integers, floats, booleans); drop or encode it first"
+                        + (f"; {PICK_LABEL} if {name!r} holds the class names" if _is_text(t) else ""))
+                raise InputFormatError(self.path, f"column {name!r} is {why}, not numeric; {hint}")
+        #: Whether the labels are class names (``y`` a str array) rather than numbers.
+        self.labels_are_names = _is_text(schema.types[self.label_index])
         if rows == 0:
             raise InputFormatError(self.path, "no rows")
         self.n_samples: int | None = rows

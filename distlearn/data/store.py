@@ -1,6 +1,6 @@
 """The distlearn data set: a zarr v3 group on disk, dense or CSR, in row blocks.
 
-Layout (format version 1)::
+Layout (format version 1; 2 for a store of class names)::
 
     STORE.zarr/                     group; attrs["distlearn"] = metadata (below)
         X                           dense: array (n_samples, n_features), chunks (block_rows, n_features)
@@ -9,8 +9,18 @@ Layout (format version 1)::
             data      (nnz,)        float32|float64, chunks of NNZ_CHUNK elements
             indices   (nnz,)        int32 (int64 when d >= 2**31), sorted within each row
             indptr    (n + 1,)      int64, chunks (block_rows,)
-        y           (n_samples,)    float64 labels (integral labels are returned as int64)
+        y           (n_samples,)    float64 labels (integral labels are returned as int64); with
+                                    class names: their codes 0..k-1 (format version 2, below)
         block_index (n_blocks+1, 2) int64: first row and first stored value of every block
+
+Class names as labels (``setosa``: a str ``y`` given to the writer, e.g. a CSV's ``species``): ``y``
+holds codes into ``meta["class_names"]``, the sorted names (``classes`` is then ``[0 .. k-1]``), and
+the store's ``format_version`` is 2, so a distlearn that does not know names refuses it instead of
+training on the codes.  Every read (:meth:`Dataset.read_rows`) gives the names back, and
+:attr:`Dataset.classes` is the names: estimators, evaluate, views and the Dask modes see names only.
+The writer codes names in the order it meets them and, at :meth:`DatasetWriter.close`, rewrites
+``y`` (block by block) in the sorted order, so the codes depend neither on the blocks nor on the order
+the pieces came in.  Stores of numbers are unchanged (format version 1).
 
 The metadata attribute records ``format_version``, ``layout``, ``n_samples``,
 ``n_features``, ``nnz``, ``dtype``, ``block_rows``, ``n_blocks``, ``classes``
@@ -365,6 +375,8 @@ class DatasetWriter:
         self._max_index = -1
         self._label_counts: dict[float, int] | None = {}
         self._label_integral = True
+        #: Class names met so far -> their code (in the order met; sorted at close); None: numbers.
+        self._name_codes: dict[str, int] | None = None
         self._block_index: list[tuple[int, int]] = [(0, 0)]
         self._pending: list[tuple[Any, np.ndarray]] = []
         self._pending_offset = 0
@@ -431,7 +443,7 @@ class DatasetWriter:
         """Append rows: ``X`` dense 2-D array or scipy sparse matrix, ``y`` labels."""
         if self._closed:
             raise RuntimeError("writer is closed")
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        y = self._code_names(np.asarray(y).reshape(-1))
         if sp.issparse(X):
             X = sp.csr_matrix(X)
         else:
@@ -455,6 +467,47 @@ class DatasetWriter:
                     f"block_rows={self.block_rows} (--block-rows): the {self._n_pending} rows held for one "
                     f"block already take {held / 2**30:.1f} GiB, over a quarter of this machine's memory "
                     f"({4 * _memory_budget() / 2**30:.1f} GiB); use a smaller --block-rows")
+
+    def _code_names(self, y: np.ndarray) -> np.ndarray:
+        """Labels as the float64 ``y`` holds them: numbers as they are, class names (a str array) as
+        their codes in the order met (sorted at :meth:`close`).  One store holds numbers or names."""
+        names = y.dtype.kind in "US"
+        if len(y) and self._name_codes is not None and not names:
+            raise ValueError(f"row {self.n_rows}: labels are numbers, but the rows before are class names "
+                             "(labels are all numbers or all names)")
+        if not names:
+            return np.asarray(y, dtype=np.float64)
+        if self._name_codes is None:
+            if self.n_rows:
+                raise ValueError(f"row {self.n_rows}: labels are class names, but the rows before are numbers "
+                                 "(labels are all numbers or all names)")
+            self._name_codes = {}
+        codes = self._name_codes
+        uniq, inv = np.unique(y, return_inverse=True)
+        for u in uniq.tolist():
+            if u not in codes:
+                if not u:
+                    raise ValueError(f"row {self.n_rows}: an empty class name")
+                if len(codes) >= MAX_CLASSES:
+                    raise ValueError(f"more than {MAX_CLASSES:,} class names: not class labels")
+                codes[u] = len(codes)
+        return np.array([codes[u] for u in uniq.tolist()], dtype=np.float64)[inv.reshape(-1)]
+
+    def _sort_names(self) -> list[str]:
+        """Recode ``y`` so that code ``i`` is the ``i``-th name in sorted order (block by block)."""
+        assert self._name_codes is not None
+        names = sorted(self._name_codes)
+        recode = np.empty(len(names), dtype=np.float64)
+        for new, name in enumerate(names):
+            recode[self._name_codes[name]] = new
+        if np.any(recode != np.arange(len(names))):
+            step = max(1, self.block_rows)
+            for lo in range(0, self._n_rows, step):
+                hi = min(lo + step, self._n_rows)
+                self._y[lo:hi] = recode[np.asarray(self._y[lo:hi], dtype=np.int64)]
+            if self._label_counts is not None:
+                self._label_counts = {float(recode[int(k)]): c for k, c in self._label_counts.items()}
+        return names
 
     def _take(self, n: int) -> tuple[list[Any], np.ndarray]:
         # Pending pieces are consumed through an offset into the first one:
@@ -754,6 +807,7 @@ class DatasetWriter:
             d = self.n_features
         bi = np.asarray(self._block_index, dtype=np.int64)
         self._group.create_array("block_index", data=bi, chunks=bi.shape, compressors=self._comp)
+        class_names = None if self._name_codes is None else self._sort_names()
         if self._label_counts is not None:
             keys = sorted(self._label_counts)
             conv = int if self._label_integral else float
@@ -762,7 +816,7 @@ class DatasetWriter:
         else:
             classes = counts = None
         meta = {
-            "format_version": STORE_FORMAT_VERSION,
+            "format_version": 1 if class_names is None else STORE_FORMAT_VERSION,
             "layout": self.layout,
             "n_samples": n,
             "n_features": int(d),
@@ -786,6 +840,8 @@ class DatasetWriter:
         }
         if self.label_names is not None:
             meta["label_names"] = dict(self.label_names)
+        if class_names is not None:
+            meta["class_names"] = class_names
         # The metadata goes last: a store without it is never accepted.
         self._group.attrs["distlearn"] = meta
         return meta
@@ -1192,8 +1248,18 @@ class Dataset:
 
     @property
     def classes(self) -> np.ndarray | None:
+        """The sorted class labels (numbers, or the class names of a store of names), or None."""
+        names = self.class_names
+        if names is not None:
+            return names
         c = self.meta.get("classes")
         return None if c is None else np.asarray(c, dtype=self.label_dtype)
+
+    @property
+    def class_names(self) -> np.ndarray | None:
+        """A store of class names: the sorted names (``y`` holds codes into them), else None."""
+        names = self.meta.get("class_names")
+        return None if names is None else np.asarray(names, dtype=str)
 
     @property
     def class_counts(self) -> np.ndarray | None:
@@ -1319,7 +1385,16 @@ class Dataset:
             X.has_sorted_indices = True
         if fault is not None:
             raise StoreError(f"{self._where(fault[0])}: {fault[1]}")
-        return Block(X, y.astype(self.label_dtype, copy=False), start)
+        y = y.astype(self.label_dtype, copy=False)
+        names = self.class_names
+        if names is not None:  # codes -> the names: what every reader of the store sees
+            bad = np.flatnonzero((y < 0) | (y >= len(names)))
+            if bad.size:
+                r = start + int(bad[0])
+                raise StoreError(f"{self._where(r)}: row {r}'s label code {int(y[bad[0]])} is not one of the "
+                                 f"store's {len(names)} class names (damaged or edited)")
+            y = names[y]
+        return Block(X, y, start)
 
     def read_block(self, i: int) -> Block:
         """Block ``i`` as ``(X_block, y_block, first_row)``; reads only that block's chunks."""
@@ -1357,7 +1432,7 @@ class Dataset:
     def info(self) -> dict[str, Any]:
         """A JSON-ready summary: shape, nnz, density, classes with counts, blocks, dtype, source."""
         n, d = self.shape
-        classes = self.meta.get("classes")
+        classes = self.meta.get("classes") if self.class_names is None else self.class_names.tolist()
         return {
             "path": str(self.path),
             "n_samples": n,
@@ -1458,7 +1533,7 @@ class Dataset:
         return self._label_names() + ([] if t is None else [n for n in t[0] if n not in self._label_names()])
 
     def _label_names(self) -> list[str]:
-        names = self.meta.get("label_names")
+        names = _label_names_map(self.meta)
         if names:
             return [v for _k, v in sorted(names.items(), key=lambda kv: float(kv[0]))]
         return [] if self.classes is None else [str(c) for c in self.classes.tolist()]
@@ -1501,6 +1576,7 @@ class DatasetView(Dataset):
                      "classes": [-1, 1], "class_counts": [int(len(sel)) - pos, pos], "label_kind": "integer",
                      "view": view}
         self.meta.pop("label_names", None)
+        self.meta.pop("class_names", None)  # a view's labels are -1/+1
 
     def __repr__(self) -> str:
         return f"<distlearn.DatasetView {str(self.path)!r}: {self.n_samples} x {self.n_features}, {self.n_blocks} blocks>"
@@ -1543,7 +1619,7 @@ class DatasetView(Dataset):
 def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Rows (increasing) and +-1 labels of ``target`` over ``ds``; see :class:`DatasetView`."""
     y = np.asarray(ds._get(ds._y, 0, ds.n_samples, 0), dtype=np.float64)
-    names = ds.meta.get("label_names") or {}
+    names = _label_names_map(ds.meta)
     by_name = {v: float(k) for k, v in names.items()}
 
     def label_value(name: str) -> float | None:
@@ -1590,6 +1666,14 @@ def _resolve_target(ds: Dataset, target: str) -> tuple[np.ndarray, np.ndarray, d
     if len(sel) == 0:
         raise refuse("no rows have these labels")
     return sel, lab, view
+
+
+def _label_names_map(meta: dict[str, Any]) -> dict[str, str]:
+    """The names of the stored label values, ``{"0": "CCAT", ...}``: RCV1's ``label_names``, or the
+    codes of a store of class names (``class_names``), which views select by name."""
+    if meta.get("class_names") is not None:
+        return {str(i): n for i, n in enumerate(meta["class_names"])}
+    return dict(meta.get("label_names") or {})
 
 
 def _stamp(path: Any) -> tuple[Any, ...]:
@@ -1667,6 +1751,12 @@ def _check_meta(p: Path, meta: dict[str, Any]) -> None:
         raise StoreError(f"{p}: the store's metadata classes and class_counts disagree (damaged or edited)")
     if meta.get("index_dtype") not in (None, "int32", "int64"):
         raise StoreError(f"{p}: the store's metadata index_dtype={meta['index_dtype']!r} is not int32 or int64")
+    names = meta.get("class_names")
+    if names is not None and not (
+            isinstance(names, list) and all(isinstance(n, str) and n for n in names) and names == sorted(set(names))
+            and meta["classes"] == list(range(len(names))) and meta["format_version"] >= 2):
+        raise StoreError(f"{p}: the store's metadata class_names is not a sorted list of distinct names, one per "
+                         "class code 0..k-1 of a format-2 store (damaged or edited)")
 
 
 def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str = True,

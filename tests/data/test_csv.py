@@ -145,9 +145,15 @@ def test_non_numeric_value(tmp_path):
     assert "value 'abc' in column 2 is not a number" in str(e)
 
 
-def test_non_numeric_label(tmp_path):
+def test_labels_mixing_numbers_and_names_are_refused_both_ways(tmp_path):
     e = line_error(tmp_path, "a,b\n1,2\ncat,3\n")
-    assert e.line == 3 and e.token == "cat" and "labels must be numbers" in str(e)
+    assert e.line == 3 and e.token == "cat"
+    assert e.reason == "label 'cat' in column 1 is a name, but the first row's label is a number " \
+                       "(labels are all numbers or all names)"
+    e = line_error(tmp_path, "a,b\ncat,2\n" + "dog,3\n" * 5 + "1,3\n")
+    assert e.line == 8 and e.token == "1"
+    assert e.reason == "label '1' in column 1 is a number, but the first row's label is a name " \
+                       "(labels are all numbers or all names)"
 
 
 def test_wrong_number_of_fields(tmp_path):

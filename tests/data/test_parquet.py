@@ -176,9 +176,13 @@ def test_non_numeric_and_missing_values_are_refused_naming_the_column(tmp_path):
     with pytest.raises(InputFormatError, match=r"s.parquet: column 'name' is string, not numeric; features must be "
                                                r"numeric"):
         ParquetReader(f)
-    pq.write_table(pa.table({"label": ["cat", "dog"], "v": [1.0, 2.0]}), f)
-    with pytest.raises(InputFormatError, match=r"the label column 'label' is string, not numeric; labels must be "
-                                               r"numbers"):
+    pq.write_table(pa.table({"label": [0, 1], "name": ["a", "b"], "v": [1.0, 2.0]}), f)
+    with pytest.raises(InputFormatError, match=r"drop or encode it first; pick the label with --label-column "
+                                               r"NAME\|INDEX \(label_column=\) if 'name' holds the class names$"):
+        ParquetReader(f)
+    pq.write_table(pa.table({"label": [[1], [2]], "v": [1.0, 2.0]}), f)
+    with pytest.raises(InputFormatError, match=r"the label column 'label' is list<\w+: int64>: labels are numbers "
+                                               r"or class names \(strings\)$"):
         ParquetReader(f)
     pq.write_table(pa.table({"label": [0, 1, 1], "v": [1.0, None, 2.0]}), f, row_group_size=1)
     with pytest.raises(InputFormatError, match=r"s.parquet: column 'v' has a missing value in row 2$"):
