@@ -266,13 +266,14 @@ def available_memory() -> int | None:
     return physical_memory()
 
 
-def check_allocation(what: str, shape: tuple[int, ...], itemsize: int) -> None:
+def check_allocation(what: str, shape: tuple[int, ...], itemsize: int, hint: str | None = None) -> None:
     """Refuse, before allocating, an array larger than the memory this machine has free, naming its size.
 
     A feature index of 10**12 in a data file makes a weight matrix of terabytes; the
     message says so instead of numpy's allocation traceback.  The bound is the memory available
     now, not the physical memory: weights of 3 * 10**9 features (24 GB) on a 23.5 GiB machine
     passed a bound of the physical memory and were killed by the kernel's OOM killer (exit 137).
+    ``hint``: what to do instead (default: check n_features).
     """
     n = 1
     for s in shape:
@@ -281,9 +282,9 @@ def check_allocation(what: str, shape: tuple[int, ...], itemsize: int) -> None:
     have = available_memory()
     if have is not None and need > have:
         dims = " x ".join(f"{int(s):,}" for s in shape)
+        hint = hint or "is n_features right (the largest feature index of the data)?"
         raise ValueError(f"{what} ({dims}, {itemsize} bytes each) would need {_size(need)}, more than the "
-                         f"{_size(have)} of memory this machine has available; is n_features right (the "
-                         "largest feature index of the data)?")
+                         f"{_size(have)} of memory this machine has available; {hint}")
 
 
 def _size(b: float) -> str:

@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from .. import rng
+from .._validation import check_allocation
 from ..learners import _budget as B
 from ..learners.kernel import (
+    DENSE_CACHE_HINT,
     RANDOM_REMOVAL_STREAM,
     REMOVALS,
     Kernel,
@@ -161,6 +163,10 @@ class KernelEnsembleState:
                 out[tuple(slice(0, s) for s in a.shape)] = a
             return out
 
+        if pool_need > self.PS.shape[0]:
+            check_allocation("the kernel ensemble's pool of patterns", (max(pool_need, 2 * self.PS.shape[0], 64),
+                                                                          self.PS.shape[1]),
+                             self.PS.dtype.itemsize, DENSE_CACHE_HINT)
         self.PS = g(self.PS, pool_need, 0)
         self.psq, self.pkd, self.plab, self.pkey, self.pref = (g(a, pool_need, 0) for a in
                                                                (self.psq, self.pkd, self.plab, self.pkey, self.pref))

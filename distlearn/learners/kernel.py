@@ -56,6 +56,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import rng
+from .._validation import check_allocation
 from . import _budget as B
 from ._kernels import P_ETA
 from .linear import Rule, raise_bad_round
@@ -65,6 +66,7 @@ __all__ = [
     "KERNEL_RULES",
     "Kernel",
     "make_kernel",
+    "DENSE_CACHE_HINT",
     "step_rule",
     "BudgetState",
     "BudgetLog",
@@ -88,6 +90,12 @@ KERNELS = {"linear": B.LINEAR_KERNEL, "poly": B.POLY_KERNEL, "rbf": B.RBF_KERNEL
 KERNEL_RULES = ("perceptron", "mira", "pa")
 REMOVALS = {"margin": B.REMOVE_MARGIN, "oldest": B.REMOVE_OLDEST, "random": B.REMOVE_RANDOM, "merge": B.REMOVE_MERGE}
 RANDOM_REMOVAL_STREAM = rng.stream_id("budget-removal")
+#: What a cache too large for memory is told (:func:`~distlearn._validation.check_allocation`): the cached
+#: patterns are dense rows, so on wide sparse data (an RCV1-like 47,236 features, 76 nonzero a row) each costs
+#: ``8 d`` bytes and each kernel row ``d`` per pattern (5,000 rows, three passes: 727 s against SVC's 11 s).
+DENSE_CACHE_HINT = ("the kernel learners keep their patterns as dense rows: on wide sparse data bound the cache "
+                    "with budget=N, or use a linear model")
+
 #: Rows per compiled call: bounds the dense copy of a sparse block and the slots appended per call.
 _SUB_ROWS = 2048
 
@@ -201,6 +209,7 @@ class BudgetState:
             return
         new = max(need, 2 * cap, 64)
         K = self.n_outputs
+        check_allocation("the kernel cache's patterns", (new, self.n_features), self.S.dtype.itemsize, DENSE_CACHE_HINT)
 
         def g(a: np.ndarray, shape: tuple[int, ...], fill: Any = 0) -> np.ndarray:
             out = np.full(shape, fill, dtype=a.dtype)
@@ -299,6 +308,7 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
     """An empty cache for ``n_outputs`` columns (1 = binary)."""
     st = BudgetState(int(n_features), int(n_outputs), bool(native) and n_outputs > 1, keep_retired)
     cap, K = max(1, capacity), int(n_outputs)
+    check_allocation("the kernel cache's patterns", (cap, int(n_features)), 8, DENSE_CACHE_HINT)
     st.S = np.zeros((cap, n_features))
     st.sq, st.kd = np.zeros(cap), np.zeros(cap)
     st.A, st.F, st.Ac = np.zeros((cap, K)), np.zeros((cap, K)), np.zeros((cap, K))
