@@ -37,6 +37,7 @@ from .learners.adaptive import ADAPTIVE_RULES
 
 # the estimators (scikit-learn) are imported where they are used: the distlearn command's start
 # and the commands that never fit (info, convert, generate) do not pay for them
+from .data._labels import LABEL_NAMES
 from .stream import is_store
 
 __all__ = ["MODELS", "evaluate", "fit_summary", "make_estimator", "predict", "prediction_widths", "write_values"]
@@ -230,6 +231,30 @@ def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: An
     return unknown
 
 
+def _features_only(X: Any, d: int | None, format: str | None, read: dict[str, Any] | None) -> None:
+    """A table (CSV, Parquet) of exactly the model's ``d`` features, no label column named and none given: the
+    readers take column 0 as the label by default, and the width check would say "d - 1 features".  Say what
+    happened and what to do, in one line, before any block is read."""
+    from .data.readers import detect_format, is_data_file, open_reader
+
+    if d is None or not isinstance(X, (str, os.PathLike)) or is_store(X) and not is_data_file(X):
+        return
+    if (read or {}).get("label_column") is not None:
+        return
+    path = os.fspath(X)
+    fmt = format or detect_format(path)
+    if fmt not in ("csv", "parquet"):
+        return
+    reader = open_reader(path, format=fmt)
+    by_default = reader.label_index == 0 and (reader.columns is None or
+                                             str(reader.columns[0]).strip().lower() not in LABEL_NAMES)
+    if by_default and reader.n_features == d - 1:
+        raise ValueError(f"{path}: {reader.n_features} features after {reader.label_what} was taken as the label "
+                         f"(no column named {', '.join(LABEL_NAMES)}), and the model has {d}: if the file holds only "
+                         "the features, give it a label column (any values, named label) -- a table without one is not "
+                         "read yet; if column 0 is the label, the model was trained on other columns")
+
+
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
             format: str | None = None, overwrite: bool = True, scheduler: Any = None, n_workers: int | None = None,
             security: Any = None, read: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -259,6 +284,7 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         return _predict_on(scheduler, est, model_path, X, decision=decision, out=out, overwrite=overwrite,
                            n_workers=n_workers, security=security)
     d = _width(est)
+    _features_only(X, d, format, read)
 
     def blocks() -> Iterator[np.ndarray]:
         for Xb, _, where in _pieces(X, None, format=format, read=read):

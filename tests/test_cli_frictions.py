@@ -207,3 +207,29 @@ def test_zero_based_where_it_cannot_apply_is_one_line(tmp_path, capsys, argv, wa
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and want in err, err
+
+
+def test_predict_on_a_table_of_the_features_alone_says_what_happened(tmp_path, capsys):
+    """A CSV of the model's features with no label column: the reader takes column 0 as the label by default,
+    so the width check would say "3 features, the model has 4"; predict says that column 0 was taken and
+    what to do, in one line, before reading any block -- and a named label column still reads."""
+    import numpy as np
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    head = "sepal_length,sepal_width,petal_length,petal_width"
+    np.savetxt(tmp_path / "iris.csv", np.column_stack([X, y]), delimiter=",", header=head + ",label", comments="")
+    np.savetxt(tmp_path / "new.csv", X, delimiter=",", header=head, comments="")
+    np.savetxt(tmp_path / "new_labelled.csv", np.column_stack([np.zeros(len(X)), X]), delimiter=",",
+               header="label," + head, comments="")
+    m = tmp_path / "m.npz"
+    assert main(["train", str(tmp_path / "iris.csv"), "--model", "perceptron", "--save", str(m)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(m), str(tmp_path / "new.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "new.csv: 3 features after label column 0 ('sepal_length') was taken as the " \
+        "label" in err and "the model has 4" in err and "give it a label column" in err, err
+    out = tmp_path / "p.npy"
+    assert main(["predict", str(m), str(tmp_path / "new_labelled.csv"), "--out", str(out)]) == 0
+    assert main(["predict", str(m), str(tmp_path / "iris.csv"), "--out", str(tmp_path / "q.npy")]) == 0
+    assert np.array_equal(np.load(out), np.load(tmp_path / "q.npy"))
