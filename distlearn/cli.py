@@ -977,6 +977,11 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
     else:
         ds, a.fit_args = open_dataset(a.store), (a.store,)
     where, sec = _where(a.scheduler, a.workers), _security(a)
+    if is_data_file(a.store) and (where or sec or a.checkpoint):  # the estimators fit arrays in this process
+        flag = "--checkpoint" if a.checkpoint and not (where or sec) else "--scheduler/--workers"
+        raise ValueError(f"{flag}: for a store's job (Dask, checkpoints); {a.store} is a data file, read into memory "
+                         f"and trained in this process: convert it first (distlearn convert {a.store} STORE.zarr), "
+                         f"or drop {flag}")
     if "scheduler" not in takes and (where or sec):
         raise ValueError(f"--scheduler/--workers apply to --model obpm, kernel-obpm or --shards (so do --tls-*); "
                          f"{a.model} alone trains in process")

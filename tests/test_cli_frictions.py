@@ -233,3 +233,19 @@ def test_predict_on_a_table_of_the_features_alone_says_what_happened(tmp_path, c
     assert main(["predict", str(m), str(tmp_path / "new_labelled.csv"), "--out", str(out)]) == 0
     assert main(["predict", str(m), str(tmp_path / "iris.csv"), "--out", str(tmp_path / "q.npy")]) == 0
     assert np.array_equal(np.load(out), np.load(tmp_path / "q.npy"))
+
+
+@pytest.mark.parametrize("extra, flag", [(["--workers", "2"], "--scheduler/--workers"),
+                                         (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler/--workers"),
+                                         (["--checkpoint", "ck.zarr"], "--checkpoint")])
+def test_cluster_flags_on_a_data_file_are_one_line_not_ignored(tmp_path, capsys, extra, flag):
+    """A data file is read into memory and fitted in this process (OBPM on arrays never uses a scheduler), so
+    --workers, --scheduler and --checkpoint there were silently ignored; now they are refused in one line that
+    says to convert the file first, before any cluster starts or any file is written."""
+    (tmp_path / "d.svm").write_text("".join(f"{1 if i % 2 else -1} 1:{i % 7} 2:{i % 5}\n" for i in range(60)))
+    argv = ["train", str(tmp_path / "d.svm"), "--model", "obpm", *extra]
+    argv = [a.replace("ck.zarr", str(tmp_path / "ck.zarr")) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag}: for a store's job" in err and "convert it first" in err, err
+    assert not (tmp_path / "ck.zarr").exists()
