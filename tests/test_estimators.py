@@ -234,3 +234,18 @@ def test_pandas_and_dask_dataframes_fit_as_the_numpy_array(make):
     np.testing.assert_array_equal(a.coef_, distlearn.Perceptron(random_state=0).fit(X, y, sample_weight=w).coef_)
     with pytest.raises(ValueError, match="feature names"):  # columns in another order: scikit-learn's check
         clf.predict(ddf[names[::-1]])
+
+
+def test_fit_on_a_data_file_path_says_it_is_a_file_not_a_store(tmp_path):
+    """The estimators stream stores; a data file's path (iris.csv) gave zarr's "not a zarr group
+    (GroupNotFoundError ...)".  Now one line says what it is and the two ways on, and the first works."""
+    from distlearn import OBPM
+    from distlearn.data import StoreError
+    from distlearn.data.readers import read_arrays
+
+    p = tmp_path / "iris.csv"
+    p.write_text("a,b,species\n" + "".join(f"{i % 3},{i % 5},{'xy'[i % 2]}\n" for i in range(40)))
+    with pytest.raises(StoreError, match=r"iris\.csv: a file, not a store .* distlearn\.data\.readers\.read_arrays"):
+        OBPM(random_state=0).fit(str(p))
+    X, y = read_arrays(p, label_column="species")
+    assert list(OBPM(random_state=0).fit(X, y).classes_) == ["x", "y"]

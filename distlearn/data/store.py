@@ -1806,6 +1806,10 @@ def open_dataset(path: str | os.PathLike[str] | Dataset, *, validate: bool | str
         raise FileNotFoundError(f"{p}: no such store")
     if _PARTIAL in _name(p):
         raise StoreError(f"{p}: this is the temporary directory of an unfinished write")
+    if isinstance(p, (str, os.PathLike)) and os.path.isfile(p):  # a store is a directory: this is a data file
+        raise StoreError(f"{p}: a file, not a store (a directory distlearn convert writes): read it into memory with "
+                         f"distlearn.data.readers.read_arrays({os.fspath(p)!r}) and fit the arrays, or convert it once "
+                         f"(distlearn convert {os.fspath(p)} STORE.zarr) and stream the store")
     stamp = _stamp(p)  # before the metadata is read: see Dataset.__init__
     try:
         group = _open_group(p, "r")
