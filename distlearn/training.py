@@ -353,7 +353,8 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, o
             else:
                 with open(tmp, "w") as f:
                     for v in blocks:
-                        np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s", delimiter=",")
+                        np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s",
+                                   delimiter=",")
                         n += len(v)
         replace(tmp, out, "predictions", overwrite=overwrite)
     finally:

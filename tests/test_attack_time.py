@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,6 +202,7 @@ def _hold_and_write(work: Path, first: subprocess.Popen, ready, what: str, *othe
     return first.returncode, err
 
 
+@pytest.mark.slow  # ~11 s: two checkpointed OBPM fits
 def test_two_saves_to_one_model_file_never_lose_one_silently(work):
     first = _start(work, "train", "g.zarr", *OBPM, "--checkpoint", "ck", "--checkpoint-every", "1", "--save", "m2.npz")
     rc, err = _hold_and_write(work, first, lambda: (work / "ck" / "latest.json").exists(), "a checkpoint",
@@ -286,6 +288,7 @@ def uninterrupted(data) -> Path:
     return data / "full.npz"
 
 
+@pytest.mark.slow  # ~11 s a case: 2 x 12 checkpointed cuts, 5 processes
 @pytest.mark.parametrize("epoch, segment", [(0, 1), (1, 4)])
 def test_a_killed_train_resumes_to_the_same_model_bit_for_bit(work, uninterrupted, epoch, segment):
     argv = ("train", "g.zarr", *OBPM, "--checkpoint", "ck", "--checkpoint-every", "1", "--save", "r.npz")
@@ -303,3 +306,88 @@ def test_a_killed_train_resumes_to_the_same_model_bit_for_bit(work, uninterrupte
     rc, out, err = _run(work, *argv, "--resume")
     assert rc == 0, err
     _same_model(work / "r.npz", uninterrupted)
+
+
+# --------------------------------------------------------------------------- 6. the input changes
+
+
+REPLACED = "the store was replaced while it was being read"  # the check that sees it first says it
+
+
+@pytest.mark.parametrize("change, said", [
+    ("delete", ("no such store", REPLACED)),
+    ("regenerate", ("the store changed after the job was planned", REPLACED)),
+])
+def test_a_store_changed_under_a_train_is_one_line_naming_it(work, change, said):
+    shutil.copytree(work / "g.zarr", work / "c.zarr")
+    first = _start(work, "train", "c.zarr", *OBPM, "--checkpoint", "ck", "--checkpoint-every", "1", "--save", "r.npz")
+    _poll(first, _cut_reached(work / "ck", 0, 1), "a checkpoint")
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        if change == "delete":
+            shutil.rmtree(work / "c.zarr")
+        else:  # the same shape, other rows
+            assert main(["generate", "obpm", str(work / "c.zarr"), "--n-samples", "600", "--block-rows", "50",
+                         "--seed", "5", "--overwrite"]) == 0
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    _, err = first.communicate(timeout=DEADLINE)
+    line = _one_line(first.returncode, err, "train")
+    assert any(line.startswith(f"{work / 'c.zarr'}: {s}") for s in said), line
+    assert not (work / "r.npz").exists()
+
+
+# --------------------------------------------------------------------------- 5. experiment killed, tampered
+
+
+EXPERIMENT = ("experiment", "obpm-figure1", "--quick", "--repeats", "8", "--no-figures", "--out")
+
+
+def _results(out: Path) -> dict:
+    """The experiment's JSON without what differs between runs of the same cells (times, counts, paths)."""
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items()
+                    if "seconds" not in k and k not in ("cells_run", "cells_resumed", "files")}
+        return [strip(x) for x in v] if isinstance(v, list) else v
+    return strip(json.loads((out / "obpm-figure1" / "obpm-figure1.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def experiment_whole(data) -> dict:
+    rc, _, err = _run(data, *EXPERIMENT, "ex-whole")
+    assert rc == 0, err
+    return _results(data / "ex-whole")
+
+
+def test_a_killed_experiment_resumes_to_the_same_results(work, experiment_whole):
+    cells = work / "ex" / "obpm-figure1" / "cells"
+    proc = _start(work, *EXPERIMENT, "ex")
+    _poll(proc, lambda: list(cells.glob("run*.json")), "a cell")
+    _kill(proc)
+    done = len(list(cells.glob("run*.json")))
+    assert 1 <= done < 8 and not (work / "ex" / "obpm-figure1" / "obpm-figure1.json").exists()
+    rc, _, err = _run(work, *EXPERIMENT, "ex")
+    assert rc == 0, err
+    assert f"obpm-figure1: 8 cells, {done} already done, {8 - done} to run" in err
+    assert _results(work / "ex") == experiment_whole
+
+
+@pytest.mark.parametrize("tamper", ["truncate", "empty object", "delete"])
+def test_a_tampered_cell_is_refused_naming_it_or_run_again(work, experiment_whole, tamper):
+    rc, _, err = _run(work, *EXPERIMENT, "ex")
+    assert rc == 0, err
+    cell = work / "ex" / "obpm-figure1" / "cells" / "run3.json"
+    if tamper == "delete":  # a missing cell is simply run again
+        cell.unlink()
+        rc, _, err = _run(work, *EXPERIMENT, "ex")
+        assert rc == 0 and "obpm-figure1: 8 cells, 7 already done, 1 to run" in err, err
+        assert _results(work / "ex") == experiment_whole
+        return
+    # was: "Unterminated string starting at: line 3 column 3 (char 23)" naming nothing, and for {} a
+    # KeyError traceback from the report
+    cell.write_text(cell.read_text()[:30] if tamper == "truncate" else "{}")
+    line = _one_line(*_run(work, *EXPERIMENT, "ex")[::2], "experiment")
+    assert line.startswith(f"ex/obpm-figure1/cells/run3.json: not the cell this experiment wrote (changed or "
+                           "truncated since"), line
+    assert line.endswith("); delete it to run the cell again, or pass --overwrite to start over"), line
