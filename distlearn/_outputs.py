@@ -42,7 +42,8 @@ import uuid
 import warnings
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -482,19 +483,24 @@ def remove(path: str | os.PathLike[str], kind: str) -> None:
 
 
 def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: str, *,
-            widths: tuple[int, ...] = (1,)) -> None:
+            widths: tuple[int, ...] = (1,), overwrite: bool = True) -> None:
     """Move the finished output ``tmp`` (written beside ``target``) to ``target``.
 
     A file replaces a previous file of ``kind`` in one ``os.replace``.  A directory: the old one
     is renamed aside, the new one renamed in, and the old one removed (only if it is still of
     ``kind``).  Anything else at ``target`` is refused (``FileExistsError``); ``tmp`` is left
-    for the caller to clean up.  At a URL (both ``tmp`` and ``target``): see the module notes.
-    ``widths``: as in :func:`check_output`.
+    for the caller to clean up.  ``overwrite=False`` (nothing was there when the work started):
+    whatever appeared at ``target`` since, another writer's output included, is refused, in one
+    atomic step (a hard link or a rename that never replaces).  At a URL (both ``tmp`` and
+    ``target``): see the module notes.  ``widths``: as in :func:`check_output`.
     """
     if is_url(os.fspath(target)):
         _replace_url(os.fspath(tmp), os.fspath(target), kind)
         return
     tmp, target = Path(tmp), Path(target)
+    if not overwrite:
+        _move_new(tmp, target)
+        return
     if os.path.lexists(target) and not is_kind(target, kind, widths=widths):
         raise FileExistsError(f"{target} appeared or changed while writing and is not a {KINDS[kind][0]}; "
                               "not replaced")
@@ -515,6 +521,50 @@ def replace(tmp: str | os.PathLike[str], target: str | os.PathLike[str], kind: s
         os.rename(old, target)
         raise
     _discard(old, kind, target.name)
+
+
+#: The errors only a write hits: a full disk, a file-size limit (``RLIMIT_FSIZE``), a quota.
+FULL_DISK = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
+@contextmanager
+def naming(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Writing the output ``path``: a full disk (:data:`FULL_DISK`) names ``path`` (numpy's and
+    zarr's writers raise it without a file name, or with their temporary's), so that the one line
+    says which output could not be written."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in FULL_DISK and e.filename != os.fspath(path):
+            raise type(e)(e.errno, os.strerror(e.errno), os.fspath(path)) from None
+        raise
+
+
+def _move_new(tmp: Path, target: Path) -> None:
+    """Rename ``tmp`` to ``target`` only if nothing is there, atomically: a second writer that
+    checked the same free name before this one finished is refused, never silently replaced."""
+    appeared = FileExistsError(f"{target} appeared while writing (another writer?); not replaced: "
+                               "pass --overwrite to replace it")
+    if tmp.is_dir():
+        try:  # a directory is never renamed over a non-empty one (nor over a file)
+            if os.path.lexists(target) and not (target.is_dir() and not os.path.islink(target)):
+                raise appeared
+            os.rename(tmp, target)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise appeared from None
+            raise
+        return
+    try:
+        os.link(tmp, target)  # fails if anything is there, whatever it is
+    except FileExistsError:
+        raise appeared from None
+    except OSError:  # a file system without hard links: checked, then renamed
+        if os.path.lexists(target):
+            raise appeared from None
+        os.replace(tmp, target)
+        return
+    os.unlink(tmp)
 
 
 # --------------------------------------------------------------------------- object storage

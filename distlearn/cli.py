@@ -1213,12 +1213,16 @@ def _check_roles(a: argparse.Namespace) -> None:
 def _os_error(e: OSError, args: argparse.Namespace) -> str:
     """One line for an ``OSError``: ``cannot write PATH: REASON`` when PATH is (in) one of the
     command's outputs, ``cannot access PATH: REASON`` otherwise."""
+    from ._outputs import FULL_DISK
+
     reason = e.strerror or str(e)
+    given = [o for o in (getattr(args, k, None) for k in ("output", "save", "checkpoint", "out")) if isinstance(o, str)]
+    if e.filename is None and e.errno in FULL_DISK and given:  # a writer's bare EFBIG/ENOSPC: its outputs
+        return f"cannot write {' or '.join(given)}: {reason}"
     if e.filename is None:
         return reason
     path = os.fspath(e.filename)
-    outputs = [os.path.abspath(o) for o in (getattr(args, k, None) for k in ("output", "save", "checkpoint", "out"))
-               if isinstance(o, str)]
+    outputs = [os.path.abspath(o) for o in given]
     here = os.path.abspath(path)
     verb = "write" if any(here == o or here.startswith(o + os.sep) for o in outputs) else "access"
     return f"cannot {verb} {path}: {reason}"

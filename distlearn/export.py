@@ -421,7 +421,7 @@ def export_onnx(model: Any, out: str | os.PathLike[str], *, overwrite: bool = Fa
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.onnx")
     try:
         tmp.write_bytes(data)
-        replace(tmp, p, "onnx")
+        replace(tmp, p, "onnx", overwrite=overwrite)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._outputs import check_output, replace
+from ._outputs import check_output, naming, replace
 from ._urls import UrlError, is_url
 from ._validation import physical_memory
 from ._version import __version__
@@ -125,8 +125,9 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
     meta["shapes"] = {name: list(np.shape(v)) for name, v in {**arrays, "classes": classes}.items()}
     tmp = p.with_name(f".{p.stem}.tmp-{uuid.uuid4().hex[:8]}.npz")
     try:
-        np.savez(tmp, **arrays, classes=classes, meta=np.array(json.dumps(meta)))
-        replace(tmp, p, "model")
+        with naming(p):
+            np.savez(tmp, **arrays, classes=classes, meta=np.array(json.dumps(meta)))
+        replace(tmp, p, "model", overwrite=overwrite)
     finally:
         if tmp.exists():
             tmp.unlink()

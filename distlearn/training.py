@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._outputs import PREDICTIONS_ATTR, check_output, replace
+from ._outputs import PREDICTIONS_ATTR, check_output, naming, replace
 from ._urls import absolute
 from ._validation import choose, did_you_mean
 from .data.store import open_dataset
@@ -365,50 +365,52 @@ def write_values(blocks: Iterable[np.ndarray], out: str | os.PathLike[str], *, o
     tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
     n = 0
     try:
-        if suffix == ".zarr":
-            import zarr
+        with naming(out):  # a full disk names the output, not its temporary
+            if suffix == ".zarr":
+                import zarr
 
-            arr = None
-            for v in blocks:
+                arr = None
+                for v in blocks:
+                    if arr is None:
+                        arr = zarr.create_array(tmp, shape=(0, *v.shape[1:]), chunks=(max(1, len(v)), *v.shape[1:]),
+                                                dtype=str if v.dtype.kind in "UO" else v.dtype)
+                    arr.append(v)
+                    n += len(v)
                 if arr is None:
-                    arr = zarr.create_array(tmp, shape=(0, *v.shape[1:]), chunks=(max(1, len(v)), *v.shape[1:]),
-                                            dtype=str if v.dtype.kind in "UO" else v.dtype)
-                arr.append(v)
-                n += len(v)
-            if arr is None:
-                arr = zarr.create_array(tmp, shape=(0,), chunks=(1,), dtype="float64")
-            arr.attrs[PREDICTIONS_ATTR] = {"n": n}
-        elif suffix == ".npy":
-            first = None
-            with open(tmp, "wb") as f:
-                strings: list[np.ndarray] = []
-                for v in blocks:
-                    first = v if first is None else first
-                    if v.dtype.kind in "UO" or strings:
-                        strings.append(v)
-                    else:
-                        f.write(np.ascontiguousarray(v.astype(first.dtype, copy=False)).tobytes())
-                    n += len(v)
-            if strings or first is None:
-                values = np.concatenate(strings) if strings else np.zeros(0)
-                with open(tmp, "wb") as f:  # format 2.0 as the numbers below (what --overwrite recognises)
-                    np.lib.format.write_array(f, values.astype(str) if values.dtype.kind == "O" else values,
-                                              version=(2, 0), allow_pickle=False)
+                    arr = zarr.create_array(tmp, shape=(0,), chunks=(1,), dtype="float64")
+                arr.attrs[PREDICTIONS_ATTR] = {"n": n}
+            elif suffix == ".npy":
+                first = None
+                with open(tmp, "wb") as f:
+                    strings: list[np.ndarray] = []
+                    for v in blocks:
+                        first = v if first is None else first
+                        if v.dtype.kind in "UO" or strings:
+                            strings.append(v)
+                        else:
+                            f.write(np.ascontiguousarray(v.astype(first.dtype, copy=False)).tobytes())
+                        n += len(v)
+                if strings or first is None:
+                    values = np.concatenate(strings) if strings else np.zeros(0)
+                    with open(tmp, "wb") as f:  # format 2.0 as the numbers below (what --overwrite recognises)
+                        np.lib.format.write_array(f, values.astype(str) if values.dtype.kind == "O" else values,
+                                                  version=(2, 0), allow_pickle=False)
+                else:
+                    raw = tmp + ".raw"
+                    os.replace(tmp, raw)
+                    with open(tmp, "wb") as f, open(raw, "rb") as r:
+                        np.lib.format.write_array_header_2_0(
+                            f, {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
+                                "shape": (n, *first.shape[1:])})
+                        shutil.copyfileobj(r, f, 1 << 22)
+                    os.unlink(raw)
             else:
-                raw = tmp + ".raw"
-                os.replace(tmp, raw)
-                with open(tmp, "wb") as f, open(raw, "rb") as r:
-                    np.lib.format.write_array_header_2_0(
-                        f, {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
-                            "shape": (n, *first.shape[1:])})
-                    shutil.copyfileobj(r, f, 1 << 22)
-                os.unlink(raw)
-        else:
-            with open(tmp, "w") as f:
-                for v in blocks:
-                    np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s", delimiter=",")
-                    n += len(v)
-        replace(tmp, out, "predictions", widths=widths)
+                with open(tmp, "w") as f:
+                    for v in blocks:
+                        np.savetxt(f, v.reshape(len(v), -1), fmt="%.17g" if v.dtype.kind == "f" else "%s",
+                                   delimiter=",")
+                        n += len(v)
+        replace(tmp, out, "predictions", widths=widths, overwrite=overwrite)
     finally:
         for t in (tmp, tmp + ".raw", tmp + ".npy"):
             if os.path.isdir(t):

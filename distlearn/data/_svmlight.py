@@ -548,7 +548,7 @@ def write_svmlight(
                 n += X.shape[0]
                 nnz += X.nnz
                 width = max(width, X.shape[1])
-        replace(tmp, path, "svmlight")
+        replace(tmp, path, "svmlight", overwrite=overwrite)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -851,7 +851,7 @@ class DatasetWriter:
             there = _exists(self.path) if isinstance(self.path, str) else os.path.lexists(self.path)
             if there and not self.overwrite:
                 raise FileExistsError(f"{self.path} appeared while writing; not replaced")
-            replace(self._tmp, self.path, "store")  # the old one removed only if still a distlearn store
+            replace(self._tmp, self.path, "store", overwrite=self.overwrite)  # the old one removed only if still ours
         except BaseException:
             _rmtree(self._tmp)
             raise

@@ -108,8 +108,8 @@ def prepare(path: str | os.PathLike[str], fingerprint: dict[str, Any], *, resume
             if diff:
                 show = "; ".join(f"{k}: checkpoint {old.get(k)!r} vs now {_jsonable(fingerprint.get(k))!r}"
                                  for k in diff[:4])
-                raise CheckpointError(f"checkpoint {p} belongs to a different job ({show}); "
-                                      "use another checkpoint path or resume=False to start over")
+                raise CheckpointError(f"checkpoint {p} belongs to a different job ({show}); use another "
+                                      "checkpoint path, or start over without --resume (resume=False)")
             return resume_point(p, len(fingerprint.get("groups") or []) or None)
         remove(p, "checkpoint")  # checked again: only a distlearn checkpoint is ever deleted
     check_output(p, "checkpoint", overwrite=False)  # not the working, home or root directory; writable

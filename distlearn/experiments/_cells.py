@@ -3,12 +3,17 @@
 ``OUT`` here is one experiment's own directory (``distlearn experiment NAME --out DIR`` uses
 ``DIR/NAME``).  ``OUT/meta.json`` holds the run's key (store tokens, seed, protocol parameters); a rerun with
 another key is refused unless ``overwrite``.  ``OUT/cells/NAME.json`` is one finished task,
-written atomically; a rerun reads the cells that exist and runs only the others.
+written atomically, its sha256 then recorded in ``meta.json`` (``cell_sha256``); a rerun reads the
+cells that exist and runs only the others.  A cell file that is not what was written (truncated,
+edited: not JSON, not an object, or another digest) is refused in one line naming it (a cell
+written but not yet recorded, the run killed in between, is whole: it is read like one an older
+version wrote, without a digest to check).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -169,8 +174,21 @@ class Cells:
         write_json(self.out / "meta.json", self.meta)
 
     def get(self, name: str) -> dict[str, Any] | None:
+        """The finished cell ``name``, or None when it is still to run."""
         f = self.dir / f"{name}.json"
-        return json.loads(f.read_text()) if f.exists() else None
+        if not f.exists():
+            return None
+        want = self.meta.get("cell_sha256", {}).get(name)  # None: killed before it was recorded, or older
+        why = ""
+        try:
+            body = f.read_bytes()
+            res = json.loads(body)
+        except (OSError, ValueError) as e:
+            res, why = None, f": {' '.join(str(e).split())}"
+        if not isinstance(res, dict) or (want is not None and hashlib.sha256(body).hexdigest() != want):
+            raise ValueError(f"{f}: not the cell this experiment wrote (changed or truncated since{why}); delete "
+                             "it to run the cell again, or pass --overwrite to start over")
+        return res
 
     def run(self, ex: Any, todo: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]],
             progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, dict[str, Any]]:
@@ -188,7 +206,10 @@ class Cells:
         for i, h in ex.as_completed(handles):
             name = todo[i][0]
             res = ex.result(h)
-            write_json(self.dir / f"{name}.json", res)
+            cell = self.dir / f"{name}.json"
+            write_json(cell, res)
+            self.meta.setdefault("cell_sha256", {})[name] = hashlib.sha256(cell.read_bytes()).hexdigest()
+            write_json(self.out / "meta.json", self.meta)
             got[name] = res
             if progress is not None:
                 progress(name, res)
