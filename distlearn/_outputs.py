@@ -81,6 +81,16 @@ def _is_checkpoint(p: Path) -> bool:
     return attrs is not None and isinstance(attrs.get(CHECKPOINT_ATTR), dict)
 
 
+def is_number(token: str | bytes) -> bool:
+    """Whether a text field (``str`` or ``bytes``) reads as a number (``float`` accepts it: ``1``, ``-2.5e3``,
+    ``nan``, ``inf``); the CSV reader's header and label tests and the predictions recogniser share it."""
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_model(p: Path) -> bool:
     """An ``.npz`` whose ``meta`` entry is distlearn's model JSON (``model.save_model``)."""
     if not p.is_file():
@@ -205,14 +215,6 @@ def _npy_mismatch(p: Path, widths: tuple[int, ...]) -> str | None:
     return f"shape {tuple(shape)}; distlearn predict writes shape (n,){wide} for this model"
 
 
-def _is_number(field: bytes) -> bool:
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
-
-
 def _text_mismatch(p: Path, widths: tuple[int, ...]) -> str | None:
     if not _is_text(p):
         return "not UTF-8 text"
@@ -235,7 +237,7 @@ def _text_mismatch(p: Path, widths: tuple[int, ...]) -> str | None:
     n = next(iter(counts))
     if n not in widths:
         return f"{n} values a line; distlearn predict writes {_widths_text(widths)} for this model"
-    numeric = [all(_is_number(v) for v in line.split(b",")) for line in lines]
+    numeric = [all(is_number(v) for v in line.split(b",")) for line in lines]
     if len(lines) > 1 and not numeric[0] and all(numeric[1:]):
         return "line 1 is a header (the lines below are numbers)"
     if n > 1 and not all(numeric):

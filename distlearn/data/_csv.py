@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._config import TEXT_CHUNK_BYTES
+from .._outputs import is_number
 from ._errors import InputFormatError
 from ._io import STREAM_ERRORS as _STREAM_ERRORS
 from ._io import iter_line_chunks, open_binary
@@ -48,14 +49,6 @@ def _split(content: str, delimiter: str | None) -> list[str]:
 
 #: What a label column of class names accepts, and why a mixture is refused.
 ALL_OR_NONE = "labels are all numbers or all names"
-
-
-def _is_number(tok: str) -> bool:
-    try:
-        float(tok)
-    except ValueError:
-        return False
-    return True
 
 
 def _fits(v: float, dtype: np.dtype) -> bool:
@@ -103,7 +96,7 @@ def _scan(
             if not t:
                 raise InputFormatError(path, f"empty field in column {j + 1} ({what})", line=lineno, token="")
             if names and j == label_column:
-                if _is_number(t):
+                if is_number(t):
                     raise InputFormatError(path, f"label {t!r} in column {j + 1} is a number, but the first "
                                                  f"row's label is a name ({ALL_OR_NONE})", line=lineno, token=t)
                 assert labels is not None
@@ -234,7 +227,7 @@ def _parse_names(lines: list[str], *, path: str, first_line: int, delimiter: str
             with np.errstate(over="ignore"):
                 X = arr.astype(dtype, order="C", copy=False)
             if not (len(y) == len(X) and np.all(np.isfinite(arr)) and np.all(np.isfinite(X))
-                    and all(u and not _is_number(u) for u in np.unique(y).tolist())):
+                    and all(u and not is_number(u) for u in np.unique(y).tolist())):
                 X = None
     except ValueError:
         X = None
@@ -350,7 +343,7 @@ class CsvReader:
             # a header names columns that hold numbers below it: a first line whose only words sit
             # over words (a label column of class names, no header) is data
             below = [] if second is None else [t.strip() for t in _split(_content(second[1]), delimiter)]
-            header = any(t.strip() and not _is_number(t.strip()) and (j >= len(below) or _is_number(below[j]))
+            header = any(t.strip() and not is_number(t.strip()) and (j >= len(below) or is_number(below[j]))
                          for j, t in enumerate(fields1))
         self.has_header = bool(header)
         if self.has_header:
@@ -382,7 +375,7 @@ class CsvReader:
         # The first data row decides whether the labels are numbers or class names (ALL_OR_NONE).
         data_fields = _split(_content(data_text), delimiter)
         first_label = data_fields[self.label_index].strip() if len(data_fields) == self._n_fields else "0"
-        self.labels_are_names = bool(first_label) and not _is_number(first_label)
+        self.labels_are_names = bool(first_label) and not is_number(first_label)
         self._hint = ""
         if label_column is None and self.label_index == 0 and (self.columns is None or
                                                                self.columns[0].strip().lower() not in LABEL_NAMES):

@@ -22,7 +22,8 @@ from sklearn.metrics import confusion_matrix
 
 from distlearn import OBPM, Perceptron
 from distlearn.cli import main
-from distlearn.data._csv import CsvReader, _is_number
+from distlearn._outputs import is_number as _is_number
+from distlearn.data._csv import CsvReader
 from distlearn.data._errors import InputFormatError
 from distlearn.data.readers import read_arrays
 from distlearn.model import load_model
