@@ -40,7 +40,9 @@ Rows per data set:
                  the same estimator with the width a one-standard-error rule would take from the
                  defaults' own gamma race (:func:`one_se_gamma`: the widest kernel among the race's
                  last runners whose progressive errors are within one binomial standard error of the
-                 fewest), fixed as a number
+                 fewest), fixed as a number; "winner" runs the defaults and the same estimator at
+                 the width its race's winner would have kept before ``GAMMA_WIDEN`` (one power of two
+                 narrower than the defaults' ``gamma_``: ``gamma_race_winner_``), fixed as a number
 
 Columns: test error (%), the gap to the tuned SVC in points, fit seconds (wall and CPU), the fit's
 CPU time over SVC's (``/SVC``: run with ``OPENBLAS_NUM_THREADS=1``, so both use one core), support
@@ -203,6 +205,22 @@ def one_se_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> lis
     return out
 
 
+def winner_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> list[tuple[str, Any]]:
+    """Each rule's defaults (``gamma="auto"`` keeps one power of two wider than its race's winner,
+    ``GAMMA_WIDEN``) and the same at the race's winner itself (``gamma_race_winner_``, fixed as a number: the
+    default before ``GAMMA_WIDEN``; one untimed fit of the defaults reads the race)."""
+    out: list[tuple[str, Any]] = []
+    for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA)):
+        if name not in rules:
+            continue
+        probe = cls(budget="variable", random_state=0).fit(Xtr, ytr)
+        g = float(probe.gamma_race_winner_)
+        out.append((f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0)))
+        out.append((f"{cls.__name__}(budget='variable'), at the race winner",
+                    lambda cls=cls, g=g: cls(budget="variable", gamma=g, random_state=0)))
+    return out
+
+
 def svc_tuned(Xtr: np.ndarray, ytr: np.ndarray, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
     from sklearn.svm import SVC
@@ -269,10 +287,11 @@ def main(argv: list[str] | None = None) -> int:
                          "error, the mean gap to SVC with its paired standard error, the splits within 1 point, "
                          "and the mean patterns (a test set of 114 rows resolves about one point: one split "
                          "cannot tell a 1-point gap from chance)")
-    ap.add_argument("--candidates", choices=("defaults", "main", "grid", "one-se"), default="main",
+    ap.add_argument("--candidates", choices=("defaults", "main", "grid", "one-se", "winner"), default="main",
                     help="defaults: the estimators' defaults only; main: rules x --gamma x --epochs x last/distilled "
                          "average; grid: also the full average, beta and C variants; one-se: the defaults and the "
-                         "one-standard-error width of their gamma race")
+                         "one-standard-error width of their gamma race; winner: the defaults and the same at their race's "
+                         "winner (the default before GAMMA_WIDEN)")
     ap.add_argument("--gamma", nargs="+", default=["auto", "scale"], help="our candidates' gamma values")
     ap.add_argument("--rules", nargs="+", default=["perceptron", "mira", "pa"], help="our candidates' rules")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="our candidates' epochs")
@@ -306,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
               f"test, {Xtr.shape[1]} features, {len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
         cands = one_se_candidates(args.rules, Xtr, ytr) if args.candidates == "one-se" else \
+            winner_candidates(args.rules, Xtr, ytr) if args.candidates == "winner" else \
             candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
                        tuple(args.default_epochs))
         res: dict[str, list[dict[str, Any]]] = {}

@@ -25,7 +25,7 @@ from distlearn import KernelMIRA, KernelOBPM, KernelPA, KernelPerceptron, Kernel
 from distlearn import rng
 from distlearn.cli import main
 from distlearn.data.store import create_dataset
-from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
+from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_WIDEN, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
                                          race_length, race_winner)
 from distlearn.learners import make_rule
 from distlearn.learners._budget import shared_dots
@@ -77,19 +77,24 @@ def test_auto_keeps_the_lowest_progressive_error_to_one_standard_error(name, dat
     # every candidate's count is a separate learner's progressive mistakes over the same rows in the same order
     for g, r, e in zip(auto.gammas_, rows, errs):
         assert e == _separate_errors(est, g, X, y, order[:r]), (g, r)
-    # each stage keeps the better half (fewest mistakes on that stage's rows, ties the smaller width)
-    alive = list(range(len(auto.gammas_)))
+    # each stage keeps the better half (fewest mistakes on that stage's rows, ties the smaller width), and the
+    # leader's wider neighbour runs beside them (the shadow): the runners past a stage are exactly those
+    alive, shadow = list(range(len(auto.gammas_))), None
     for r in sorted(set(rows.tolist()))[:-1]:
         assert r % GAMMA_RACE_ROWS == 0  # arrays: a stage ends at an engine-call boundary
         at_r = {i: _separate_errors(est, auto.gammas_[i], X, y, order[:r]) for i in alive}
         best = sorted(alive, key=lambda i: (at_r[i], i))[:(len(alive) + 1) // 2]
-        survivors = [i for i in alive if rows[i] > r]
-        assert sorted(best) == survivors, (r, at_r)
-        alive = survivors
-    last = [i for i in alive if rows[i] == rows.max()]
-    win = _one_se(errs, last, rows.max())
-    assert auto.gamma_ == auto.gammas_[win]
-    assert errs[win] <= min(errs[i] for i in last) + np.sqrt(max(min(errs[i] for i in last), 1))
+        lead = min(best, key=lambda i: (at_r[i], i))
+        shadow = lead - GAMMA_WIDEN if lead - GAMMA_WIDEN >= 0 and lead - GAMMA_WIDEN not in best else None
+        survivors = [i for i in range(len(rows)) if rows[i] > r]
+        assert sorted(best + ([] if shadow is None else [shadow])) == survivors, (r, at_r)
+        alive = best
+    win = _one_se(errs, alive, rows.max())
+    assert auto.gamma_race_winner_ == auto.gammas_[win]
+    assert errs[win] <= min(errs[i] for i in alive) + np.sqrt(max(min(errs[i] for i in alive), 1))
+    # the width kept: one power of two wider than the winner when that one ran the whole race, else the winner
+    wider = win - GAMMA_WIDEN
+    assert auto.gamma_ == auto.gammas_[wider if wider >= 0 and rows[wider] == rows.max() else win]
     assert rows.max() == min(n, race_length(len(GAMMA_POWERS)))
 
 
@@ -154,7 +159,8 @@ def test_partial_fit_chooses_on_the_first_call_then_keeps():
     auto.partial_fit(X[parts[0]], y[parts[0]], classes=np.arange(10))
     chosen, errs = auto.gamma_, auto.gamma_online_errors_.copy()
     assert (auto.gamma_race_rows_ == len(parts[0])).all()  # the first call (400 rows) settles the race
-    assert auto.gamma_ == auto.gammas_[_one_se(errs, range(len(errs)), len(parts[0]))]
+    win = _one_se(errs, range(len(errs)), len(parts[0]))  # every width ran those rows: one wider is kept
+    assert auto.gamma_race_winner_ == auto.gammas_[win] and auto.gamma_ == auto.gammas_[max(win - GAMMA_WIDEN, 0)]
     fixed = KernelPA(gamma=chosen, budget="variable", random_state=0)
     fixed.partial_fit(X[parts[0]], y[parts[0]], classes=np.arange(10))
     for p in parts[1:]:
@@ -181,14 +187,23 @@ def test_a_failed_auto_fit_leaves_no_model():
     assert not hasattr(m, "gamma_") and not hasattr(m, "_race")
 
 
+def _same_race(ensemble, single):
+    """The ensemble's race is the single learner's, but for the single one's shadow (the width one power wider
+    than a stage's leader runs on beside the contenders there; the ensembles keep the winner and run none)."""
+    same = ensemble.gamma_race_rows_ == single.gamma_race_rows_
+    assert same.sum() >= len(same) - 1
+    assert np.array_equal(ensemble.gamma_online_errors_[same], single.gamma_online_errors_[same])
+    assert (ensemble.gamma_race_rows_ <= single.gamma_race_rows_).all()
+
+
 def test_ensembles_choose_once_and_give_every_member_the_width(tmp_path):
     X, y = _digits(1300)
     single = KernelMIRA(gamma="auto", budget="variable", random_state=4).fit(X, y)
     # KernelOBPM: the base's race over the first chunk, in the members' order (arrays: a single fit's order)
     obpm = KernelOBPM(n_estimators=4, base=KernelMIRA(gamma="auto", budget="variable"), epochs=2,
                       random_state=4).fit(X, y)
-    assert obpm.gamma_ == single.gamma_
-    assert np.array_equal(obpm.gamma_online_errors_, single.gamma_online_errors_)
+    assert obpm.gamma_ == single.gamma_race_winner_  # the ensembles keep the race's winner itself
+    _same_race(obpm, single)
     fixed = KernelOBPM(n_estimators=4, base=KernelMIRA(gamma=obpm.gamma_, budget="variable"), epochs=2,
                        random_state=4).fit(X, y)
     assert np.array_equal(obpm.dual_coef_, fixed.dual_coef_)
@@ -196,13 +211,13 @@ def test_ensembles_choose_once_and_give_every_member_the_width(tmp_path):
     # a fixed RBF budget: the race runs the members' removal ("auto" is "margin" in the kernel OBPM)
     small = KernelOBPM(n_estimators=2, base=KernelMIRA(gamma="auto", budget=40), epochs=1, random_state=4).fit(X, y)
     margin = KernelMIRA(gamma="auto", budget=40, removal="margin", random_state=4).fit(X, y)
-    assert small.gamma_ == margin.gamma_
-    assert np.array_equal(small.gamma_online_errors_, margin.gamma_online_errors_)
+    assert small.gamma_ == margin.gamma_race_winner_
+    _same_race(small, margin)
     # KernelPermutationBPM: the race once, as a single fit seeded by random_state runs it; every member takes it
     pbpm = KernelPermutationBPM(n_estimators=3, base="kernel-mira", base_params={"gamma": "auto", "budget": "variable"},
                                 epochs=1, random_state=4).fit(X, y)
-    assert pbpm.gamma_ == single.gamma_
-    assert {e.gamma_ for e in pbpm.estimators_} == {single.gamma_}
+    assert pbpm.gamma_ == single.gamma_race_winner_
+    assert {e.gamma_ for e in pbpm.estimators_} == {single.gamma_race_winner_}
     fixed = KernelPermutationBPM(n_estimators=3, base="kernel-mira",
                                  base_params={"gamma": pbpm.gamma_, "budget": "variable"}, epochs=1,
                                  random_state=4).fit(X, y)
@@ -383,9 +398,13 @@ def test_every_candidate_is_its_separate_run(est):
         for p, q in zip(c._state.support(), one._state.support()):
             assert np.array_equal(p, q)
         assert np.array_equal(np.concatenate(c._sizes), np.concatenate(one._sizes))
-    last = np.flatnonzero(r.gamma_race_rows_ == r.gamma_race_rows_.max())
+    last = race.alive  # the last stage's contenders (not the shadow beside them)
+    assert all(r.gamma_race_rows_[i] == r.gamma_race_rows_.max() for i in last)
     win = _one_se(r.gamma_online_errors_, last, r.gamma_race_rows_.max())
-    assert r.gamma_ == r.gammas_[win] and r._state is race.runners[win]._state
+    kept = win - GAMMA_WIDEN if win >= GAMMA_WIDEN and r.gamma_race_rows_[win - GAMMA_WIDEN] == r.gamma_race_rows_.max() \
+        else win
+    assert r.gamma_race_winner_ == r.gammas_[win]
+    assert r.gamma_ == r.gammas_[kept] and r._state is race.runners[kept]._state
 
 
 def test_who_shares():

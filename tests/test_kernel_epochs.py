@@ -20,7 +20,7 @@ def _digits(n):
 
 CASES = {  # data, gamma: the passes "auto" should run (below: from the separate fits' update counts)
     "moons-one": (lambda: make_moons(300, noise=0.1, random_state=0), 1.0),
-    "digits-two": (lambda: _digits(450), "auto"),  # the gamma race outlasts the first pass: settled at its end
+    "digits-two": (lambda: _digits(1200), "auto"),  # the gamma race outlasts the first pass: settled at its end
     "digits-cap": (lambda: _digits(300), 0.05),
 }
 
