@@ -11,6 +11,9 @@ is skipped with one line on stderr):
   six       make_classification(n_samples=4500, n_features=36, n_informative=20, n_classes=6,
             random_state=0): the first 3,600 rows train, the last 900 test
   digits    scikit-learn's 8x8 digits: the first 1,500 rows train, the rest (297) test
+  digits-split
+            the same digits, a seeded stratified split of 297 test rows (``--split-seed``): the fixed
+            split's last rows are other writers', harder than a random split
   cancer    scikit-learn's breast cancer: a seeded 80/20 split (``--split-seed``)
   letter    UCI LETTER (``distlearn data fetch letter`` or ``$DISTLEARN_LETTER``): the first
             16,000 rows train, the last 4,000 test
@@ -90,6 +93,13 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
 
         X, y = load_digits(return_X_y=True)
         return (*_minmax(X[:1500], X[1500:]), y[:1500], y[1500:])
+    if name == "digits-split":
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        X, y = load_digits(return_X_y=True)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=297, random_state=args.split_seed, stratify=y)
+        return (*_minmax(Xtr, Xte), ytr, yte)
     if name == "cancer":
         from sklearn.datasets import load_breast_cancer
         from sklearn.model_selection import train_test_split
@@ -136,7 +146,7 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
                                                       flip_y=0.02, random_state=7)}[name]()
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=args.split_seed, stratify=y)
         return (*_minmax(Xtr, Xte), ytr, yte)
-    raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL + HELD_OUT)}")
+    raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL + HELD_OUT + ('digits-split',))}")
 
 
 def _compress_value(text: str) -> Any:
@@ -277,7 +287,7 @@ def summarize(rows: list[dict[str, Any]], names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=list(ALL), metavar="NAME",
-                    help=f"of {', '.join(ALL)}; held out (not used to choose the defaults): {', '.join(HELD_OUT)}")
+                    help=f"of {', '.join(ALL)}, digits-split; held out (not used to choose the defaults): {', '.join(HELD_OUT)}")
     ap.add_argument("--split-seed", type=int, default=0,
                     help="the train/test split of breast cancer and the held-out sets, and the Fashion-MNIST subsample (the "
                          "others have one split)")
@@ -312,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     with open("/proc/loadavg") as fh:
         print(f"# load at start: {fh.read().split()[:3]}")
     rows = []
-    seeded = ("cancer", "fashion10") + HELD_OUT + tuple(n for n in args.datasets if n.startswith("fashion-"))
+    seeded = ("cancer", "digits-split", "fashion10") + HELD_OUT + tuple(n for n in args.datasets if n.startswith("fashion-"))
     jobs = [(name, seed) for name in args.datasets
             for seed in (range(args.split_seed, args.split_seed + max(1, args.splits)) if name in seeded
                          else (args.split_seed,))]

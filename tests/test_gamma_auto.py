@@ -43,8 +43,8 @@ def _cancer():
     return minmax_scale(X), y
 
 
-def _synthetic(seed):
-    X, y = make_classification(2600, n_features=12, n_informative=6, n_classes=3, random_state=seed)
+def _synthetic(seed, n=2600):
+    X, y = make_classification(n, n_features=12, n_informative=6, n_classes=3, random_state=seed)
     return X, y
 
 
@@ -60,6 +60,8 @@ CASES = [
     ("cancer", _cancer, KernelPA(random_state=0)),
     ("synthetic-0", lambda: _synthetic(0), KernelPerceptron(beta=0.1, budget=60, removal="random", random_state=2)),
     ("synthetic-1", lambda: _synthetic(1), KernelMIRA(budget=100, shuffle=False, random_state=3)),
+    # longer than the race (4,096 rows): it ends within the first pass's chunk, and the kept learner goes on
+    ("synthetic-long", lambda: _synthetic(2, 5000), KernelMIRA(budget="variable", random_state=5)),
 ]
 
 
@@ -139,6 +141,16 @@ def test_auto_fit_is_bit_identical_to_a_fit_at_gamma_(est):
     _same_model(auto, clone(est).set_params(gamma=auto.gamma_).fit(X, y))
     assert np.array_equal(auto.decision_function(X[:50]),
                           clone(est).set_params(gamma=auto.gamma_).fit(X, y).decision_function(X[:50]))
+
+
+def test_a_race_that_ends_within_the_first_pass_hands_over_to_the_kept_width():
+    """5,000 rows: the race is decided after 4,096 of them, within the pass, and the width kept goes on over the
+    rest; the model is a fit at gamma_ (two passes, the second without a race)."""
+    X, y = _synthetic(3, 5000)
+    auto = KernelMIRA(budget="variable", epochs=2, random_state=1).fit(X, y)
+    assert auto.gamma_race_rows_.max() == race_length(len(GAMMA_POWERS)) < len(y)
+    assert auto.gamma_ in (auto.gamma_race_winner_, auto.gamma_race_winner_ / 2 ** GAMMA_WIDEN)
+    _same_model(auto, KernelMIRA(budget="variable", epochs=2, gamma=auto.gamma_, random_state=1).fit(X, y))
 
 
 def test_auto_on_a_store_is_streamed_and_bit_identical(tmp_path):

@@ -636,7 +636,7 @@ class KernelClassifier(OnlineLinearClassifier):
         race = self._race
         bounds = piece_bounds(X.shape[1], len(order))
         pos = 0
-        while pos < len(order) and len(race.alive) > 1:
+        while pos < len(order) and self._race is not None:  # the last cut ends the race (self._race = None)
             cut = int(bounds[np.searchsorted(bounds, min(len(order), pos + race.stage_end - race.rows))])
             while pos < cut:
                 end = int(bounds[np.searchsorted(bounds, pos, side="right")])
