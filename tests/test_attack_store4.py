@@ -1,0 +1,358 @@
+"""Safety round four: the store's last known holes, attacked on real stores on disk.
+
+1. A chunk file copied over another position (``cp X/data/c/3 X/data/c/5``) passed its crc32c
+   checksum, which covers only the chunk's own bytes.  Every chunk now has a digest binding its
+   decoded values to its array, the array's length and its position (``digests/``), and every read
+   checks the digest of every chunk it touches.
+2. A chunk deleted after the store was opened read as the fill value ("value nan ... not finite");
+   it is now "chunk KEY is missing", whenever it went.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlearn.cli import main
+from distlearn.data import StoreError, create_dataset, open_dataset
+from distlearn.data import store as store_mod
+
+N, D, BLOCK, NNZ_CHUNK = 600, 40, 200, 1000
+ARRAYS = {"csr": ["y", "X/data", "X/indices", "X/indptr"], "dense": ["y", "X"]}
+
+
+def _data(seed=0):
+    X = sp.random(N, D, density=0.2, format="csr", random_state=seed, dtype=np.float64).astype(np.float32)
+    y = np.where(np.arange(N) % 3 == 0, 1, -1)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A CSR store (3 blocks, 1000 values per chunk: chunks that straddle blocks) and a dense one."""
+    d = tmp_path_factory.mktemp("pristine4")
+    X, y = _data()
+    create_dataset(d / "csr.zarr", X, y, block_rows=BLOCK, nnz_chunk=NNZ_CHUNK)
+    create_dataset(d / "dense.zarr", X.toarray(), y, block_rows=BLOCK)
+    return d
+
+
+def _copy(pristine, dst: Path, layout="csr") -> Path:
+    shutil.copytree(pristine / f"{layout}.zarr", dst)
+    return dst
+
+
+def _chunks(store: Path, array: str) -> list[str]:
+    """The chunk keys of ``array`` (``X/data/c/0``, dense ``X/c/0/0``), in position order."""
+    base = store / array / "c"
+    keys = [p.relative_to(store).as_posix() for p in base.rglob("*") if p.is_file()]
+    return sorted(keys, key=lambda k: [int(x) for x in k.split("/c/")[1].split("/")])
+
+
+def _one_line(capsys, *argv) -> str:
+    rc = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0].split(": error: ", 1)[1]
+
+
+def _full_refusal(store: Path) -> str:
+    with pytest.raises(StoreError) as e:
+        open_dataset(store, validate="full")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{store}: "), msg
+    return msg
+
+
+# ---------------------------------------------------------------- 1. a chunk in another's place
+
+
+def test_new_stores_have_a_digest_of_every_chunk(pristine):
+    for layout in ("csr", "dense"):
+        ds = open_dataset(pristine / f"{layout}.zarr")
+        assert ds.meta["integrity"] == {"crc32c": True, "fill": "invalid", "digests": True}
+        g = zarr.open_group(str(pristine / f"{layout}.zarr" / "digests"), mode="r")
+        for name in ARRAYS[layout] + ["block_index"]:
+            a = zarr.open_array(str(pristine / f"{layout}.zarr" / name), mode="r")
+            d = g[name.replace("/", ".")]
+            assert d.dtype == np.uint32 and d.shape == (-(-a.shape[0] // a.chunks[0]),), name
+            for i in range(d.shape[0]):  # what the digest is: documented, so it can be recomputed
+                v = a[i * a.chunks[0]:(i + 1) * a.chunks[0]]
+                assert d[i] == store_mod.chunk_digest(name, a.shape[0], i, v), (name, i)
+
+
+@pytest.mark.parametrize("layout, src, dst, block", [
+    ("csr", "y/c/0", "y/c/2", 2),  # labels: the block check can never see these
+    ("csr", "y/c/2", "y/c/1", 1),  # the last (short) chunk over a whole one
+    ("csr", "X/data/c/1", "X/data/c/3", 1),  # values of equal length: never seen by the block check
+    ("csr", "X/indices/c/2", "X/indices/c/1", 0),  # chunk 1 (values 1000..1999) is first read by block 0
+    ("csr", "X/indices/c/0", "X/data/c/0", 0),  # another array's chunk of the same size (int32 -> float32)
+    ("csr", "X/indptr/c/0", "X/indptr/c/1", 1),  # read by block 0 first, whose last pointer is row 200's
+    ("dense", "X/c/0/0", "X/c/1/0", 1),
+    ("dense", "y/c/1", "y/c/0", 0),
+])
+def test_a_chunk_copied_over_another_position_is_refused(pristine, tmp_path, capsys, layout, src, dst, block):
+    store = _copy(pristine, tmp_path / "s.zarr", layout)
+    shutil.copyfile(store / src, store / dst)
+    want = f"chunk {dst} is not the data written there (its digest differs: a chunk file moved, copied or rewritten)"
+    msg = _full_refusal(store)
+    assert f": block {block} (rows " in msg and msg.endswith(want), msg
+    # the same through every reader: the CLI's full check, and a model's evaluation of the store
+    assert _one_line(capsys, "info", store, "--validate").endswith(want)
+    ds = open_dataset(store)
+    with pytest.raises(StoreError, match=r"block \d \(rows \d+\.\.\d+\): .*" + dst):
+        for b in range(ds.n_blocks):
+            ds.read_block(b)
+
+
+def test_swapped_chunks_are_refused_and_the_swap_back_reads_again(pristine, tmp_path):
+    store = _copy(pristine, tmp_path / "s.zarr")
+    a, b = store / "X/data/c/0", store / "X/data/c/1"
+    raw_a, raw_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(raw_b)
+    b.write_bytes(raw_a)
+    assert "chunk X/data/c/0 is not the data written there" in _full_refusal(store)
+    a.write_bytes(raw_a)
+    b.write_bytes(raw_b)
+    X, y = open_dataset(store, validate="full").to_scipy()
+    X0, y0 = _data()
+    assert (X != X0).nnz == 0 and np.array_equal(y, y0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_any_chunk_over_any_other_of_its_array_is_refused(pristine, tmp_path, data):
+    """The law: every chunk file copied over any other position of its array (same codec, so it always
+    decodes) is refused by the full check, naming the chunk it was copied to."""
+    layout = data.draw(st.sampled_from(["csr", "dense"]))
+    array = data.draw(st.sampled_from(ARRAYS[layout]))
+    store = tmp_path / f"h{data.draw(st.integers(0, 10**9))}.zarr"
+    shutil.rmtree(store, ignore_errors=True)
+    _copy(pristine, store, layout)
+    keys = _chunks(store, array)
+    i = data.draw(st.integers(0, len(keys) - 1))
+    j = data.draw(st.integers(0, len(keys) - 1).filter(lambda k: k != i))
+    shutil.copyfile(store / keys[i], store / keys[j])
+    assert f"chunk {keys[j]} is not the data written there" in _full_refusal(store)
+    shutil.rmtree(store)
+
+
+def test_a_read_of_part_of_a_chunk_checks_the_whole_chunk(pristine, tmp_path):
+    """read_rows of a range inside a chunk reads the chunk whole and checks its digest: a moved chunk
+    is refused whichever rows are asked for (also the values of a chunk that two blocks share)."""
+    store = _copy(pristine, tmp_path / "s.zarr")
+    shutil.copyfile(store / "y/c/0", store / "y/c/1")
+    shutil.copyfile(store / "X/data/c/0", store / "X/data/c/1")  # values 1000..1999
+    ds = open_dataset(store)
+    with pytest.raises(StoreError, match=r"block 1 \(rows 200\.\.399\): chunk y/c/1 is not the data written there"):
+        ds.read_rows(350, 352)
+    shutil.copyfile(pristine / "csr.zarr/y/c/1", store / "y/c/1")
+    assert ds.read_rows(350, 352).y.tolist() == _data()[1][350:352].tolist()  # values in chunk 2 and beyond
+    ip = open_dataset(pristine / "csr.zarr")._indptr[:]
+    row = int(np.searchsorted(ip, 1500, side="right")) - 1  # a row whose values are in chunk 1
+    assert 1000 <= ip[row] < ip[row + 1] <= 2000
+    with pytest.raises(StoreError, match=r"chunk X/data/c/1 is not the data written there"):
+        ds.read_rows(row, row + 1)
+
+
+def test_a_chunk_from_another_store_of_another_length_is_refused(pristine, tmp_path):
+    store = _copy(pristine, tmp_path / "s.zarr")
+    X, y = _data(seed=1)
+    y = -y  # other labels
+    other = create_dataset(tmp_path / "o.zarr", X[:500], y[:500], block_rows=BLOCK, nnz_chunk=NNZ_CHUNK).path
+    shutil.copyfile(other / "y/c/0", store / "y/c/0")  # same position, same array, another store
+    assert "block 0 (rows 0..199): chunk y/c/0 is not the data written there" in _full_refusal(store)
+
+
+def test_values_rewritten_through_zarr_say_what_is_wrong_and_which_chunk(pristine, tmp_path):
+    """An edit through zarr (valid checksums) that the block check also sees: both are said."""
+    store = _copy(pristine, tmp_path / "s.zarr")
+    a = zarr.open_array(str(store / "y"), mode="r+")
+    a[450] = np.nan
+    msg = _full_refusal(store)
+    assert msg == (f"{store}: block 2 (rows 400..599): label nan of row 450 is not finite; chunk y/c/2 is not the data "
+                   "written there (its digest differs: a chunk file moved, copied or rewritten)")
+
+
+# ---------------------------------------------------------------- the digests themselves attacked
+
+
+def _edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def test_digests_deleted_truncated_or_damaged_are_refused_at_open(pristine, tmp_path, capsys):
+    cases = {}
+    s = _copy(pristine, tmp_path / "gone.zarr")
+    shutil.rmtree(s / "digests")
+    cases[s] = "the store was written with a digest of every chunk, but digests/ is missing (damaged or edited)"
+    s = _copy(pristine, tmp_path / "one.zarr")
+    shutil.rmtree(s / "digests" / "X.data")
+    cases[s] = "digests/X.data, the digests of X/data's chunks, is missing (damaged or edited)"
+    s = _copy(pristine, tmp_path / "short.zarr")
+    _edit_json(s / "digests/y/zarr.json", lambda d: d.__setitem__("shape", [2]))
+    cases[s] = "digests/y does not hold one digest per chunk of y (3 chunks; it has shape (2,)): damaged or edited"
+    s = _copy(pristine, tmp_path / "nochunk.zarr")
+    os.remove(s / "digests/X.indptr/c/0")
+    cases[s] = "chunk digests/X.indptr/c/0 is missing (the digests of X/indptr's chunks)"
+    s = _copy(pristine, tmp_path / "nocrc.zarr")
+    _edit_json(s / "digests/y/zarr.json", lambda d: d.__setitem__("codecs", [c for c in d["codecs"] if c["name"] != "crc32c"]))
+    cases[s] = "digests/y has no crc32c codec (damaged or edited metadata)"
+    s = _copy(pristine, tmp_path / "flag.zarr")
+    _edit_json(s / "zarr.json", lambda d: d["attributes"]["distlearn"]["integrity"].pop("digests"))
+    cases[s] = ("the store's integrity record says nothing of chunk digests, but the store has them (digests/): "
+                "damaged or edited metadata")
+    for store, want in cases.items():
+        with pytest.raises(StoreError) as e:
+            open_dataset(store, validate=False)
+        assert str(e.value) == f"{store}: {want}"
+        assert _one_line(capsys, "info", store) == f"{store}: {want}"
+    s = _copy(pristine, tmp_path / "flip.zarr")
+    raw = bytearray((s / "digests/X.data/c/0").read_bytes())
+    raw[0] ^= 0x01
+    (s / "digests/X.data/c/0").write_bytes(bytes(raw))
+    assert _one_line(capsys, "info", s).startswith(f"{s}: cannot be opened: ")
+
+
+def test_digests_rewritten_through_zarr_refuse_every_block(pristine, tmp_path):
+    store = _copy(pristine, tmp_path / "s.zarr")
+    d = zarr.open_array(str(store / "digests/y"), mode="r+")
+    d[:] = d[:] ^ np.uint32(1)
+    ds = open_dataset(store)
+    for b in range(ds.n_blocks):
+        with pytest.raises(StoreError, match=rf"block {b} \(rows \d+\.\.\d+\): chunk y/c/{b} is not the data written"):
+            ds.read_block(b)
+
+
+def test_block_index_from_another_store_is_refused_at_open(pristine, tmp_path):
+    store = _copy(pristine, tmp_path / "s.zarr")
+    X, y = _data(seed=2)
+    other = create_dataset(tmp_path / "o.zarr", X, y, block_rows=BLOCK, nnz_chunk=NNZ_CHUNK).path
+    shutil.copyfile(other / "block_index/c/0/0", store / "block_index/c/0/0")
+    with pytest.raises(StoreError, match=r"s\.zarr: chunk block_index/c/0/0 is not the data written there"):
+        open_dataset(store, validate=False)
+
+
+def test_a_store_from_before_digests_reads_as_before(pristine, tmp_path):
+    """The record and the group both gone: what a store written between checksums and digests is (it
+    cannot be told apart, as ARCHITECTURE.md says); it reads, and a missing chunk is still refused."""
+    store = _copy(pristine, tmp_path / "s.zarr")
+    shutil.rmtree(store / "digests")
+    _edit_json(store / "zarr.json", lambda d: d["attributes"]["distlearn"]["integrity"].pop("digests"))
+    ds = open_dataset(store, validate="full")
+    assert ds._digests is None and ds.read_block(1).X.shape == (BLOCK, D)
+    os.remove(store / "X/indices/c/1")
+    with pytest.raises(StoreError, match=r"block 0 \(rows 0\.\.199\): chunk X/indices/c/1 is missing$"):
+        ds.read_block(0)
+
+
+# ---------------------------------------------------------------- 2. a chunk deleted after open
+
+
+@pytest.mark.parametrize("layout, chunk, block", [
+    ("csr", "y/c/1", 1),
+    ("csr", "X/data/c/4", 2),
+    ("csr", "X/indices/c/0", 0),
+    ("csr", "X/indptr/c/2", 2),
+    ("dense", "X/c/2/0", 2),
+    ("dense", "y/c/0", 0),
+])
+def test_a_chunk_deleted_after_open_is_missing_not_nan(pristine, tmp_path, layout, chunk, block):
+    store = _copy(pristine, tmp_path / "s.zarr", layout)
+    ds = open_dataset(store, validate="full")
+    os.remove(store / chunk)
+    with pytest.raises(StoreError) as e:
+        ds.read_block(block)
+    assert str(e.value).startswith(f"{store}: block {block} (rows ") and str(e.value).endswith(f": chunk {chunk} is missing")
+
+
+def test_a_chunk_deleted_between_the_check_and_the_read_is_missing(pristine, tmp_path):
+    """A store without digests (written between checksums and digests) looks for every chunk before the
+    read; a chunk deleted right after that look reads as the fill value (NaN), and is said missing."""
+    store = _copy(pristine, tmp_path / "s.zarr")
+    shutil.rmtree(store / "digests")
+    _edit_json(store / "zarr.json", lambda d: d["attributes"]["distlearn"]["integrity"].pop("digests"))
+    ds = open_dataset(store)
+    looked = ds._missing_chunk
+    calls = []
+
+    def look_then_delete(a, lo, hi):
+        key = looked(a, lo, hi)
+        if a.path == "X/data" and not calls:
+            calls.append(key)
+            os.remove(store / "X/data/c/1")  # gone after it was found there
+        return key
+
+    ds._missing_chunk = look_then_delete
+    with pytest.raises(StoreError, match=r"block 0 \(rows 0\.\.199\): chunk X/data/c/1 is missing$"):
+        ds.read_block(0)
+    assert calls == [None]  # it was there when looked for
+
+
+def test_a_chunk_deleted_while_a_view_is_open_is_missing(pristine, tmp_path):
+    store = _copy(pristine, tmp_path / "s.zarr")
+    ds = open_dataset(store, target="1-vs--1")
+    os.remove(store / "X/data/c/0")
+    with pytest.raises(StoreError, match=r"chunk X/data/c/0 is missing$"):
+        ds.read_block(0)
+
+
+# ---------------------------------------------------------------- writers: every path records digests
+
+
+def test_parts_written_elsewhere_record_the_digests_append_records(tmp_path):
+    from distlearn.data.store import DatasetWriter, write_part_chunks
+
+    X, y = _data()
+    X = X[:200]
+    y = y[:200].astype(float)
+    kw = dict(n_features=D, block_rows=64, nnz_chunk=37)
+    with DatasetWriter(tmp_path / "a.zarr", **kw) as w:
+        w.append(X, y)
+    w = DatasetWriter(tmp_path / "b.zarr", **kw)
+    target = w.begin_parts(200, X.nnz)
+    for a, b in ((0, 3), (3, 120), (120, 200)):
+        z0, z1 = X.indptr[a], X.indptr[b]
+        head, tail, crcs = write_part_chunks(target, int(z0), X.data[z0:z1], X.indices[z0:z1].astype(np.int32))
+        w.append_part(X.indptr[a:b + 1] - z0, y[a:b], head, tail, D - 1, crcs)
+    w.close()
+    for name in ("X.data", "X.indices", "X.indptr", "y", "block_index"):
+        da = zarr.open_array(str(tmp_path / "a.zarr/digests" / name), mode="r")[:]
+        assert np.array_equal(da, zarr.open_array(str(tmp_path / "b.zarr/digests" / name), mode="r")[:]), name
+    shutil.copyfile(tmp_path / "b.zarr/X/data/c/3", tmp_path / "b.zarr/X/data/c/4")
+    assert "chunk X/data/c/4 is not the data written there" in _full_refusal(tmp_path / "b.zarr")
+
+
+def test_a_part_whose_digests_were_not_handed_over_is_a_writer_error(tmp_path):
+    from distlearn.data.store import DatasetWriter, write_part_chunks
+
+    X, y = _data()
+    w = DatasetWriter(tmp_path / "b.zarr", n_features=D, block_rows=64, nnz_chunk=37)
+    target = w.begin_parts(N, X.nnz)
+    head, tail, _crcs = write_part_chunks(target, 0, X.data, X.indices.astype(np.int32))
+    w.append_part(X.indptr, y, head, tail, D - 1)  # the chunks the part wrote: no digests given
+    with pytest.raises(RuntimeError, match="X/data: digests recorded for chunks .* missing"):
+        w.close()
+    assert not (tmp_path / "b.zarr").exists() and os.listdir(tmp_path) == []
+
+
+def test_class_names_recoded_at_close_get_the_digests_of_the_new_codes(tmp_path):
+    X = np.arange(60, dtype=np.float32).reshape(30, 2)
+    y = np.array(["c", "b", "a"] * 10)  # met as c, b, a: recoded a, b, c at close
+    ds = create_dataset(tmp_path / "n.zarr", X, y, block_rows=8)
+    ds = open_dataset(ds.path, validate="full")
+    assert ds.to_numpy()[1].tolist() == y.tolist()
+    shutil.copyfile(tmp_path / "n.zarr/y/c/1", tmp_path / "n.zarr/y/c/3")  # rows 8.. over rows 24..: other codes
+    assert "chunk y/c/3 is not the data written there" in _full_refusal(tmp_path / "n.zarr")
