@@ -356,3 +356,110 @@ def test_class_names_recoded_at_close_get_the_digests_of_the_new_codes(tmp_path)
     assert ds.to_numpy()[1].tolist() == y.tolist()
     shutil.copyfile(tmp_path / "n.zarr/y/c/1", tmp_path / "n.zarr/y/c/3")  # rows 8.. over rows 24..: other codes
     assert "chunk y/c/3 is not the data written there" in _full_refusal(tmp_path / "n.zarr")
+
+
+# ---------------------------------------------------------------- 3. predict on a table of features alone
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    """A model trained on a labelled CSV (4 features), and the same rows as tables of the features alone."""
+    d = tmp_path_factory.mktemp("table")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4)).round(3)
+    y = (X[:, 0] + X[:, 2] > 0).astype(int)
+    head = "a,b,c,d"
+    np.savetxt(d / "train.csv", np.column_stack([X, y]), delimiter=",", header=head + ",label", comments="", fmt="%g")
+    np.savetxt(d / "named.csv", X, delimiter=",", header=head, comments="", fmt="%g")
+    np.savetxt(d / "bare.csv", X, delimiter=",", fmt="%g")  # no header
+    np.savetxt(d / "wide.csv", np.column_stack([X, X[:, :1]]), delimiter=",", header=head + ",e", comments="", fmt="%g")
+    # a feature column called "label": only --label-column none reads it as one
+    np.savetxt(d / "odd.csv", X, delimiter=",", header="label,b,c,d", comments="", fmt="%g")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({n: X[:, j] for j, n in enumerate("abcd")}), d / "named.parquet")
+    assert main(["train", str(d / "train.csv"), "--model", "perceptron", "--save", str(d / "m.npz")]) == 0
+    assert main(["predict", str(d / "m.npz"), str(d / "train.csv"), "--out", str(d / "want.npy")]) == 0
+    return d
+
+
+@pytest.mark.parametrize("name, extra", [("named.csv", []), ("named.csv", ["--label-column", "none"]),
+                                         ("bare.csv", []), ("bare.csv", ["--label-column", "NONE"]),
+                                         ("named.parquet", []), ("named.parquet", ["--label-column", "none"]),
+                                         ("odd.csv", ["--label-column", "none"])])
+def test_predict_reads_a_table_of_features_alone(table, tmp_path, capsys, name, extra):
+    out = tmp_path / "p.npy"
+    assert main(["predict", str(table / "m.npz"), str(table / name), "--out", str(out), *extra]) == 0, \
+        capsys.readouterr().err
+    assert np.array_equal(np.load(out), np.load(table / "want.npy"))
+
+
+def test_predict_api_reads_a_table_of_features_alone(table):
+    from distlearn.training import evaluate, predict
+
+    got = predict(str(table / "m.npz"), str(table / "odd.csv"), read={"label_column": False})["values"]
+    assert np.array_equal(got, np.load(table / "want.npy"))
+    with pytest.raises(ValueError, match=r"^label_column=False \(--label-column none: a table without a label column\) "
+                                         "is for predict; training and evaluating need the labels$"):
+        from distlearn.model import load_model
+
+        evaluate(load_model(str(table / "m.npz")), str(table / "named.csv"), read={"label_column": False})
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["predict", "{m}", "{t}/wide.csv", "--label-column", "none"], "{t}/wide.csv: 5 features, but the model was trained on 4"),
+    (["predict", "{m}", "{t}/odd.csv"], "{t}/odd.csv: 3 features, but the model was trained on 4"),  # label named
+    (["evaluate", "{m}", "{t}/named.csv", "--label-column", "none"],
+     "--label-column none (a table without a label column) is for predict; evaluate needs the labels: name the "
+     "label column, or leave --label-column out (the column named label, target, class or y, else 0)"),
+    (["train", "{t}/train.csv", "--label-column", "none", "--model", "perceptron"],
+     "--label-column none (a table without a label column) is for predict; train needs the labels: name the "
+     "label column, or leave --label-column out (the column named label, target, class or y, else 0)"),
+    (["convert", "{t}/train.csv", "{t}/x.zarr", "--label-column", "none"],
+     "--label-column none: a store holds labels; name the table's label column (or leave --label-column out: the "
+     "column named label, target, class or y, else 0)"),
+])
+def test_a_table_without_labels_where_it_cannot_be_is_one_line(table, capsys, argv, want):
+    argv = [w.format(m=table / "m.npz", t=table) for w in argv]
+    assert _one_line(capsys, *argv) == want.format(t=table)
+    assert not (table / "x.zarr").exists()
+
+
+def test_a_column_of_words_is_no_feature(table, tmp_path, capsys):
+    f = tmp_path / "w.csv"
+    f.write_text("a,b,c,d\n" + "".join(f"x{i},1,2,3\n" for i in range(5)))
+    line = _one_line(capsys, "predict", table / "m.npz", f, "--label-column", "none")
+    assert line == (f"{f}: column 0 holds 'x0', not a number: read without a label column (--label-column none, "
+                    "label_column=False), every column is a feature")
+
+
+# ---------------------------------------------------------------- 4. the CLI names its flags
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["convert", "{t}/train.csv", "{t}/x.zarr", "--zero-based"], "{t}/train.csv: --zero-based does not apply to csv input"),
+    (["train", "{t}/train.csv", "--zero-based", "--model", "perceptron"],
+     "{t}/train.csv: --zero-based does not apply to csv input"),
+    (["predict", "{m}", "{t}/named.csv", "--zero-based"], "{t}/named.csv: --zero-based does not apply to csv input"),
+    (["evaluate", "{m}", "{t}/train.csv", "--zero-based"], "{t}/train.csv: --zero-based does not apply to csv input"),
+    (["predict", "{m}", "{t}/named.parquet", "--zero-based"],
+     "{t}/named.parquet: --zero-based does not apply to parquet input"),
+    (["convert", "{t}/s.svm", "{t}/x.zarr", "--header", "yes"], "{t}/s.svm: --header does not apply to svmlight input"),
+    (["predict", "{m}", "{t}/s.svm", "--label-column", "none"], "{t}/s.svm: --label-column does not apply to svmlight input"),
+    (["convert", "{t}/s.svm", "{t}/x.zarr", "--delimiter", ";"], "{t}/s.svm: --delimiter does not apply to svmlight input"),
+])
+def test_reader_flags_that_do_not_apply_are_named_as_flags(table, capsys, argv, want):
+    (table / "s.svm").write_text("1 1:0.5 2:0.25\n0 3:1\n")
+    argv = [w.format(m=table / "m.npz", t=table) for w in argv]
+    line = _one_line(capsys, *argv)
+    assert line == want.format(t=table)
+    assert "zero_based" not in line and "label_column" not in line and "option(s)" not in line
+
+
+def test_the_api_names_its_parameters(table):
+    from distlearn.data.readers import convert
+
+    with pytest.raises(ValueError, match=r"^option\(s\) \['zero_based'\] do not apply to csv input"):
+        convert(table / "train.csv", table / "y.zarr", zero_based=True)
+    assert not (table / "y.zarr").exists()
