@@ -165,6 +165,26 @@ def test_a_read_of_part_of_a_chunk_checks_the_whole_chunk(pristine, tmp_path):
         ds.read_rows(row, row + 1)
 
 
+def test_large_chunks_are_digested_in_pieces(tmp_path, monkeypatch):
+    """Chunks over DIGEST_ROWS rows (CSR values: 2**20 a chunk) are digested in pieces, so that a block's
+    read takes the pieces around its values, not whole chunks; a moved chunk is still named."""
+    assert store_mod.digest_rows(1 << 20) == 1 << 16 and store_mod.digest_rows(1000) == 1000
+    assert store_mod.digest_rows(3 << 16) == 1 << 16 and store_mod.digest_rows(1_000_003) == 1_000_003  # a prime
+    monkeypatch.setattr(store_mod, "DIGEST_ROWS", 128)
+    assert store_mod.digest_rows(NNZ_CHUNK) == 125
+    X, y = _data()
+    path = create_dataset(tmp_path / "s.zarr", X, y, block_rows=BLOCK, nnz_chunk=NNZ_CHUNK).path
+    d = zarr.open_array(str(path / "digests/X.data"), mode="r")
+    assert d.attrs["rows"] == 125 and d.shape == (-(-X.nnz // 125),)
+    ds = open_dataset(path, validate="full")
+    Xr, yr = ds.to_scipy()
+    assert (Xr != X).nnz == 0 and np.array_equal(yr, y)
+    for lo in (0, 7, 199, 250, 598):
+        assert (ds.read_rows(lo, lo + 2).X != X[lo:lo + 2]).nnz == 0
+    shutil.copyfile(path / "X/data/c/1", path / "X/data/c/3")
+    assert "chunk X/data/c/3 is not the data written there" in _full_refusal(path)
+
+
 def test_a_chunk_from_another_store_of_another_length_is_refused(pristine, tmp_path):
     store = _copy(pristine, tmp_path / "s.zarr")
     X, y = _data(seed=1)
@@ -203,7 +223,12 @@ def test_digests_deleted_truncated_or_damaged_are_refused_at_open(pristine, tmp_
     cases[s] = "digests/X.data, the digests of X/data's chunks, is missing (damaged or edited)"
     s = _copy(pristine, tmp_path / "short.zarr")
     _edit_json(s / "digests/y/zarr.json", lambda d: d.__setitem__("shape", [2]))
-    cases[s] = "digests/y does not hold one digest per chunk of y (3 chunks; it has shape (2,)): damaged or edited"
+    cases[s] = ("digests/y does not hold one digest per piece of y (3 pieces of 200 rows; it has shape (2,), rows 200): "
+                "damaged or edited")
+    s = _copy(pristine, tmp_path / "rows.zarr")
+    _edit_json(s / "digests/X.data/zarr.json", lambda d: d["attributes"].__setitem__("rows", 500))
+    cases[s] = ("digests/X.data does not hold one digest per piece of X/data (5 pieces of 1000 rows; it has shape (5,), "
+                "rows 500): damaged or edited")
     s = _copy(pristine, tmp_path / "nochunk.zarr")
     os.remove(s / "digests/X.indptr/c/0")
     cases[s] = "chunk digests/X.indptr/c/0 is missing (the digests of X/indptr's chunks)"
@@ -343,7 +368,7 @@ def test_a_part_whose_digests_were_not_handed_over_is_a_writer_error(tmp_path):
     target = w.begin_parts(N, X.nnz)
     head, tail, _crcs = write_part_chunks(target, 0, X.data, X.indices.astype(np.int32))
     w.append_part(X.indptr, y, head, tail, D - 1)  # the chunks the part wrote: no digests given
-    with pytest.raises(RuntimeError, match="X/data: digests recorded for chunks .* missing"):
+    with pytest.raises(RuntimeError, match=r"X/data: digests recorded for pieces \[0, 1, 2, 3, 4\] missing"):
         w.close()
     assert not (tmp_path / "b.zarr").exists() and os.listdir(tmp_path) == []
 

@@ -238,8 +238,23 @@ def _check_dtype(dtype: Any) -> np.dtype:
 
 
 #: The group of a store's chunk digests (``meta["integrity"]["digests"]``), one uint32 array per
-#: digested array, named by its path with ``.`` for ``/`` (``X.data``).
+#: digested array, named by its path with ``.`` for ``/`` (``X.data``), whose attribute ``rows`` is the
+#: length of the pieces digested (:func:`digest_rows`).
 DIGESTS = "digests"
+
+#: The longest piece of a chunk digested alone: a read of rows that cut a chunk (the values of a CSR
+#: block, whose chunks of 2**20 values straddle the blocks) reads whole pieces of at most this many
+#: rows around them, not whole chunks.
+DIGEST_ROWS = 1 << 16
+
+
+def digest_rows(chunk: int) -> int:
+    """The rows of the pieces a chunk of ``chunk`` rows is digested in: the chunk itself up to
+    :data:`DIGEST_ROWS`, else its largest divisor up to that (not below 1/64 of it: else the chunk)."""
+    if chunk <= DIGEST_ROWS:
+        return chunk
+    best = max(d for d in range(1, DIGEST_ROWS + 1) if chunk % d == 0)
+    return best if best * 64 >= chunk else chunk
 
 
 def _values_crc(values: np.ndarray) -> int:
@@ -258,10 +273,11 @@ def _seal(crc: int, name: str, length: int, index: int) -> int:
 
 
 def chunk_digest(name: str, length: int, index: int, values: np.ndarray) -> int:
-    """The digest of chunk ``index`` of the array ``name`` (its path in the store, e.g. ``X/data``) of
-    ``length`` rows: crc32c over the chunk's decoded values (the last chunk only as far as the array
-    goes), then the name, the length and the index.  A chunk file copied to another position,
-    another array, or another store whose array has another length, does not match."""
+    """The digest of piece ``index`` (of :func:`digest_rows` rows; a whole chunk but for large ones) of
+    the array ``name`` (its path in the store, e.g. ``X/data``) of ``length`` rows: crc32c over the
+    piece's decoded values (the last only as far as the array goes), then the name, the length and
+    the index.  A chunk file copied to another position, another array, or another store whose array
+    has another length, does not match."""
     return _seal(_values_crc(values), name, length, index)
 
 
@@ -430,14 +446,16 @@ class DatasetWriter:
         self._crcs: dict[str, dict[int, int]] = {}
 
     def _record(self, a: Any, at: int, values: np.ndarray) -> None:
-        """Remember the crc32c of the chunks of ``a`` just written from row ``at`` (a chunk's first)."""
+        """Remember the crc32c of the pieces (:func:`digest_rows`) of ``a`` just written from row ``at``
+        (a chunk's first)."""
         c = a.chunks[0]
         if at % c:
             raise RuntimeError(f"{a.path}: a write at row {at} does not start a chunk of {c} rows")
         crcs = self._crcs.setdefault(a.path, {})
         values = np.asarray(values, dtype=a.dtype)
-        for k in range(0, len(values), c):
-            crcs[(at + k) // c] = _values_crc(values[k:k + c])
+        r = digest_rows(c)
+        for k in range(0, len(values), r):
+            crcs[(at + k) // r] = _values_crc(values[k:k + r])
 
     def _array(self, group: zarr.Group, name: str, shape: tuple[int, ...], chunks: tuple[int, ...],
                dtype: Any) -> Any:
@@ -907,19 +925,21 @@ class DatasetWriter:
         return meta
 
     def _write_digests(self, arrays: list[Any]) -> None:
-        """The group ``digests``: every chunk's digest (:func:`chunk_digest`) of every array, sealed now
-        that the lengths are known; a chunk written by no recorded path is a writer's bug, refused."""
+        """The group ``digests``: the digest (:func:`chunk_digest`) of every piece of every chunk of every
+        array, sealed now that the lengths are known; a piece written by no recorded path is a writer's
+        bug, refused."""
         g = self._group.create_group(DIGESTS)
-        g.attrs["digest"] = "crc32c(chunk values, array path, array length, chunk index)"
+        g.attrs["digest"] = "crc32c(values of `rows` rows, array path, array length, piece index)"
         for a in arrays:
-            n, c = a.shape[0], a.chunks[0]
-            k = -(-n // c)
+            n, r = a.shape[0], digest_rows(a.chunks[0])
+            k = -(-n // r)
             crcs = self._crcs.get(a.path, {})
             if sorted(crcs) != list(range(k)):
-                raise RuntimeError(f"{a.path}: digests recorded for chunks {sorted(set(range(k)) - set(crcs))[:5]} "
+                raise RuntimeError(f"{a.path}: digests recorded for pieces {sorted(set(range(k)) - set(crcs))[:5]} "
                                    f"missing (of {k})")
             d = np.array([_seal(crcs[i], a.path, n, i) for i in range(k)], dtype=np.uint32)
-            g.create_array(_digest_name(a.path), data=d, chunks=(max(k, 1),), compressors=[Crc32cCodec()])
+            arr = g.create_array(_digest_name(a.path), data=d, chunks=(max(k, 1),), compressors=[Crc32cCodec()])
+            arr.attrs["rows"] = r
 
     def _move_into_place(self) -> None:
         try:
@@ -963,7 +983,8 @@ def write_part_chunks(target: dict[str, Any], at: int, data: np.ndarray, indices
         for name, values, dt in (("data", data, target["dtype"]), ("indices", indices, target["index_dtype"])):
             a = zarr.open_array(store=str(tmp / "X" / name), mode="r+")
             a[h1:t0] = whole = np.asarray(values[h1 - z0:t0 - z0], dtype=dt)
-            crcs[f"X/{name}"] = {(h1 + k) // C: _values_crc(whole[k:k + C]) for k in range(0, t0 - h1, C)}
+            r = digest_rows(C)
+            crcs[f"X/{name}"] = {(h1 + k) // r: _values_crc(whole[k:k + r]) for k in range(0, t0 - h1, r)}
     except FileNotFoundError:
         pass
     if not all(m.exists() for m in marks):  # aborted meanwhile: our chunks recreated its directories
@@ -1264,7 +1285,7 @@ class Dataset:
         self._digests = self._load_digests((*arrays, bi))
         self.block_index = np.asarray(bi[:], dtype=np.int64)
         if self._digests is not None and chunk_digest(bi.path, bi.shape[0], 0, self.block_index.astype(bi.dtype)
-                                                      ) != self._digests[bi.path][0]:
+                                                      ) != self._digests[bi.path][1][0]:
             raise StoreError(f"{self.path}: chunk block_index/c/0/0 is not the data written there (its digest "
                              "differs: copied from another store, or rewritten)")
 
@@ -1299,10 +1320,11 @@ class Dataset:
             raise StoreError(f"{self.path}: the store's metadata has no integrity record, but {a.path} was written "
                              f"with a checksum in every chunk ({why}): damaged or edited metadata")
 
-    def _load_digests(self, arrays: tuple[Any, ...]) -> dict[str, np.ndarray] | None:
-        """The chunk digests of ``arrays`` (``meta["integrity"]["digests"]``), checked whole, or None.
+    def _load_digests(self, arrays: tuple[Any, ...]) -> dict[str, tuple[int, np.ndarray]] | None:
+        """The chunk digests of ``arrays`` (``meta["integrity"]["digests"]``), checked whole, or None:
+        per array path, the rows of a piece (:func:`digest_rows`) and the digest of every piece.
 
-        A store written with them must have them all, one per chunk of every array, themselves
+        A store written with them must have them all, one per piece of every array, themselves
         read through their crc32c checksum; a store whose record says nothing of digests but which
         has them (an edit that removed the record) is refused too -- in one :class:`StoreError` line
         naming the store and what is wrong, before any block is read."""
@@ -1324,16 +1346,18 @@ class Dataset:
                 d = g[_digest_name(a.path)]
             except KeyError:
                 raise StoreError(f"{p}: {where}, the digests of {a.path}'s chunks, is missing (damaged or edited)") from None
-            k = -(-a.shape[0] // a.chunks[0])
-            if not isinstance(d, zarr.Array) or d.dtype != np.uint32 or d.shape != (k,) or tuple(a.chunks[1:]) != a.shape[1:]:
-                raise StoreError(f"{p}: {where} does not hold one digest per chunk of {a.path} ({k} chunks; it has "
-                                 f"shape {getattr(d, 'shape', None)}): damaged or edited")
+            r = digest_rows(a.chunks[0])
+            k = -(-a.shape[0] // r)
+            if (not isinstance(d, zarr.Array) or d.dtype != np.uint32 or d.shape != (k,) or d.attrs.get("rows") != r
+                    or tuple(a.chunks[1:]) != a.shape[1:]):
+                raise StoreError(f"{p}: {where} does not hold one digest per piece of {a.path} ({k} pieces of {r} rows; "
+                                 f"it has shape {getattr(d, 'shape', None)}, rows {d.attrs.get('rows')!r}): damaged or edited")
             if not any(isinstance(c, Crc32cCodec) for c in d.metadata.codecs):
                 raise StoreError(f"{p}: {where} has no crc32c codec (damaged or edited metadata)")
             key = self._missing_chunk(d, 0, k)
             if key is not None:
                 raise StoreError(f"{p}: chunk {key} is missing (the digests of {a.path}'s chunks)")
-            out[a.path] = np.asarray(d[:], dtype=np.uint32)
+            out[a.path] = (r, np.asarray(d[:], dtype=np.uint32))
         return out
 
     def __repr__(self) -> str:
@@ -1467,29 +1491,30 @@ class Dataset:
         """``a[lo:hi]``, refused in one line (naming the block of ``row``) when a chunk is missing, or
         (a store with chunk digests) holds what was not written at its place.
 
-        With digests the read takes the whole chunks it touches and checks each one's digest (a
-        missing chunk reads as the fill value, whose digest never matches: the store is not asked
-        for every chunk first); ``moved`` collects the chunks that do not match, else the first is
-        refused here -- as missing when it is, else as not the data written there.  Without digests
-        every chunk is looked for before the read."""
+        With digests the read takes the whole digested pieces it touches (:func:`digest_rows`: whole
+        chunks, or pieces of 2**16 rows of larger ones) and checks each one's digest (a missing chunk
+        reads as the fill value, whose digest never matches: the store is not asked for every chunk
+        first); ``moved`` collects the chunks whose pieces do not match, else the first is refused
+        here -- as missing when it is, else as not the data written there.  Without digests every
+        chunk is looked for before the read."""
         digests = None if self._digests is None else self._digests.get(a.path)
         if digests is None or hi <= lo:
             if digests is None:
                 self._refuse_missing(a, lo, hi, row)
             return np.asarray(a[lo:hi])
-        c, n = a.chunks[0], a.shape[0]
-        i0, i1 = lo // c, (hi - 1) // c + 1
-        w0 = i0 * c
-        v = np.asarray(a[w0:min(i1 * c, n)])
-        for i in range(i0, i1):
-            if chunk_digest(a.path, n, i, v[(i - i0) * c:(i - i0 + 1) * c]) != digests[i]:
-                if moved is not None:
-                    moved.append((a, i))
-                else:
-                    self._refuse_moved([(a, i)], row)
-        if w0 == lo and v.shape[0] == hi - lo:
-            return v
-        return v[lo - w0:hi - w0].copy()  # not a view that keeps the neighbouring chunks in memory
+        (r, dig), c, n = digests, a.chunks[0], a.shape[0]
+        j0, j1 = lo // r, (hi - 1) // r + 1
+        w0 = j0 * r
+        v = np.asarray(a[w0:min(j1 * r, n)])
+        for j in range(j0, j1):
+            if chunk_digest(a.path, n, j, v[(j - j0) * r:(j - j0 + 1) * r]) != dig[j]:
+                if moved is None:
+                    self._refuse_moved([(a, j * r // c)], row)
+                if not any(m is a and i == j * r // c for m, i in moved):
+                    moved.append((a, j * r // c))
+        if v.shape[0] - (hi - lo) > hi - lo:  # a few rows of a large piece: not a view that keeps it in memory
+            return v[lo - w0:hi - w0].copy()
+        return v[lo - w0:hi - w0]
 
     def _refuse_moved(self, moved: list[tuple[Any, int]], row: int, line: str | None = None) -> None:
         """Refuse the first chunk of ``moved`` whose digest did not match: missing, or not its data
