@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,14 +25,10 @@ from distlearn.cli import main
 from distlearn.data import StoreError, create_dataset, open_dataset
 from distlearn.data import store as store_mod
 
-N, D, BLOCK, NNZ_CHUNK = 600, 40, 200, 1000
+from tests.data.test_integrity import BLOCK, D, _data  # the same 600 x 40 rows, 3 blocks of 200
+
+NNZ_CHUNK = 1000
 ARRAYS = {"csr": ["y", "X/data", "X/indices", "X/indptr"], "dense": ["y", "X"]}
-
-
-def _data(seed=0):
-    X = sp.random(N, D, density=0.2, format="csr", random_state=seed, dtype=np.float64).astype(np.float32)
-    y = np.where(np.arange(N) % 3 == 0, 1, -1)
-    return X, y
 
 
 @pytest.fixture(scope="module")
@@ -365,7 +360,7 @@ def test_a_part_whose_digests_were_not_handed_over_is_a_writer_error(tmp_path):
 
     X, y = _data()
     w = DatasetWriter(tmp_path / "b.zarr", n_features=D, block_rows=64, nnz_chunk=37)
-    target = w.begin_parts(N, X.nnz)
+    target = w.begin_parts(X.shape[0], X.nnz)
     head, tail, _crcs = write_part_chunks(target, 0, X.data, X.indices.astype(np.int32))
     w.append_part(X.indptr, y, head, tail, D - 1)  # the chunks the part wrote: no digests given
     with pytest.raises(RuntimeError, match=r"X/data: digests recorded for pieces \[0, 1, 2, 3, 4\] missing"):

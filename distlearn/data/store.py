@@ -12,6 +12,8 @@ Layout (format version 1; 2 for a store of class names)::
         y           (n_samples,)    float64 labels (integral labels are returned as int64); with
                                     class names: their codes 0..k-1 (format version 2, below)
         block_index (n_blocks+1, 2) int64: first row and first stored value of every block
+        digests/                    uint32 per piece of every chunk of y, X (X/data, X/indices,
+                                    X/indptr) and block_index (``meta["integrity"]["digests"]``)
 
 Class names as labels (``setosa``: a str ``y`` given to the writer, e.g. a CSV's ``species``): ``y``
 holds codes into ``meta["class_names"]``, the sorted names (``classes`` is then ``[0 .. k-1]``), and
@@ -34,8 +36,13 @@ reading follows, so a store of any codec reads the same), ``integrity`` and ``co
 chunk of ``X``, ``y`` and ``block_index`` ends with a crc32c checksum (zarr's ``Crc32cCodec``
 after the compressor), every chunk is written, and the fill values are never data (NaN for
 values and labels, -1 for indices and pointers).  Older stores (fill 0, no checksums) read alike.
-Every read (:meth:`Dataset.read_rows`) refuses a missing chunk, a store replaced since it was
-opened, and a block that fails :func:`block_fault`, in one :class:`StoreError` line.
+Since safety round four, ``"digests": true`` too: ``digests/`` holds, per array, the digest of
+every piece of every chunk (:func:`chunk_digest`: crc32c of the decoded values, the array's path
+and length, the piece's index; a piece is a chunk, or ``2**16`` rows of a larger one), written as
+the chunks are.  Every read (:meth:`Dataset.read_rows`) refuses a missing chunk (also one deleted
+after the store was opened), a chunk that is not the data written at its place (a chunk file
+moved or copied), a store replaced since it was opened, and a block that fails
+:func:`block_fault`, in one :class:`StoreError` line.
 
 Any block is read from its own chunks and two entries of ``block_index`` --
 nothing else -- so many processes can stream different blocks of one store at
@@ -243,7 +250,7 @@ def _check_dtype(dtype: Any) -> np.dtype:
 DIGESTS = "digests"
 
 #: The longest piece of a chunk digested alone: a read of rows that cut a chunk (the values of a CSR
-#: block, whose chunks of 2**20 values straddle the blocks) reads whole pieces of at most this many
+#: block, whose chunks of ``2**20`` values straddle the blocks) reads whole pieces of at most this many
 #: rows around them, not whole chunks.
 DIGEST_ROWS = 1 << 16
 
@@ -1492,7 +1499,7 @@ class Dataset:
         (a store with chunk digests) holds what was not written at its place.
 
         With digests the read takes the whole digested pieces it touches (:func:`digest_rows`: whole
-        chunks, or pieces of 2**16 rows of larger ones) and checks each one's digest (a missing chunk
+        chunks, or pieces of ``2**16`` rows of larger ones) and checks each one's digest (a missing chunk
         reads as the fill value, whose digest never matches: the store is not asked for every chunk
         first); ``moved`` collects the chunks whose pieces do not match, else the first is refused
         here -- as missing when it is, else as not the data written there.  Without digests every
