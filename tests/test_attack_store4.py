@@ -483,3 +483,28 @@ def test_the_api_names_its_parameters(table):
     with pytest.raises(ValueError, match=r"^option\(s\) \['zero_based'\] do not apply to csv input"):
         convert(table / "train.csv", table / "y.zarr", zero_based=True)
     assert not (table / "y.zarr").exists()
+
+
+def test_a_store_at_a_url_is_checked_alike():
+    """The fsspec path (memory://, as s3:// goes through the same FsspecStore): digests written, a chunk
+    object copied over another refused, one deleted after open said missing."""
+    import uuid
+
+    import fsspec
+
+    X, y = _data()
+    root = f"/t{uuid.uuid4().hex[:8]}"
+    url = f"memory:/{root}/a.zarr"
+    fs = fsspec.filesystem("memory")
+    try:
+        create_dataset(url, X, y, block_rows=BLOCK, nnz_chunk=NNZ_CHUNK)
+        assert f"{root}/a.zarr/digests/X.data" in fs.ls(f"{root}/a.zarr/digests", detail=False)
+        ds = open_dataset(url, validate="full")
+        fs.rm_file(f"{root}/a.zarr/y/c/1")
+        with pytest.raises(StoreError, match=rf"^{url}: block 1 \(rows 200\.\.399\): chunk y/c/1 is missing$"):
+            ds.read_block(1)
+        fs.pipe_file(f"{root}/a.zarr/y/c/1", fs.cat_file(f"{root}/a.zarr/y/c/0"))
+        with pytest.raises(StoreError, match=rf"^{url}: block 1 \(rows 200\.\.399\): chunk y/c/1 is not the data written"):
+            ds.read_block(1)
+    finally:
+        fs.rm(root, recursive=True)
