@@ -16,7 +16,12 @@ indices in range and sorted, values and labels finite).  On the RCV1-like CSR co
                    checked and learned from), with the check (4) on and off
                    (``store._CHECK_BLOCKS``, a flag for this benchmark only), interleaved;
   check alone      (4) on every block's raw arrays, summed over the epoch;
-  crc32c alone     google_crc32c over every chunk file's bytes (what (2) adds to the decode).
+  crc32c alone     google_crc32c over every chunk file's bytes (what (2) adds to the decode);
+  read digests on/off   every block read (``read_block``) with the chunk digests checked (every chunk
+                   a read touches read whole, its digest compared; no per-chunk lookup) and without
+                   (``ds._digests = None``: the path of stores written before digests, every chunk
+                   looked for first), interleaved; also on a dense store (``--dense-rows``, random
+                   float32 of 784 columns: incompressible, the worst case for the hashing's share).
 
 Reported: medians of ``--repeat`` runs and their ratios to the epoch.  Goal: the check under 3 %
 of a plain epoch.  Nothing is asserted.
@@ -39,8 +44,8 @@ def _store(n_samples: int, data_dir: str):
     from distlearn.data.synthetic import make_rcv1_like
 
     ds, _ = rcv1_store(n_samples, data_dir)
-    if not ds.meta.get("integrity"):  # written before per-chunk checksums: time today's format
-        print(f"# {ds.path} predates checksums; writing it again", flush=True)
+    if not (ds.meta.get("integrity") or {}).get("digests"):  # written before chunk digests: time today's format
+        print(f"# {ds.path} predates chunk digests; writing it again", flush=True)
         ds = make_rcv1_like(ds.path, n_samples, random_state=0, dtype="float32", overwrite=True)
     return ds
 
@@ -73,6 +78,37 @@ def _check_alone(ds) -> float:
     return time.perf_counter() - t0
 
 
+def _read_all(ds, digests: bool) -> float:
+    """Seconds to read every block of ``ds``, its chunk digests checked or not (then: looked for first)."""
+    saved = ds._digests
+    if not digests:
+        ds._digests = None
+    try:
+        t0 = time.perf_counter()
+        for b in range(ds.n_blocks):
+            ds.read_block(b)
+        return time.perf_counter() - t0
+    finally:
+        ds._digests = saved
+
+
+def _dense_store(n_rows: int, data_dir: str):
+    import numpy as np
+
+    from distlearn.data import create_dataset, open_dataset
+
+    path = Path(data_dir) / f"dense-{n_rows}.zarr"
+    try:
+        ds = open_dataset(path)
+        if ds.meta.get("integrity", {}).get("digests"):
+            return ds
+    except (OSError, ValueError):
+        pass
+    rng = np.random.default_rng(0)
+    return create_dataset(path, rng.random((n_rows, 784), dtype=np.float32), rng.integers(0, 10, n_rows),
+                          overwrite=True)
+
+
 def _crc_alone(path: Path) -> tuple[float, int]:
     import google_crc32c
 
@@ -90,11 +126,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--data-dir", default="/tmp/bench-validation")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--dense-rows", type=int, default=60_000, help="rows of the dense store (0: none)")
+    ap.add_argument("--read-only", action="store_true", help="only the reads with digests on and off")
     args = ap.parse_args(argv)
 
     ds = _store(args.n_samples, args.data_dir)
     path = str(ds.path)
     print(f"# {ds}: nnz {ds.nnz:,}, codec {ds.codec}, integrity {ds.meta.get('integrity')}")
+    stores = [ds] + ([_dense_store(args.dense_rows, args.data_dir)] if args.dense_rows else [])
+    reads: dict[str, dict[str, list[float]]] = {}
+    for s in stores:
+        _read_all(s, True), _read_all(s, False)  # fill the page cache
+        r = reads[str(s.path)] = {"on": [], "off": []}
+        for _ in range(args.repeat):
+            r["on"].append(_read_all(s, True))
+            r["off"].append(_read_all(s, False))
+        on, off = statistics.median(r["on"]), statistics.median(r["off"])
+        print(f"read {s.layout:5s} {s.n_samples:,} rows: digests on {on:.3f} s, off {off:.3f} s, on / off {on / off:.4f}"
+              f"   (on: {', '.join(f'{t:.3f}' for t in r['on'])}; off: {', '.join(f'{t:.3f}' for t in r['off'])})")
+    if args.read_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"reads": reads}, indent=2))
+        return 0
     _epoch(path, True), _epoch(path, False), _check_alone(ds)  # compile, fill the page cache
     on, off, alone, crc = [], [], [], []
     for _ in range(args.repeat):
@@ -113,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"store": path, "n_samples": ds.n_samples, "nnz": ds.nnz,
                                                "runs": {"on": on, "off": off, "check": alone, "crc": crc},
+                                               "reads": reads,
                                                "medians": med}, indent=2))
     return 0
 

@@ -118,7 +118,11 @@ _seed = _checked(int, lambda v: 0 <= v < 2**64, "in [0, 2**64)")
 _tau = _checked(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 
 
-def _label_column(text: str) -> int | str:
+def _label_column(text: str) -> int | str | bool:
+    """``--label-column``: an index, a name, or ``none`` (predict: a table without a label column; the API's
+    ``label_column=False``).  A column named none is picked by its index."""
+    if text.strip().lower() == "none":
+        return False
     try:
         return int(text)
     except ValueError:
@@ -287,10 +291,16 @@ def _cmd_convert(a: argparse.Namespace) -> int:
                  "weighting", "normalize", "min_df", "hash_bits"):
         if getattr(a, name) is not None:
             opts[name] = getattr(a, name)
+    if a.label_column is False:
+        raise ValueError("--label-column none: a store holds labels; name the table's label column (or leave "
+                         "--label-column out: the column named label, target, class or y, else 0)")
     if a.header is not None:
         opts["header"] = {"auto": "auto", "yes": True, "no": False}[a.header]
     check_output(a.output, "store", overwrite=a.overwrite,  # before any work (and any cluster)
                  inputs=[*a.input, a.labels, a.qrels, a.hierarchy])
+    # the format as convert decides it (--qrels: RCV1-v2); --hash-bits is convert's own to refuse
+    _refuse_reader_flags(a.format or ("rcv1" if a.qrels is not None else None), a.input[:1],
+                         {k: v for k, v in opts.items() if k != "hash_bits"})
     t0 = time.perf_counter()
     kwargs = dict(
         format=a.format,
@@ -462,10 +472,44 @@ def _zero_based_flag(p: Any) -> None:
                         "writes them so by default); LIBSVM's files count from 1, the default")
 
 
-def _read_options(a: argparse.Namespace) -> dict[str, Any]:
-    """The data-file reader options a command's flags give (None where a flag is absent)."""
-    return {"zero_based": True if getattr(a, "zero_based", False) else None,
+def _flag(option: str) -> str:
+    """The flag of a reader option (``zero_based`` -> ``--zero-based``): every one is its name so spelled."""
+    return "--" + option.replace("_", "-")
+
+
+def _refuse_reader_flags(fmt: str | None, inputs: Sequence[Any], opts: dict[str, Any]) -> None:
+    """Refuse, naming the flags, reader options given for an input they do not apply to (its format, or a
+    store).  The API refuses the same naming its parameters (``readers._reader_options``)."""
+    from .data.readers import READER_OPTIONS, detect_format, is_data_file
+
+    given = sorted(k for k, v in opts.items() if v is not None)
+    if not given:
+        return
+    for path in inputs:
+        if not is_data_file(path):
+            if os.path.isdir(str(path).partition("#")[0]):  # a store; else the reading says what it is
+                flags = ", ".join(_flag(k) for k in given)
+                raise ValueError(f"{flags} read{'s' if len(given) == 1 else ''} a data file; {path} is a store "
+                                 "(it holds its features and labels)")
+            continue
+        f = fmt or detect_format(path)
+        bad = [k for k in given if k not in READER_OPTIONS[f]]
+        if bad:
+            raise ValueError(f"{path}: {', '.join(_flag(k) for k in bad)} do{'es' if len(bad) == 1 else ''} not apply "
+                             f"to {f} input")
+
+
+def _read_options(a: argparse.Namespace, *inputs: Any) -> dict[str, Any]:
+    """The data-file reader options a command's flags give (None where a flag is absent), checked against
+    the ``inputs`` they read (:func:`_refuse_reader_flags`); ``--label-column none`` is predict's only."""
+    opts = {"zero_based": True if getattr(a, "zero_based", False) else None,
             "label_column": getattr(a, "label_column", None)}
+    if opts["label_column"] is False and a.command != "predict":
+        raise ValueError(f"--label-column none (a table without a label column) is for predict; {a.command} needs "
+                         "the labels: name the label column, or leave --label-column out (the column named label, "
+                         "target, class or y, else 0)")
+    _refuse_reader_flags(getattr(a, "format", None), inputs, opts)
+    return opts
 
 
 def _parser_predict(sub: Any) -> None:
@@ -493,9 +537,11 @@ def _parser_predict(sub: Any) -> None:
                     help="input format when not a store (DNA sequences: convert them first with the training "
                          "store's --features, so the feature map is the model's)")
     _zero_based_flag(pr)
-    pr.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX",
+    pr.add_argument("--label-column", type=_label_column, metavar="NAME|INDEX|none",
                     help="a CSV or Parquet input: its label column, left out of the features (default: the column "
-                         "named label, target, class or y, else 0)")
+                         "named label, target, class or y, else 0), or none: a table of features alone, every "
+                         "column a feature (also taken without the flag when the table has exactly the model's "
+                         "number of columns and none is named as a label)")
     _json_flag(pr)
     _cluster_options(pr, workers="predict the blocks of a store on a LocalCluster of N workers",
                      scheduler="predict the blocks of a store on this Dask scheduler (workers open the model "
@@ -516,8 +562,13 @@ def _cmd_predict(a: argparse.Namespace) -> int:
 
             widths = prediction_widths(load_model(absolute(a.model)))
         check_output(a.out, "predictions", overwrite=a.overwrite, inputs=[a.model, a.input], widths=widths)
+    read = _read_options(a, a.input)
+    given = [_flag(k) for k, v in read.items() if v is not None]
+    if given and _where(a.scheduler, a.workers) is not None:
+        raise ValueError(f"{', '.join(given)} read{'s' if len(given) == 1 else ''} a data file; predicting on a "
+                         "cluster (--workers/--scheduler) reads a store")
     res = predict(a.model, a.input, decision=a.decision, out=a.out, format=a.format, overwrite=a.overwrite,
-                  scheduler=_where(a.scheduler, a.workers), read=_read_options(a))
+                  scheduler=_where(a.scheduler, a.workers), read=read)
     values = res.pop("values", None)
     if res.get("ran_on") and not a.json:
         print(f"ran on {res['ran_on']}", file=sys.stderr)
@@ -554,7 +605,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     from .model import load_model
     from .training import evaluate
 
-    res = evaluate(load_model(a.model), a.store, read=_read_options(a))
+    res = evaluate(load_model(a.model), a.store, read=_read_options(a, a.store))
     if a.json:
         print(json.dumps(res, indent=1, default=str))
         return 0
@@ -967,10 +1018,11 @@ def _train_setup(a: argparse.Namespace, params: dict[str, Any]) -> tuple[Any, An
         est.set_params(checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
                        progress=_progress(a.progress))
     if is_data_file(a.store):  # a data file is read whole into memory (if it fits) and trained on as arrays
-        X, y = read_arrays(a.store, **{k: v for k, v in _read_options(a).items() if v is not None})
+        X, y = read_arrays(a.store, **{k: v for k, v in _read_options(a, a.store).items() if v is not None})
         a.fit_args = (X, y)
         ds: Any = argparse.Namespace(n_samples=X.shape[0], n_features=X.shape[1])
     elif a.label_column is not None:
+        _read_options(a)  # --label-column none: for predict
         raise ValueError("--label-column picks the label of a CSV or Parquet file; a store holds its labels")
     elif a.zero_based:
         raise ValueError("--zero-based reads an svmlight data file; a store holds its feature indices already")
@@ -1020,7 +1072,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     if a.test:
         from .data.readers import is_data_file
 
-        test_read = _read_options(a) if is_data_file(a.test.partition("#")[0]) else None  # the flags read data files
+        test_read = _read_options(a, a.test) if is_data_file(a.test.partition("#")[0]) else None  # the flags read data files
         result["test_error"] = evaluate(est, a.test, read=test_read)["error"]
         result["test_store"] = str(a.test)
     if a.save:

@@ -150,6 +150,9 @@ def _pieces(X: Any, y: Any = None, *, format: str | None = None, read: dict[str,
     from .data.readers import _reader_options, detect_format, is_data_file
 
     read = {k: v for k, v in (read or {}).items() if v is not None}
+    if read.get("label_column") is False:
+        raise ValueError("label_column=False (--label-column none: a table without a label column) is for predict; "
+                         "training and evaluating need the labels")
     if is_store(X) and not is_data_file(X):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
@@ -231,28 +234,40 @@ def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: An
     return unknown
 
 
-def _features_only(X: Any, d: int | None, format: str | None, read: dict[str, Any] | None) -> None:
-    """A table (CSV, Parquet) of exactly the model's ``d`` features, no label column named and none given: the
-    readers take column 0 as the label by default, and the width check would say "d - 1 features".  Say what
-    happened and what to do, in one line, before any block is read."""
+def _features_only(X: Any, d: int | None, format: str | None, read: dict[str, Any] | None) -> bool:
+    """Whether predict reads the table (CSV, Parquet) ``X`` as features alone, every column a feature:
+    ``label_column=False`` (``--label-column none``) says so; without a label column named or given, a
+    table of exactly the model's ``d`` columns is one (the readers' default label, column 0, would leave
+    ``d - 1`` features, which the model cannot take).  Anything else but a table with ``False`` is refused."""
     from .data.readers import detect_format, is_data_file, open_reader
 
-    if d is None or not isinstance(X, (str, os.PathLike)) or is_store(X) and not is_data_file(X):
-        return
-    if (read or {}).get("label_column") is not None:
-        return
-    path = os.fspath(X)
-    fmt = format or detect_format(path)
-    if fmt not in ("csv", "parquet"):
-        return
-    reader = open_reader(path, format=fmt)
+    label = (read or {}).get("label_column")
+    table = isinstance(X, (str, os.PathLike)) and is_data_file(X)
+    fmt = (format or detect_format(os.fspath(X))) if table else None
+    if label is False and fmt not in ("csv", "parquet"):
+        what = f"{fmt} input" if fmt else ("a store" if isinstance(X, (str, os.PathLike)) else "arrays")
+        raise ValueError(f"label_column=False (--label-column none) reads a CSV or Parquet table without a label "
+                         f"column; {os.fspath(X) if isinstance(X, (str, os.PathLike)) else 'the input'} is {what}")
+    if label is False:
+        return True
+    if d is None or label is not None or fmt not in ("csv", "parquet"):
+        return False
+    reader = open_reader(os.fspath(X), format=fmt)
     by_default = reader.label_index == 0 and (reader.columns is None or
                                              str(reader.columns[0]).strip().lower() not in LABEL_NAMES)
-    if by_default and reader.n_features == d - 1:
-        raise ValueError(f"{path}: {reader.n_features} features after {reader.label_what} was taken as the label "
-                         f"(no column named {', '.join(LABEL_NAMES)}), and the model has {d}: if the file holds only "
-                         "the features, give it a label column (any values, named label) -- a table without one is not "
-                         "read yet; if column 0 is the label, the model was trained on other columns")
+    return bool(by_default and reader.n_features == d - 1)
+
+
+def _table_features(X: Any, format: str | None, read: dict[str, Any] | None) -> Iterator[tuple[Any, None, str]]:
+    """The pieces of a table read as features alone: the readers take a label column, so column 0 is read
+    as one and put back in front of the others (numbers only: a column of words is no feature)."""
+    path = os.fspath(X)
+    for Xb, yb, where in _pieces(X, None, format=format, read={**(read or {}), "label_column": 0}):
+        col = np.asarray(yb)
+        if col.dtype.kind in "US":
+            raise ValueError(f"{path}: column 0 holds {str(col[0])!r}, not a number: read without a label column "
+                             "(--label-column none, label_column=False), every column is a feature")
+        yield np.column_stack([col.astype(Xb.dtype), Xb]), None, where
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
@@ -261,7 +276,10 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
     """Labels (or ``decision`` scores) of a fitted classifier, a loaded model or a model file (its
     path) for arrays, a store (or view), or any readable data file, block by block.
 
-    ``read``: a data file's reader options (``zero_based``, ``label_column``).
+    ``read``: a data file's reader options (``zero_based``, ``label_column``).  A table (CSV, Parquet)
+    without a label column is read with ``label_column=False`` (every column a feature); a table of
+    exactly the model's number of columns, none named ``label``/``target``/``class``/``y`` and no
+    ``label_column`` given, is read so by itself.
     ``out``: stream them to ``.npy``, ``.csv``/``.txt`` (one row per line; scores of a multiclass
     model as comma-separated columns) or a ``.zarr`` array (:func:`write_values`).  Returns
     ``{"n", "out", "values"}`` (``values`` only without ``out``); ``overwrite`` as in
@@ -284,10 +302,11 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         return _predict_on(scheduler, est, model_path, X, decision=decision, out=out, overwrite=overwrite,
                            n_workers=n_workers, security=security)
     d = _width(est)
-    _features_only(X, d, format, read)
+    features_only = _features_only(X, d, format, read)
 
     def blocks() -> Iterator[np.ndarray]:
-        for Xb, _, where in _pieces(X, None, format=format, read=read):
+        pieces = _table_features(X, format, read) if features_only else _pieces(X, None, format=format, read=read)
+        for Xb, _, where in pieces:
             if Xb.shape[0]:
                 Xb = _fit_width(Xb, d, where)
                 yield np.asarray(est.decision_function(Xb) if decision else est.predict(Xb))

@@ -949,7 +949,7 @@ def _direct_rows_task(path: str, start: int, stop: int, first_value: int, n_valu
     if edges is None:
         return {"error": (None, "the conversion was aborted", None)}
     return {"docids": np.concatenate(res["docids"]), "lines": np.concatenate(res["lines"]),
-            "indptr": np.concatenate([np.zeros(1, np.int64)] + ptrs), "head": edges[0], "tail": edges[1],
+            "indptr": np.concatenate([np.zeros(1, np.int64)] + ptrs), "head": edges[0], "tail": edges[1], "crcs": edges[2],
             "max_index": int(indices.max()) if len(indices) else -1, "n_lines": res["n_lines"]}
 
 
@@ -1133,7 +1133,7 @@ def convert_rcv1(
                 _vocabulary_group(writer, terms, df, params["vocabulary_docs"])
                 vocab_left = False
             if target is not None:
-                writer.append_part(X["indptr"], top[rows], X["head"], X["tail"], X["max_index"])
+                writer.append_part(X["indptr"], top[rows], X["head"], X["tail"], X["max_index"], X["crcs"])
             else:
                 writer.append(X, top[rows])
             if progress is not None:
@@ -1215,7 +1215,7 @@ def _rows(paths: list[str], kind: str, executor: OrderedMap | None, terms: list[
     """``(file, docids, lines, X, bytes read so far over all files)`` pieces in file order.  With a
     ``target`` (:meth:`~.store.DatasetWriter.begin_parts`) and the ``layout`` of the vocabulary pass
     (per part: documents, stored values), the tasks write the store's whole chunks and ``X`` is a
-    part's dict of ``indptr``, ``head``, ``tail``, ``max_index`` (:func:`_direct_rows_task`)."""
+    part's dict of ``indptr``, ``head``, ``tail``, ``max_index``, ``crcs`` (:func:`_direct_rows_task`)."""
     sizes = [os.path.getsize(p) for p in paths]
     if kind == "vectors":
         from ._svmlight import parse_svmlight_bytes

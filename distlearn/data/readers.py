@@ -211,15 +211,19 @@ def read_arrays(path: str | os.PathLike[str], *, format: str | None = None, dtyp
     return X, np.concatenate(ys)
 
 
+#: The reader options each format takes (the CLI's flags are their names with dashes: ``--zero-based``).
+READER_OPTIONS: dict[str, frozenset[str]] = {
+    "svmlight": frozenset({"zero_based", "n_features", "dtype", "chunk_bytes"}),
+    "idx": frozenset({"labels", "dtype", "chunk_rows"}),
+    "csv": frozenset({"label_column", "delimiter", "header", "dtype", "chunk_bytes"}),
+    "dna": frozenset({"labels", "features", "degree", "k", "iupac"}),
+    "rcv1": frozenset({"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary", "hash_bits"}),
+    "parquet": frozenset({"label_column", "dtype"}),
+}
+
+
 def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
-    allowed = {
-        "svmlight": {"zero_based", "n_features", "dtype", "chunk_bytes"},
-        "idx": {"labels", "dtype", "chunk_rows"},
-        "csv": {"label_column", "delimiter", "header", "dtype", "chunk_bytes"},
-        "dna": {"labels", "features", "degree", "k", "iupac"},
-        "rcv1": {"qrels", "hierarchy", "weighting", "normalize", "min_df", "vocabulary", "hash_bits"},
-        "parquet": {"label_column", "dtype"},
-    }[fmt]
+    allowed = READER_OPTIONS[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
         raise ValueError(f"option(s) {sorted(bad)} do not apply to {fmt} input (allowed: {sorted(allowed)})")

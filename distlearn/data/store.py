@@ -12,6 +12,8 @@ Layout (format version 1; 2 for a store of class names)::
         y           (n_samples,)    float64 labels (integral labels are returned as int64); with
                                     class names: their codes 0..k-1 (format version 2, below)
         block_index (n_blocks+1, 2) int64: first row and first stored value of every block
+        digests/                    uint32 per piece of every chunk of y, X (X/data, X/indices,
+                                    X/indptr) and block_index (``meta["integrity"]["digests"]``)
 
 Class names as labels (``setosa``: a str ``y`` given to the writer, e.g. a CSV's ``species``): ``y``
 holds codes into ``meta["class_names"]``, the sorted names (``classes`` is then ``[0 .. k-1]``), and
@@ -34,8 +36,13 @@ reading follows, so a store of any codec reads the same), ``integrity`` and ``co
 chunk of ``X``, ``y`` and ``block_index`` ends with a crc32c checksum (zarr's ``Crc32cCodec``
 after the compressor), every chunk is written, and the fill values are never data (NaN for
 values and labels, -1 for indices and pointers).  Older stores (fill 0, no checksums) read alike.
-Every read (:meth:`Dataset.read_rows`) refuses a missing chunk, a store replaced since it was
-opened, and a block that fails :func:`block_fault`, in one :class:`StoreError` line.
+Since safety round four, ``"digests": true`` too: ``digests/`` holds, per array, the digest of
+every piece of every chunk (:func:`chunk_digest`: crc32c of the decoded values, the array's path
+and length, the piece's index; a piece is a chunk, or ``2**16`` rows of a larger one), written as
+the chunks are.  Every read (:meth:`Dataset.read_rows`) refuses a missing chunk (also one deleted
+after the store was opened), a chunk that is not the data written at its place (a chunk file
+moved or copied), a store replaced since it was opened, and a block that fails
+:func:`block_fault`, in one :class:`StoreError` line.
 
 Any block is read from its own chunks and two entries of ``block_index`` --
 nothing else -- so many processes can stream different blocks of one store at
@@ -65,6 +72,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import google_crc32c
 import numpy as np
 import scipy.sparse as sp
 import zarr
@@ -236,16 +244,62 @@ def _check_dtype(dtype: Any) -> np.dtype:
 # --------------------------------------------------------------------------- writing
 
 
+#: The group of a store's chunk digests (``meta["integrity"]["digests"]``), one uint32 array per
+#: digested array, named by its path with ``.`` for ``/`` (``X.data``), whose attribute ``rows`` is the
+#: length of the pieces digested (:func:`digest_rows`).
+DIGESTS = "digests"
+
+#: The longest piece of a chunk digested alone: a read of rows that cut a chunk (the values of a CSR
+#: block, whose chunks of ``2**20`` values straddle the blocks) reads whole pieces of at most this many
+#: rows around them, not whole chunks.
+DIGEST_ROWS = 1 << 16
+
+
+def digest_rows(chunk: int) -> int:
+    """The rows of the pieces a chunk of ``chunk`` rows is digested in: the chunk itself up to
+    :data:`DIGEST_ROWS`, else its largest divisor up to that (not below 1/64 of it: else the chunk)."""
+    if chunk <= DIGEST_ROWS:
+        return chunk
+    best = max(d for d in range(1, DIGEST_ROWS + 1) if chunk % d == 0)
+    return best if best * 64 >= chunk else chunk
+
+
+def _values_crc(values: np.ndarray) -> int:
+    """crc32c of an array's values as a chunk holds them decoded (little-endian, C order)."""
+    v = np.ascontiguousarray(values)
+    if v.dtype.byteorder == ">":
+        v = v.astype(v.dtype.newbyteorder("<"))
+    v = v.view()
+    v.flags.writeable = False  # google_crc32c takes read-only buffers (no copy)
+    return int(google_crc32c.value(v))
+
+
+def _seal(crc: int, name: str, length: int, index: int) -> int:
+    """A chunk's values' crc32c continued over where it belongs: the array, its length, the chunk."""
+    return int(google_crc32c.extend(crc, f"\0{name}\0{length}\0{index}".encode()))
+
+
+def chunk_digest(name: str, length: int, index: int, values: np.ndarray) -> int:
+    """The digest of piece ``index`` (of :func:`digest_rows` rows; a whole chunk but for large ones) of
+    the array ``name`` (its path in the store, e.g. ``X/data``) of ``length`` rows: crc32c over the
+    piece's decoded values (the last only as far as the array goes), then the name, the length and
+    the index.  A chunk file copied to another position, another array, or another store whose array
+    has another length, does not match."""
+    return _seal(_values_crc(values), name, length, index)
+
+
 class _ChunkedAppender:
     """Append to a 1-D zarr array, writing only whole chunks until ``close``.
 
     Whole-chunk writes never read a chunk back, so appending costs one
     compressed write per chunk whatever the sizes of the appended pieces.
+    ``record(array, at, values)`` is told of every write (the writer's chunk digests).
     """
 
-    def __init__(self, array: zarr.Array, chunk: int) -> None:
+    def __init__(self, array: zarr.Array, chunk: int, record: Callable[..., None] | None = None) -> None:
         self.array = array
         self.chunk = chunk
+        self.record = record
         self.written = 0
         self._pending: list[np.ndarray] = []
         self._n_pending = 0
@@ -266,6 +320,8 @@ class _ChunkedAppender:
             stop = self.written + n
             self.array.resize((stop,))
             self.array[self.written : stop] = buf[:n]
+            if self.record is not None:
+                self.record(self.array, self.written, buf[:n])
             self.written = stop
         rest = buf[n:]
         self._pending = [rest] if rest.size else []
@@ -392,6 +448,21 @@ class DatasetWriter:
         self._nnz_chunk = int(nnz_chunk)
         self.allow_underflow = bool(allow_underflow)
         self._arrays = False  # created at the first block, their chunks cut to the rows present
+        #: The crc32c of every chunk written, per array path and chunk index (sealed into the chunk
+        #: digests at close, when the arrays' lengths are known: meta["integrity"]["digests"]).
+        self._crcs: dict[str, dict[int, int]] = {}
+
+    def _record(self, a: Any, at: int, values: np.ndarray) -> None:
+        """Remember the crc32c of the pieces (:func:`digest_rows`) of ``a`` just written from row ``at``
+        (a chunk's first)."""
+        c = a.chunks[0]
+        if at % c:
+            raise RuntimeError(f"{a.path}: a write at row {at} does not start a chunk of {c} rows")
+        crcs = self._crcs.setdefault(a.path, {})
+        values = np.asarray(values, dtype=a.dtype)
+        r = digest_rows(c)
+        for k in range(0, len(values), r):
+            crcs[(at + k) // r] = _values_crc(values[k:k + r])
 
     def _array(self, group: zarr.Group, name: str, shape: tuple[int, ...], chunks: tuple[int, ...],
                dtype: Any) -> Any:
@@ -418,9 +489,10 @@ class DatasetWriter:
             xg = g.create_group("X")
             self._xgroup = xg
             c = self._nnz_chunk
-            self._data = _ChunkedAppender(self._array(xg, "data", (0,), (c,), self.dtype), c)
-            self._indices = _ChunkedAppender(self._array(xg, "indices", (0,), (c,), self.index_dtype), c)
-            self._indptr = _ChunkedAppender(self._array(xg, "indptr", (0,), (rows,), "int64"), rows)
+            rec = self._record
+            self._data = _ChunkedAppender(self._array(xg, "data", (0,), (c,), self.dtype), c, rec)
+            self._indices = _ChunkedAppender(self._array(xg, "indices", (0,), (c,), self.index_dtype), c, rec)
+            self._indptr = _ChunkedAppender(self._array(xg, "indptr", (0,), (rows,), "int64"), rows, rec)
             self._indptr.append(np.zeros(1, dtype=np.int64))
         self._arrays = True
 
@@ -504,7 +576,8 @@ class DatasetWriter:
             step = max(1, self.block_rows)
             for lo in range(0, self._n_rows, step):
                 hi = min(lo + step, self._n_rows)
-                self._y[lo:hi] = recode[np.asarray(self._y[lo:hi], dtype=np.int64)]
+                self._y[lo:hi] = codes = recode[np.asarray(self._y[lo:hi], dtype=np.int64)]
+                self._record(self._y, lo, codes)
             if self._label_counts is not None:
                 self._label_counts = {float(recode[int(k)]): c for k, c in self._label_counts.items()}
         return names
@@ -566,6 +639,7 @@ class DatasetWriter:
             stop = first + n
             self._X.resize((stop, d))
             self._X[first:stop] = Xb
+            self._record(self._X, first, Xb)
             self._nnz += int(np.count_nonzero(Xb))
         else:
             parts = [sp.csr_matrix(p) for p in parts]
@@ -579,6 +653,7 @@ class DatasetWriter:
             self._append_csr(Xb, first)
         self._y.resize((first + n,))
         self._y[first : first + n] = y
+        self._record(self._y, first, y)
         self._n_rows += n
         self._block_index.append((self._n_rows, self._nnz))
 
@@ -639,14 +714,16 @@ class DatasetWriter:
         for app in (self._data, self._indices):
             app.array.resize((int(nnz),))
         self._parts = {"rows": int(n_rows), "nnz": int(nnz), "at": 0, "data": [], "indices": [],
-                       "y": _ChunkedAppender(self._y, self._indptr.chunk)}
+                       "y": _ChunkedAppender(self._y, self._indptr.chunk, self._record)}
         return {"path": os.fspath(self._tmp), "chunk": self._nnz_chunk, "nnz": int(nnz),
                 "dtype": self.dtype.name, "index_dtype": self.index_dtype.name}
 
     def append_part(self, indptr: np.ndarray, y: Any, head: tuple[np.ndarray, np.ndarray],
-                    tail: tuple[np.ndarray, np.ndarray], max_index: int) -> None:
+                    tail: tuple[np.ndarray, np.ndarray], max_index: int,
+                    crcs: dict[str, dict[int, int]] | None = None) -> None:
         """Add the next part written by :func:`write_part_chunks`: its rows' ``indptr`` (from 0),
-        labels ``y``, the ``(data, indices)`` edges it returned and its largest column."""
+        labels ``y``, the ``(data, indices)`` edges it returned, its largest column and the
+        crc32c of the whole chunks it wrote (``crcs``, its third return value)."""
         P = getattr(self, "_parts", None)
         if P is None or self._closed:
             raise RuntimeError("append_part needs begin_parts (and an open writer)")
@@ -663,6 +740,8 @@ class DatasetWriter:
         if max_index >= self.n_features:
             raise ValueError(f"part at row {first}: feature index {max_index} is beyond n_features={self.n_features}")
         self._max_index = max(self._max_index, int(max_index))
+        for name, got in (crcs or {}).items():
+            self._crcs.setdefault(name, {}).update({int(i): int(v) for i, v in got.items()})
         z1 = z0 + int(indptr[-1])
         self._edge(z0, *head)
         self._edge(z1 - len(tail[0]), *tail)
@@ -687,8 +766,10 @@ class DatasetWriter:
         P["indices"].append(np.asarray(indices, dtype=self.index_dtype))
         end = at + len(data)
         if end % self._nnz_chunk == 0 or end == P["nnz"]:
-            self._data.array[P["at"]:end] = np.concatenate(P["data"])
-            self._indices.array[P["at"]:end] = np.concatenate(P["indices"])
+            for app, part in ((self._data, P["data"]), (self._indices, P["indices"])):
+                values = np.concatenate(part)
+                app.array[P["at"]:end] = values
+                self._record(app.array, P["at"], values)
             P["data"], P["indices"] = [], []
 
     def _finish_parts(self) -> None:
@@ -765,7 +846,7 @@ class DatasetWriter:
     def _check_extra(self, name: str) -> None:
         if self._closed:
             raise RuntimeError("writer is closed")
-        if name in ("X", "y", "block_index") or name in self._group:
+        if name in ("X", "y", "block_index", DIGESTS) or name in self._group:
             raise ValueError(f"the store already has an array or group named {name!r}")
 
     def abort(self) -> None:
@@ -806,8 +887,11 @@ class DatasetWriter:
         else:
             d = self.n_features
         bi = np.asarray(self._block_index, dtype=np.int64)
-        self._group.create_array("block_index", data=bi, chunks=bi.shape, compressors=self._comp)
+        block_index = self._group.create_array("block_index", data=bi, chunks=bi.shape, compressors=self._comp)
+        self._record(block_index, 0, bi)
         class_names = None if self._name_codes is None else self._sort_names()
+        self._write_digests([self._y, block_index, *((self._X,) if self.layout == "dense" else
+                                                     (self._data.array, self._indices.array, self._indptr.array))])
         if self._label_counts is not None:
             keys = sorted(self._label_counts)
             conv = int if self._label_integral else float
@@ -833,9 +917,10 @@ class DatasetWriter:
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "distlearn_version": __version__,
             "codec": self.codec,
-            # What a reader may rely on: every chunk written, ending with a crc32c checksum, and
-            # fill values that are never data (NaN, -1), so a missing chunk is never read as zeros.
-            "integrity": {"crc32c": True, "fill": "invalid"},
+            # What a reader may rely on: every chunk written, ending with a crc32c checksum, fill
+            # values that are never data (NaN, -1), so a missing chunk is never read as zeros, and
+            # the digest of every chunk at its position (a chunk file moved or copied is refused).
+            "integrity": {"crc32c": True, "fill": "invalid", "digests": True},
             "complete": True,
         }
         if self.label_names is not None:
@@ -845,6 +930,23 @@ class DatasetWriter:
         # The metadata goes last: a store without it is never accepted.
         self._group.attrs["distlearn"] = meta
         return meta
+
+    def _write_digests(self, arrays: list[Any]) -> None:
+        """The group ``digests``: the digest (:func:`chunk_digest`) of every piece of every chunk of every
+        array, sealed now that the lengths are known; a piece written by no recorded path is a writer's
+        bug, refused."""
+        g = self._group.create_group(DIGESTS)
+        g.attrs["digest"] = "crc32c(values of `rows` rows, array path, array length, piece index)"
+        for a in arrays:
+            n, r = a.shape[0], digest_rows(a.chunks[0])
+            k = -(-n // r)
+            crcs = self._crcs.get(a.path, {})
+            if sorted(crcs) != list(range(k)):
+                raise RuntimeError(f"{a.path}: digests recorded for pieces {sorted(set(range(k)) - set(crcs))[:5]} "
+                                   f"missing (of {k})")
+            d = np.array([_seal(crcs[i], a.path, n, i) for i in range(k)], dtype=np.uint32)
+            arr = g.create_array(_digest_name(a.path), data=d, chunks=(max(k, 1),), compressors=[Crc32cCodec()])
+            arr.attrs["rows"] = r
 
     def _move_into_place(self) -> None:
         try:
@@ -858,13 +960,16 @@ class DatasetWriter:
 
 
 def write_part_chunks(target: dict[str, Any], at: int, data: np.ndarray, indices: np.ndarray
-                      ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+                      ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray],
+                                 dict[str, dict[int, int]]] | None:
     """Write a part's stored values ``at:at + len(data)`` of a store laid out by
     :meth:`DatasetWriter.begin_parts` (``target``): the whole chunks of ``X/data`` and ``X/indices``
     inside that range, in any process that sees the store's file system.  Returns the
     ``(data, indices)`` before the first and after the last whole chunk (the edges, which the
-    writer assembles with the neighbouring parts' into the chunks they share), or ``None`` when the
-    write was abandoned (its temporary store is gone: the writer aborted).
+    writer assembles with the neighbouring parts' into the chunks they share) and the crc32c of
+    every whole chunk written (``{"X/data": {chunk: crc}, "X/indices": ...}``, for
+    :meth:`DatasetWriter.append_part`), or ``None`` when the write was abandoned (its temporary
+    store is gone: the writer aborted).
 
     Writing the same part again writes the same bytes (a retried task is harmless).  A write
     that raced the writer's abort removes the temporary directory it recreated."""
@@ -874,8 +979,9 @@ def write_part_chunks(target: dict[str, Any], at: int, data: np.ndarray, indices
     t0 = z1 if (z1 % C == 0 or z1 == total) else max(h1, (z1 // C) * C)
     head = (data[:h1 - z0], indices[:h1 - z0])
     tail = (data[t0 - z0:], indices[t0 - z0:])
+    crcs: dict[str, dict[int, int]] = {"X/data": {}, "X/indices": {}}
     if t0 <= h1:
-        return head, tail
+        return head, tail, crcs
     tmp = Path(target["path"])
     marks = [tmp / "X" / name / "zarr.json" for name in ("data", "indices")]
     if not all(m.exists() for m in marks):
@@ -883,13 +989,20 @@ def write_part_chunks(target: dict[str, Any], at: int, data: np.ndarray, indices
     try:
         for name, values, dt in (("data", data, target["dtype"]), ("indices", indices, target["index_dtype"])):
             a = zarr.open_array(store=str(tmp / "X" / name), mode="r+")
-            a[h1:t0] = np.asarray(values[h1 - z0:t0 - z0], dtype=dt)
+            a[h1:t0] = whole = np.asarray(values[h1 - z0:t0 - z0], dtype=dt)
+            r = digest_rows(C)
+            crcs[f"X/{name}"] = {(h1 + k) // r: _values_crc(whole[k:k + r]) for k in range(0, t0 - h1, r)}
     except FileNotFoundError:
         pass
     if not all(m.exists() for m in marks):  # aborted meanwhile: our chunks recreated its directories
         shutil.rmtree(tmp, ignore_errors=True)
         return None
-    return head, tail
+    return head, tail, crcs
+
+
+def _digest_name(path: str) -> str:
+    """The name of an array's digests in the group ``digests``: its path, ``.`` for ``/``."""
+    return path.replace("/", ".")
 
 
 def _rmtree(p: Any) -> None:
@@ -1171,10 +1284,17 @@ class Dataset:
             self._X = X
         else:
             self._data, self._indices, self._indptr = X["data"], X["indices"], X["indptr"]
-        self._check_integrity((self._y, *((X,) if self.layout == "dense" else
-                                          (self._data, self._indices, self._indptr))))
-        self.block_index = np.asarray(self._group["block_index"][:], dtype=np.int64)
+        arrays = (self._y, *((X,) if self.layout == "dense" else (self._data, self._indices, self._indptr)))
+        self._check_integrity(arrays)
         self._chunk_grids: dict[str, Any] = {}
+        bi = self._group["block_index"]
+        #: Every chunk's digest per array path (meta["integrity"]["digests"]), or None (older stores).
+        self._digests = self._load_digests((*arrays, bi))
+        self.block_index = np.asarray(bi[:], dtype=np.int64)
+        if self._digests is not None and chunk_digest(bi.path, bi.shape[0], 0, self.block_index.astype(bi.dtype)
+                                                      ) != self._digests[bi.path][1][0]:
+            raise StoreError(f"{self.path}: chunk block_index/c/0/0 is not the data written there (its digest "
+                             "differs: copied from another store, or rewritten)")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (open_dataset, (str(self.path),))
@@ -1206,6 +1326,46 @@ class Dataset:
                 continue
             raise StoreError(f"{self.path}: the store's metadata has no integrity record, but {a.path} was written "
                              f"with a checksum in every chunk ({why}): damaged or edited metadata")
+
+    def _load_digests(self, arrays: tuple[Any, ...]) -> dict[str, tuple[int, np.ndarray]] | None:
+        """The chunk digests of ``arrays`` (``meta["integrity"]["digests"]``), checked whole, or None:
+        per array path, the rows of a piece (:func:`digest_rows`) and the digest of every piece.
+
+        A store written with them must have them all, one per piece of every array, themselves
+        read through their crc32c checksum; a store whose record says nothing of digests but which
+        has them (an edit that removed the record) is refused too -- in one :class:`StoreError` line
+        naming the store and what is wrong, before any block is read."""
+        p = self.path
+        if not (self.meta.get("integrity") or {}).get("digests"):
+            if DIGESTS in self._group:
+                raise StoreError(f"{p}: the store's integrity record says nothing of chunk digests, but the store has "
+                                 f"them ({DIGESTS}/): damaged or edited metadata")
+            return None
+        try:
+            g = self._group[DIGESTS]
+        except KeyError:
+            raise StoreError(f"{p}: the store was written with a digest of every chunk, but {DIGESTS}/ is missing "
+                             "(damaged or edited)") from None
+        out = {}
+        for a in arrays:
+            where = f"{DIGESTS}/{_digest_name(a.path)}"
+            try:
+                d = g[_digest_name(a.path)]
+            except KeyError:
+                raise StoreError(f"{p}: {where}, the digests of {a.path}'s chunks, is missing (damaged or edited)") from None
+            r = digest_rows(a.chunks[0])
+            k = -(-a.shape[0] // r)
+            if (not isinstance(d, zarr.Array) or d.dtype != np.uint32 or d.shape != (k,) or d.attrs.get("rows") != r
+                    or tuple(a.chunks[1:]) != a.shape[1:]):
+                raise StoreError(f"{p}: {where} does not hold one digest per piece of {a.path} ({k} pieces of {r} rows; "
+                                 f"it has shape {getattr(d, 'shape', None)}, rows {d.attrs.get('rows')!r}): damaged or edited")
+            if not any(isinstance(c, Crc32cCodec) for c in d.metadata.codecs):
+                raise StoreError(f"{p}: {where} has no crc32c codec (damaged or edited metadata)")
+            key = self._missing_chunk(d, 0, k)
+            if key is not None:
+                raise StoreError(f"{p}: chunk {key} is missing (the digests of {a.path}'s chunks)")
+            out[a.path] = (r, np.asarray(d[:], dtype=np.uint32))
+        return out
 
     def __repr__(self) -> str:
         return (
@@ -1322,22 +1482,81 @@ class Dataset:
                     return key
         return None
 
-    def _get(self, a: Any, lo: int, hi: int, row: int) -> np.ndarray:
-        """``a[lo:hi]``, refused in one line (naming the block of ``row``) when a chunk is missing."""
+    def _refuse_missing(self, a: Any, lo: int, hi: int, row: int) -> None:
+        """Refuse, naming the block of ``row``, a chunk that ``a[lo:hi]`` needs and the store lacks."""
         key = self._missing_chunk(a, lo, hi)
         if key is not None:
             old = "" if self.meta.get("integrity") else (
                 "; this store predates per-chunk checksums, when zarr did not write chunks that were all "
                 "zeros: if that is the case, convert it again")
             raise StoreError(f"{self._where(row)}: chunk {key} is missing{old}")
-        return np.asarray(a[lo:hi])
 
-    def _read(self, start: int, stop: int) -> tuple[Any, np.ndarray]:
-        """The raw arrays of rows ``start:stop``: ``(X, y)`` with CSR as ``(indptr, indices, data)``."""
-        y = self._get(self._y, start, stop, start)
+    def _chunk_key(self, a: Any, i: int) -> str:
+        return f"{a.path}/{a.metadata.encode_chunk_key((i,) + (0,) * (a.ndim - 1))}"
+
+    def _get(self, a: Any, lo: int, hi: int, row: int, moved: list[tuple[Any, int]] | None = None) -> np.ndarray:
+        """``a[lo:hi]``, refused in one line (naming the block of ``row``) when a chunk is missing, or
+        (a store with chunk digests) holds what was not written at its place.
+
+        With digests the read takes the whole digested pieces it touches (:func:`digest_rows`: whole
+        chunks, or pieces of ``2**16`` rows of larger ones) and checks each one's digest (a missing chunk
+        reads as the fill value, whose digest never matches: the store is not asked for every chunk
+        first); ``moved`` collects the chunks whose pieces do not match, else the first is refused
+        here -- as missing when it is, else as not the data written there.  Without digests every
+        chunk is looked for before the read."""
+        digests = None if self._digests is None else self._digests.get(a.path)
+        if digests is None or hi <= lo:
+            if digests is None:
+                self._refuse_missing(a, lo, hi, row)
+            return np.asarray(a[lo:hi])
+        (r, dig), c, n = digests, a.chunks[0], a.shape[0]
+        j0, j1 = lo // r, (hi - 1) // r + 1
+        w0 = j0 * r
+        v = np.asarray(a[w0:min(j1 * r, n)])
+        for j in range(j0, j1):
+            if chunk_digest(a.path, n, j, v[(j - j0) * r:(j - j0 + 1) * r]) != dig[j]:
+                if moved is None:
+                    self._refuse_moved([(a, j * r // c)], row)
+                if not any(m is a and i == j * r // c for m, i in moved):
+                    moved.append((a, j * r // c))
+        if v.shape[0] - (hi - lo) > hi - lo:  # a few rows of a large piece: not a view that keeps it in memory
+            return v[lo - w0:hi - w0].copy()
+        return v[lo - w0:hi - w0]
+
+    def _refuse_moved(self, moved: list[tuple[Any, int]], row: int, line: str | None = None) -> None:
+        """Refuse the first chunk of ``moved`` whose digest did not match: missing, or not its data
+        (added to ``line``, the refusal of what the read found wrong in the values, when there is one)."""
+        for a, i in moved:
+            c = a.chunks[0]
+            self._refuse_missing(a, i * c, min((i + 1) * c, a.shape[0]), row)
+        a, i = moved[0]
+        what = (f"chunk {self._chunk_key(a, i)} is not the data written there (its digest differs: a chunk file moved, "
+                "copied or rewritten)")
+        raise StoreError(f"{self._where(row)}: {what}" if line is None else f"{line}; {what}")
+
+    def _refuse_any_missing(self, start: int, stop: int) -> None:
+        """After a read of rows ``start:stop`` that failed: a chunk it needs that is missing (deleted
+        since it was read, or before: a store with digests is not asked first) is what is said."""
+        row = min(start, self.n_samples - 1)
+        self._refuse_missing(self._y, start, stop, row)
         if self.layout == "dense":
-            return self._get(self._X, start, stop, start), y
-        indptr = np.asarray(self._get(self._indptr, start, stop + 1, start), dtype=np.int64)
+            self._refuse_missing(self._X, start, stop, row)
+            return
+        self._refuse_missing(self._indptr, start, stop + 1, row)
+        bounds = self.block_index[:, 0]
+        b0 = int(min(max(np.searchsorted(bounds, start, side="right") - 1, 0), self.n_blocks - 1))
+        b1 = int(min(max(np.searchsorted(bounds, max(stop - 1, start), side="right") - 1, 0), self.n_blocks - 1))
+        n0, n1 = int(self.block_index[b0, 1]), int(self.block_index[b1 + 1, 1])
+        self._refuse_missing(self._indices, n0, n1, row)
+        self._refuse_missing(self._data, n0, n1, row)
+
+    def _read(self, start: int, stop: int, moved: list[tuple[Any, int]] | None = None) -> tuple[Any, np.ndarray]:
+        """The raw arrays of rows ``start:stop``: ``(X, y)`` with CSR as ``(indptr, indices, data)``;
+        ``moved`` collects the chunks whose digest does not match (see :meth:`_get`)."""
+        y = self._get(self._y, start, stop, start, moved)
+        if self.layout == "dense":
+            return self._get(self._X, start, stop, start, moved), y
+        indptr = np.asarray(self._get(self._indptr, start, stop + 1, start, moved), dtype=np.int64)
         # indptr against block_index at every block boundary of the range: a block's pointers start
         # at its recorded offset and end at its recorded number of values.
         bounds = self.block_index[:, 0]
@@ -1351,27 +1570,35 @@ class Dataset:
         n0, n1 = int(indptr[0]), int(indptr[-1])
         if not 0 <= n0 <= n1 <= self.nnz:
             raise StoreError(f"{self._where(start)}: X/indptr runs from {n0} to {n1}, outside [0, nnz={self.nnz}]")
-        return (indptr, self._get(self._indices, n0, n1, start), self._get(self._data, n0, n1, start)), y
+        return (indptr, self._get(self._indices, n0, n1, start, moved), self._get(self._data, n0, n1, start, moved)), y
 
     def read_rows(self, start: int, stop: int) -> Block:
         """Rows ``start:stop`` (any range, not only a block), checked.
 
-        Every chunk they need must exist (a missing chunk is an error, never zeros) and decode
-        (its crc32c checksum, in stores that have one); the store must still be the one opened
+        Every chunk they need must exist (a missing chunk is an error, never zeros), decode (its
+        crc32c checksum, in stores that have one) and, in stores with chunk digests, be the data
+        written at its place (every chunk the rows touch is read whole and its digest checked: a
+        chunk file moved or copied is refused); the store must still be the one opened
         (:attr:`stamp`); and the block must be sound (:func:`block_fault`: pointers, indices in
         ``[0, n_features)`` and sorted within a row, finite values and labels).  Any failure is one
-        :class:`StoreError` line ``STORE: block B (rows a..b): what``."""
+        :class:`StoreError` line ``STORE: block B (rows a..b): what``; when a chunk the rows need is
+        missing (even deleted after it was looked for), that is what it says."""
         if not 0 <= start <= stop <= self.n_samples:
             raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
+        moved: list[tuple[Any, int]] = []
         try:
-            X, y = self._read(start, stop)
-        except StoreError:
+            X, y = self._read(start, stop, moved)
+        except StoreError as e:
             self._check_stamp(start)  # a failure because the store was swapped says so
+            self._refuse_any_missing(start, stop)
+            if moved:
+                self._refuse_moved(moved, start, str(e))
             raise
         except (MemoryError, KeyboardInterrupt):
             raise
         except Exception as e:  # a chunk that does not decode (a checksum that does not match, ...)
             self._check_stamp(start)
+            self._refuse_any_missing(start, stop)
             msg = " ".join(str(e).split())
             raise StoreError(f"{self._where(start)} cannot be read: {type(e).__name__}: {msg}") from e
         self._check_stamp(start)
@@ -1381,10 +1608,15 @@ class Dataset:
             indptr, indices, data = X
             fault = block_fault((indptr, indices, data, self.n_features), y, indptr_base=int(indptr[0]),
                                 first_row=start) if _CHECK_BLOCKS else None
+        if fault is not None or moved:  # a chunk deleted since it was looked for reads as the fill value
+            self._refuse_any_missing(start, stop)
+            line = None if fault is None else f"{self._where(fault[0])}: {fault[1]}"
+            if moved:
+                self._refuse_moved(moved, start, line)
+            raise StoreError(line)
+        if self.layout != "dense":
             X = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(stop - start, self.n_features))
             X.has_sorted_indices = True
-        if fault is not None:
-            raise StoreError(f"{self._where(fault[0])}: {fault[1]}")
         y = y.astype(self.label_dtype, copy=False)
         names = self.class_names
         if names is not None:  # codes -> the names: what every reader of the store sees

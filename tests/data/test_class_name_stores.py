@@ -221,6 +221,10 @@ def test_numeric_stores_are_unchanged_bit_for_bit(tmp_path):
         assert r.returncode == 0, r.stderr
     ours = sorted(p.relative_to(tmp_path / "ours.zarr") for p in (tmp_path / "ours.zarr").rglob("*") if p.is_file())
     theirs = sorted(p.relative_to(tmp_path / "main.zarr") for p in (tmp_path / "main.zarr").rglob("*") if p.is_file())
+    # a main tree from before chunk digests writes no digests/ (and no integrity "digests"): the rest is equal
+    digests = not any(p.parts[0] == "digests" for p in theirs)
+    if digests:
+        ours = [p for p in ours if p.parts[0] != "digests"]
     assert ours == theirs and len(ours) > 5
     for rel in ours:
         a, b = (tmp_path / "ours.zarr" / rel).read_bytes(), (tmp_path / "main.zarr" / rel).read_bytes()
@@ -228,6 +232,8 @@ def test_numeric_stores_are_unchanged_bit_for_bit(tmp_path):
             ma, mb = (json.loads(x)["attributes"]["distlearn"] for x in (a, b))
             for m in (ma, mb):
                 m.pop("created")
+                if digests:
+                    m["integrity"].pop("digests", None)
             assert ma == mb and ma["format_version"] == 1 and "class_names" not in ma
         else:
             assert a == b, rel

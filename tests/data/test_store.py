@@ -184,14 +184,16 @@ def test_kill_during_write_leaves_only_a_hidden_partial(tmp_path):
 
 def test_full_validation_finds_corruption(tmp_path):
     X = _random_csr(200, 20, 0.2, 3)
-    ds = create_dataset(tmp_path / "c.zarr", X, np.ones(200), block_rows=50)
+    ds = create_dataset(tmp_path / "c.zarr", X, np.ones(200), block_rows=50, nnz_chunk=100)
     open_dataset(ds.path, validate="full")
     g = zarr.open_group(str(ds.path), mode="r+")
     idx = g["X/indices"][:]
-    idx[-1] = 25  # beyond n_features = 20
+    idx[-1] = 25  # beyond n_features = 20 (in the last chunk, which only block 3 reads)
     g["X/indices"][:] = idx
     open_dataset(ds.path)  # metadata still fine
-    with pytest.raises(StoreError, match=r"block 3 \(rows 150\.\.199\): feature index 25 of row 199 is outside \[0, 20\)"):
+    # what the block check finds, and the chunk whose digest (what was written there) it no longer matches
+    with pytest.raises(StoreError, match=r"block 3 \(rows 150\.\.199\): feature index 25 of row 199 is outside \[0, 20\); "
+                                         r"chunk X/indices/c/7 is not the data written there"):
         open_dataset(ds.path, validate="full")
 
 
@@ -291,10 +293,10 @@ def test_parts_written_elsewhere_give_the_appended_store_byte_for_byte(tmp_path,
         data, idx = X.data[z0:z1].astype(np.float32), X.indices[z0:z1].astype(np.int32)
         edges = write_part_chunks(target, int(z0), data, idx)
         assert write_part_chunks(target, int(z0), data, idx) is not None  # again: the same bytes
-        head, tail = edges
+        head, tail, crcs = edges
         assert len(head[0]) + len(tail[0]) <= z1 - z0 and len(head[0]) < nnz_chunk and len(tail[0]) < nnz_chunk
         written += (z1 - z0) - len(head[0]) - len(tail[0])
-        w.append_part(X.indptr[a:b + 1] - z0, y[a:b], head, tail, int(idx.max()) if len(idx) else -1)
+        w.append_part(X.indptr[a:b + 1] - z0, y[a:b], head, tail, int(idx.max()) if len(idx) else -1, crcs)
     w.close()
     if nnz_chunk < X.nnz:
         assert written > 0  # some chunks were written by the "workers"
