@@ -94,10 +94,17 @@ def test_auto_keeps_the_lowest_progressive_error_to_one_standard_error(name, dat
     win = _one_se(errs, alive, rows.max())
     assert auto.gamma_race_winner_ == auto.gammas_[win]
     assert errs[win] <= min(errs[i] for i in alive) + np.sqrt(max(min(errs[i] for i in alive), 1))
-    # the width kept: one power of two wider than the winner when that one ran the whole race, else the winner
-    wider = win - GAMMA_WIDEN
-    assert auto.gamma_ == auto.gammas_[wider if wider >= 0 and rows[wider] == rows.max() else win]
+    # the width kept: when the race had every row of the first pass (settled by its end, before its last stage),
+    # one power of two wider than the winner if that one ran the whole race; else the winner
+    assert auto.gamma_ == auto.gammas_[_kept(win, rows, settled=rows.max() == n < race_length(len(GAMMA_POWERS)))]
     assert rows.max() == min(n, race_length(len(GAMMA_POWERS)))
+
+
+def _kept(win, rows, settled):
+    """The place of the width ``gamma="auto"`` keeps: one power of two wider than the winner ``win`` when the
+    race was settled by the end of the first pass and that width ran all of it, else the winner."""
+    wider = win - GAMMA_WIDEN
+    return wider if settled and wider >= 0 and rows[wider] == rows.max() else win
 
 
 def _one_se(errs, last, n):
@@ -144,12 +151,13 @@ def test_auto_fit_is_bit_identical_to_a_fit_at_gamma_(est):
 
 
 def test_a_race_that_ends_within_the_first_pass_hands_over_to_the_kept_width():
-    """5,000 rows: the race is decided after 4,096 of them, within the pass, and the width kept goes on over the
-    rest; the model is a fit at gamma_ (two passes, the second without a race)."""
+    """5,000 rows: the race is decided after 4,096 of them, within the pass, and the winner itself (not widened:
+    the pass goes on over new rows) learns the rest; the model is a fit at gamma_ (two passes, the second
+    without a race)."""
     X, y = _synthetic(3, 5000)
     auto = KernelMIRA(budget="variable", epochs=2, random_state=1).fit(X, y)
     assert auto.gamma_race_rows_.max() == race_length(len(GAMMA_POWERS)) < len(y)
-    assert auto.gamma_ in (auto.gamma_race_winner_, auto.gamma_race_winner_ / 2 ** GAMMA_WIDEN)
+    assert auto.gamma_ == auto.gamma_race_winner_
     _same_model(auto, KernelMIRA(budget="variable", epochs=2, gamma=auto.gamma_, random_state=1).fit(X, y))
 
 
@@ -413,8 +421,7 @@ def test_every_candidate_is_its_separate_run(est):
     last = race.alive  # the last stage's contenders (not the shadow beside them)
     assert all(r.gamma_race_rows_[i] == r.gamma_race_rows_.max() for i in last)
     win = _one_se(r.gamma_online_errors_, last, r.gamma_race_rows_.max())
-    kept = win - GAMMA_WIDEN if win >= GAMMA_WIDEN and r.gamma_race_rows_[win - GAMMA_WIDEN] == r.gamma_race_rows_.max() \
-        else win
+    kept = _kept(win, r.gamma_race_rows_, settled=r.gamma_race_rows_.max() < race_length(len(GAMMA_POWERS)))
     assert r.gamma_race_winner_ == r.gammas_[win]
     assert r.gamma_ == r.gammas_[kept] and r._state is race.runners[kept]._state
 
