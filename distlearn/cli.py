@@ -579,7 +579,12 @@ def _cmd_predict(a: argparse.Namespace) -> int:
     elif a.out:
         print(f"wrote {res['n']:,} {'scores' if a.decision else 'labels'} to {a.out}")
     else:
-        shown = ", ".join(str(v) for v in values[:10].tolist())
+        # a label as --out writes it (1.0 is "1"); a score to 6 significant digits (--out keeps all 17)
+        def num(v: Any) -> str:
+            return (f"{v:.6g}" if a.decision else f"{v:.17g}") if isinstance(v, float) else str(v)
+
+        shown = ", ".join("[" + ", ".join(map(num, v)) + "]" if isinstance(v, list) else num(v)
+                          for v in values[:10].tolist())
         print(f"{res['n']:,} {'scores' if a.decision else 'labels'}: {shown}{', ...' if res['n'] > 10 else ''} "
               "(--out FILE writes them all)")
     return 0

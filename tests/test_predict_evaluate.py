@@ -206,3 +206,29 @@ def test_cli_predict_on_a_dask_cluster(digits, tmp_path, dask_scheduler, capsys)
     (tmp_path / "rows.svm").write_bytes(b"1 3:1\n")
     assert main(["predict", str(d / "m.npz"), str(tmp_path / "rows.svm"), "--workers", "1"]) == 2
     assert "is not one" in capsys.readouterr().err
+
+
+def test_cli_predict_summary_prints_labels_as_the_file_holds_them(tmp_path, capsys):
+    """Without --out, predict's summary shows the first labels as --out writes them (a label 1.0 is "1",
+    class names as names), and scores to 6 digits, a multiclass row in brackets."""
+    table = tmp_path / "t.csv"
+    table.write_text("label,a,b\n1,0.5,0.2\n0,0.1,0.9\n2,0.7,0.1\n0,0.2,0.8\n")
+    model = tmp_path / "m.npz"
+    assert main(["train", str(table), "--model", "perceptron", "--save", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(model), str(table), "--out", str(tmp_path / "p.txt")]) == 0
+    written = (tmp_path / "p.txt").read_text().split()
+    capsys.readouterr()
+    assert main(["predict", str(model), str(table)]) == 0
+    shown = capsys.readouterr().out.split(": ", 1)[1].split(" (--out")[0].split(", ")
+    assert shown == written and all("." not in v for v in shown)
+    assert main(["predict", str(model), str(table), "--decision"]) == 0
+    rows = capsys.readouterr().out.split(": ", 1)[1].split(" (--out")[0]
+    assert rows.startswith("[") and rows.count("[") == 4
+    assert all(len(v.strip("[]-").replace(".", "").lstrip("0")) <= 6 for v in rows.replace("], [", ", ").split(", "))
+    names = tmp_path / "n.csv"
+    names.write_text("label,a,b\ncat,0.5,0.2\ndog,0.1,0.9\n")
+    assert main(["train", str(names), "--model", "perceptron", "--save", str(tmp_path / "n.npz")]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "n.npz"), str(names)]) == 0
+    assert capsys.readouterr().out.startswith("2 labels: cat, dog")
