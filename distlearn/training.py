@@ -261,13 +261,30 @@ def _features_only(X: Any, d: int | None, format: str | None, read: dict[str, An
 def _table_features(X: Any, format: str | None, read: dict[str, Any] | None) -> Iterator[tuple[Any, None, str]]:
     """The pieces of a table read as features alone: the readers take a label column, so column 0 is read
     as one and put back in front of the others (numbers only: a column of words is no feature)."""
+    from .data._errors import InputFormatError
+    from .data.readers import open_reader
+
     path = os.fspath(X)
-    for Xb, yb, where in _pieces(X, None, format=format, read={**(read or {}), "label_column": 0}):
-        col = np.asarray(yb)
-        if col.dtype.kind in "US":
-            raise ValueError(f"{path}: column 0 holds {str(col[0])!r}, not a number: read without a label column "
-                             "(--label-column none, label_column=False), every column is a feature")
-        yield np.column_stack([col.astype(Xb.dtype), Xb]), None, where
+    why = "(--label-column none, label_column=False: every column is a feature)"
+    reader = open_reader(path, format=format, label_column=0, **{k: v for k, v in (read or {}).items()
+                                                                  if k != "label_column" and v is not None})
+    first = getattr(reader, "first_data", None)  # CSV: the row that made column 0 a column of names
+    if reader.labels_are_names and first is not None:
+        raise InputFormatError(path, f"value {first[1]!r} in column 1 is not a number {why}", line=first[0],
+                               token=first[1])
+    try:
+        for Xb, yb, where in _pieces(X, None, format=format, read={**(read or {}), "label_column": 0}):
+            col = np.asarray(yb)
+            if col.dtype.kind in "US":
+                raise ValueError(f"{path}: value {str(col[0])!r} in column 1 is not a number {why}")
+            yield np.column_stack([col.astype(Xb.dtype), Xb]), None, where
+    except InputFormatError as e:  # column 0 read as the readers' label: said of a feature, as it is
+        if " in column 1" not in e.reason or "label" not in e.reason:
+            raise
+        what = ("empty field in column 1" if e.reason.startswith("empty field") else
+                f"value {e.token!r} in column 1 is not finite" if "not finite" in e.reason else
+                f"value {e.token!r} in column 1 is not a number")
+        raise InputFormatError(e.path, f"{what} {why}", line=e.line, token=e.token) from None
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,

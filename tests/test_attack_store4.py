@@ -450,8 +450,16 @@ def test_a_column_of_words_is_no_feature(table, tmp_path, capsys):
     f = tmp_path / "w.csv"
     f.write_text("a,b,c,d\n" + "".join(f"x{i},1,2,3\n" for i in range(5)))
     line = _one_line(capsys, "predict", table / "m.npz", f, "--label-column", "none")
-    assert line == (f"{f}: column 0 holds 'x0', not a number: read without a label column (--label-column none, "
-                    "label_column=False), every column is a feature")
+    assert line == (f"{f}:2: value 'x0' in column 1 is not a number (--label-column none, "
+                    "label_column=False: every column is a feature)")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [f"x{i}" for i in range(5)], "b": [1.0] * 5, "c": [2.0] * 5, "d": [3.0] * 5}),
+                   tmp_path / "w.parquet")
+    assert _one_line(capsys, "predict", table / "m.npz", tmp_path / "w.parquet", "--label-column", "none") == \
+        (f"{tmp_path / 'w.parquet'}: value 'x0' in column 1 is not a number (--label-column none, "
+         "label_column=False: every column is a feature)")
 
 
 # ---------------------------------------------------------------- 4. the CLI names its flags
@@ -508,3 +516,19 @@ def test_a_store_at_a_url_is_checked_alike():
             ds.read_block(1)
     finally:
         fs.rm(root, recursive=True)
+
+
+@pytest.mark.parametrize("rows, want", [
+    ("x,0.2,0.1,0.3\n0.1,0.9,0.2,0.2\n", "{p}:2: value 'x' in column 1 is not a number"),  # a word first: no "names"
+    ("0.3,0.2,0.1,0.3\nzz,0.9,0.2,0.2\n", "{p}:3: value 'zz' in column 1 is not a number"),
+    ("0.3,0.2,0.1,0.3\n,0.9,0.2,0.2\n", "{p}:3: empty field in column 1"),
+    ("0.3,0.2,0.1,0.3\ninf,0.9,0.2,0.2\n", "{p}:3: value 'inf' in column 1 is not finite"),
+])
+def test_a_bad_first_column_read_as_a_feature_is_called_a_feature(table, tmp_path, capsys, rows, want):
+    """With --label-column none, column 1 is a feature: its bad values are said to be values in column 1 of
+    their line, never "labels" (the readers take column 0 as their label, read back as the first feature)."""
+    path = tmp_path / "bad.csv"
+    path.write_text("a,b,c,d\n" + rows)
+    why = " (--label-column none, label_column=False: every column is a feature)"
+    assert _one_line(capsys, "predict", str(table / "m.npz"), str(path), "--label-column", "none") == \
+        want.format(p=path) + why

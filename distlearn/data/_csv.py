@@ -376,6 +376,8 @@ class CsvReader:
         data_fields = _split(_content(data_text), delimiter)
         first_label = data_fields[self.label_index].strip() if len(data_fields) == self._n_fields else "0"
         self.labels_are_names = bool(first_label) and not is_number(first_label)
+        #: The first data row's line and its label field (what decided ``labels_are_names``).
+        self.first_data = (data_line, first_label)
         self._hint = ""
         if label_column is None and self.label_index == 0 and (self.columns is None or
                                                                self.columns[0].strip().lower() not in LABEL_NAMES):
