@@ -26,7 +26,9 @@ is skipped with one line on stderr):
             held out: problems not used to choose the defaults, a seeded stratified 70/30 split
             (``--split-seed``): make_moons(2000, noise=0.25), make_circles(2000, noise=0.15, factor=0.5),
             make_gaussian_quantiles(3000, 5 features, 3 classes), wine, iris, and a 4-class
-            make_classification(4000, 20 features, 10 informative, 2 clusters per class, flip_y=0.02)
+            make_classification(4000, 20 features, 10 informative, 2 clusters per class, flip_y=0.02);
+            hastie, blobs: make_hastie_10_2(3000) and make_blobs(3000, 8 features, 6 centres,
+            cluster_std=3.0), added after GAMMA_WIDEN was chosen, to check it on problems it never saw
 
 Rows per data set:
 
@@ -73,7 +75,7 @@ from distlearn.data.public import fashion_mnist_dir, letter_file, load_fashion_m
 
 ALL = ("six", "digits", "cancer", "letter", "fashion-0v6", "fashion-2v4", "fashion10")
 #: Problems not used to choose the defaults (each a seeded, stratified 70/30 split; ``--split-seed``).
-HELD_OUT = ("moons", "circles", "quantiles", "wine", "iris", "four")
+HELD_OUT = ("moons", "circles", "quantiles", "wine", "iris", "four", "hastie", "blobs")
 
 
 def _minmax(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +145,9 @@ def load(name: str, args: argparse.Namespace) -> tuple[np.ndarray, ...] | None:
                                                                random_state=1),
                 "wine": lambda: D.load_wine(return_X_y=True), "iris": lambda: D.load_iris(return_X_y=True),
                 "four": lambda: D.make_classification(4000, 20, n_informative=10, n_classes=4, n_clusters_per_class=2,
-                                                      flip_y=0.02, random_state=7)}[name]()
+                                                      flip_y=0.02, random_state=7),
+                "hastie": lambda: D.make_hastie_10_2(3000, random_state=1),
+                "blobs": lambda: D.make_blobs(3000, n_features=8, centers=6, cluster_std=3.0, random_state=1)}[name]()
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=args.split_seed, stratify=y)
         return (*_minmax(Xtr, Xte), ytr, yte)
     raise SystemExit(f"unknown data set {name!r}: one of {', '.join(ALL + HELD_OUT + ('digits-split',))}")

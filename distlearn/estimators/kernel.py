@@ -59,11 +59,12 @@ GAMMA_RACE_ROWS = 1024
 #: same rows that follow favour a wider one; on a longer first pass the winner goes on over new rows, where a
 #: narrow width keeps gaining.  Measured with KernelMIRA (``benchmarks/bench_kernel_defaults.py --candidates
 #: winner``/``wider``, the README's kernel table), the winner's width against one power wider, mean test error %
-#: (patterns) over 10 splits: Gaussian quantiles 6.82 (359) -> 5.17 (207), iris 5.78 -> 4.44, two circles
-#: 5.53 -> 5.38, breast cancer 2.98 (80) -> 2.89 (45), digits 1.35 (217) -> 1.18 (181), wine 2.04 -> 2.22, two
-#: moons 6.20 -> 6.52; over 5: Fashion-MNIST 3,000-row pairs and 10 classes -0.10 to -0.40 points, 4-35 % fewer
-#: patterns; KernelPerceptron and KernelPA alike.  LETTER (16,000 rows) widened was worse: 2.88 % against
-#: 2.67 %, three passes where it ran two (3.5x SVC's fit time against 2.1x).
+#: (patterns) over 10 splits: Gaussian quantiles 6.82 (359) -> 5.17 (207), iris 5.78 -> 4.44, breast cancer
+#: 2.98 (80) -> 2.89 (47), digits 1.35 (217) -> 1.18 (181), wine 2.04 -> 1.85, two circles 5.53 -> 5.55, two
+#: moons 6.20 -> 6.25 (38 -> 29); over 5: Fashion-MNIST 3,000-row pairs and 10 classes -0.08 to -0.34 points,
+#: 1-13 % fewer patterns; after the choice, make_hastie_10_2 5.41 -> 4.86, make_blobs 0.21 -> 0.21;
+#: KernelPerceptron and KernelPA alike.  LETTER (16,000 rows) widened was worse: 2.88 % against 2.67 %, three
+#: passes where it ran two (3.5x SVC's fit time against 2.1x).
 GAMMA_WIDEN = 1
 #: ... and its candidates share their kernel rows' dot products (computed once for all: :class:`_GammaRace`) on
 #: data of at least this many features.  Below, reading a shared product costs about what computing it does
@@ -255,7 +256,7 @@ _KERNEL_DOC = """
         ``gamma_``, is one power of two wider than that winner (``gamma_race_winner_``,
         :data:`GAMMA_WIDEN`): over a pass the progressive mistakes favour the width that learns
         those rows fastest, and the passes over the same rows after it a wider one (measured over
-        10 splits of small problems: the same or lower error and 15-45 % fewer patterns).  That
+        10 splits of small problems: the same or lower error, mostly, and 1-45 % fewer patterns).  That
         wider width runs beside every stage's leader from the first cut on, so it has run the whole
         race; when the winner is not the leader's width and its wider neighbour was dropped, the
         winner is kept.  Only the learner kept goes on.  A stage ends at the first engine-call boundary after its rows (arrays:
