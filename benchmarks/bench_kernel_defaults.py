@@ -66,6 +66,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -204,35 +205,32 @@ def one_se_gamma(est: Any) -> float:
     return float(est.gammas_[last[race_winner(errs[last].tolist(), int(rows.max()))]])
 
 
-def one_se_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> list[tuple[str, Any]]:
-    """Each rule's defaults, and the same with the one-standard-error width of their race (:func:`one_se_gamma`;
-    one untimed fit of the defaults reads the race)."""
+def beside_defaults(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray,
+                    width: Callable[[Any], tuple[float, str]]) -> list[tuple[str, Any]]:
+    """Each rule's defaults, and the same with the width ``width(probe)`` gives (``(gamma, row suffix)``) from an
+    untimed fit of the defaults, fixed as a number."""
     out: list[tuple[str, Any]] = []
     for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA)):
         if name not in rules:
             continue
         probe = cls(budget="variable", random_state=0).fit(Xtr, ytr)
-        g = one_se_gamma(probe)
+        g, suffix = width(probe)
         out.append((f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0)))
-        out.append((f"{cls.__name__}(budget='variable'), one-SE gamma = {g / probe.gammas_[1]:g} x scale",
+        out.append((f"{cls.__name__}(budget='variable'), {suffix}",
                     lambda cls=cls, g=g: cls(budget="variable", gamma=g, random_state=0)))
     return out
 
 
-def winner_candidates(rules: list[str], Xtr: np.ndarray, ytr: np.ndarray) -> list[tuple[str, Any]]:
-    """Each rule's defaults (``gamma="auto"`` keeps one power of two wider than its race's winner,
-    ``GAMMA_WIDEN``) and the same at the race's winner itself (``gamma_race_winner_``, fixed as a number: the
-    default before ``GAMMA_WIDEN``; one untimed fit of the defaults reads the race)."""
-    out: list[tuple[str, Any]] = []
-    for name, cls in (("perceptron", KernelPerceptron), ("mira", KernelMIRA), ("pa", KernelPA)):
-        if name not in rules:
-            continue
-        probe = cls(budget="variable", random_state=0).fit(Xtr, ytr)
-        g = float(probe.gamma_race_winner_)
-        out.append((f"{cls.__name__}(budget='variable')", lambda cls=cls: cls(budget="variable", random_state=0)))
-        out.append((f"{cls.__name__}(budget='variable'), at the race winner",
-                    lambda cls=cls, g=g: cls(budget="variable", gamma=g, random_state=0)))
-    return out
+def one_se_width(probe: Any) -> tuple[float, str]:
+    """"one-se": the one-standard-error width of the defaults' race (:func:`one_se_gamma`)."""
+    g = one_se_gamma(probe)
+    return g, f"one-SE gamma = {g / probe.gammas_[1]:g} x scale"
+
+
+def winner_width(probe: Any) -> tuple[float, str]:
+    """"winner": the race's winner itself (``gamma_race_winner_``: the default before ``GAMMA_WIDEN``, which keeps
+    one power of two wider when the race had the whole first pass)."""
+    return float(probe.gamma_race_winner_), "at the race winner"
 
 
 def svc_tuned(Xtr: np.ndarray, ytr: np.ndarray, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -338,8 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {name}{f' split {seed}' if name in seeded else ''}: {Xtr.shape[0]} train / {Xte.shape[0]} "
               f"test, {Xtr.shape[1]} features, {len(np.unique(ytr))} classes", flush=True)
         svc_factory, svc_info = svc_tuned(Xtr, ytr, args)
-        cands = one_se_candidates(args.rules, Xtr, ytr) if args.candidates == "one-se" else \
-            winner_candidates(args.rules, Xtr, ytr) if args.candidates == "winner" else \
+        cands = beside_defaults(args.rules, Xtr, ytr, one_se_width) if args.candidates == "one-se" else \
+            beside_defaults(args.rules, Xtr, ytr, winner_width) if args.candidates == "winner" else \
             candidates(args.candidates, args.gamma, args.epochs, args.rules, tuple(args.compress),
                        tuple(args.default_epochs))
         res: dict[str, list[dict[str, Any]]] = {}
