@@ -72,7 +72,7 @@ def history(state: BudgetState) -> KernelHistory:
     died = state.died[:n].copy()
     died[state.alive[:n]] = T
     live = np.ones(n, dtype=bool)  # dead slots of the current call are history too
-    S = np.concatenate([state.S[:n][live], *state.retired_S])
+    S = np.concatenate([state.rows(np.flatnonzero(live)), *state.retired_S])
     A = np.concatenate([state.A[:n][live], *state.retired_A])
     lab = np.concatenate([state.lab[:n][live], *state.retired_lab])
     life = np.concatenate([np.stack([state.born[:n], died], axis=1), *state.retired_life])

@@ -133,8 +133,10 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
     K = mem.A.shape[2]
     A = mem.A
     pv = mem.pidx[j, v]
+    # no sparse mirror: the pool's kernel rows are dense products (learners/_budget.py: _remove_scores)
+    no_i, no_v, no_n = np.zeros((0, 0), np.int32), np.zeros((0, 0)), np.zeros(0, np.int64)
     _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, pool.sq, mem.pidx[j], A[j], mem.F[j],
-                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn)
+                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, no_i, no_v, no_n, no_v[0])
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
     mem.gdied[j, v] = t_pool

@@ -159,6 +159,9 @@ class Cache(NamedTuple):
     meta: np.ndarray   #: int64 [n_slots, n_alive, t]: high-water mark, live slots, the learner's round counter
     Kinv: np.ndarray   #: the Projectron's inverse Gram matrix of the cache ((1, 1) otherwise)
     Ac: np.ndarray     #: (slots, K) the sum of coefficients carried into the slot at its birth (module docstring)
+    Zi: np.ndarray     #: (slots, W) int32: the sparse mirror's columns of each pattern's nonzeros, in order (W = 0: off)
+    Zv: np.ndarray     #: (slots, W) their values
+    Zn: np.ndarray     #: (slots,) how many (-1: the pattern has more than W nonzeros, or none is kept: read S)
 
 
 class BudgetLog(NamedTuple):
@@ -263,6 +266,48 @@ def _kval(kern, a, sqa, b, sqb):
     return _kfin(kern, _dot(a, b), sqa, sqb)
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _slot_dot(Zi, Zv, Zn, i, S, x):
+    """``S[i] . x`` as :func:`_dot` sums it, over the pattern's nonzeros alone when the sparse mirror holds them
+    (``Zn[i] >= 0``).  The same bits: the products skipped are ``0 * x_j = +-0`` (``x`` finite), and adding
+    +-0 leaves a sum that started at +0.0 as it was (such a sum is never -0.0), so summing the nonzero
+    products in column order is summing every product in column order.  Wide sparse data (text: 75 of
+    47,236 columns) then costs its nonzeros per pair, not ``d``."""
+    if Zv.shape[1] == 0 or Zn[i] < 0:
+        return _dot(S[i], x)
+    acc = 0.0
+    zi, zv = Zi[i], Zv[i]
+    for p in range(Zn[i]):
+        acc += zv[p] * x[zi[p]]
+    return acc
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _mirror_row(Zi, Zv, Zn, s, row):
+    """Keep slot ``s``'s pattern ``row`` in the sparse mirror (its nonzeros in column order), or mark it
+    unmirrored (-1) when it has more than the mirror's width; nothing when the mirror is off."""
+    W = Zv.shape[1]
+    if W == 0:
+        return
+    n = 0
+    for j in range(row.shape[0]):
+        if row[j] != 0.0:
+            if n == W:
+                Zn[s] = -1
+                return
+            Zi[s, n] = j
+            Zv[s, n] = row[j]
+            n += 1
+    Zn[s] = n
+
+
+@njit(**NUMBA_FLAGS)
+def fill_mirror(S, n, Zi, Zv, Zn):
+    """:func:`_mirror_row` of the slots ``< n`` (a mirror made wider by the driver)."""
+    for s in range(n):
+        _mirror_row(Zi, Zv, Zn, s, S[s])
+
+
 #: Rows whose kernel rows against the cache are computed together (one pass over the cache per block).
 ROW_BLOCK = 16
 #: Rounds whose score sums the single learner computes in one pass over the coefficients (:func:`_score_rows`):
@@ -351,6 +396,60 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Zi, Zv, Zn, sqt, G, Xt, acc, cmap, used):
+    """:func:`_next_block` for a cache with a sparse mirror.  The block's rows are gathered by column: the
+    columns nonzero in any of them get positions ``cmap[j]`` (``-1`` elsewhere; reset on return, ``used`` the
+    scratch list of them) and ``Xt[cmap[j], b]`` their values.  A mirrored pattern then walks its nonzeros once,
+    and each one in the block's columns feeds all the rows' sums at once from ``Xt``'s row (``acc[0]``);
+    a pattern without a mirror (``Zn < 0``) is :func:`_dot` against each row.
+
+    The same bits as :func:`_block_rows`: each pair's sum adds the pattern's products in column order, and a
+    column some row lacks adds ``v * 0 = +-0``, which leaves a sum that started at +0.0 as it was."""
+    nb = min(ROW_BLOCK, order.shape[0] - ii)
+    d = X.shape[1]
+    u = 0
+    for b in range(nb):
+        xr = X[order[ii + b]]
+        sqt[b] = _dot(xr, xr)
+        for j in range(d):
+            v = xr[j]
+            if v != 0.0:
+                q = cmap[j]
+                if q < 0:
+                    q = u
+                    cmap[j] = u
+                    used[u] = j
+                    for bb in range(ROW_BLOCK):
+                        Xt[u, bb] = 0.0
+                    u += 1
+                Xt[q, b] = v
+    a = acc[0]
+    for i in range(n0):
+        if not alive[i]:
+            continue
+        sqi = sq[i]
+        n = Zn[i]
+        if n >= 0:
+            for b in range(ROW_BLOCK):
+                a[b] = 0.0
+            zi, zv = Zi[i], Zv[i]
+            for p in range(n):
+                q = cmap[zi[p]]
+                if q >= 0:
+                    v = zv[p]
+                    xq = Xt[q]
+                    for b in range(ROW_BLOCK):
+                        a[b] += v * xq[b]
+            for b in range(nb):
+                G[b, i] = _kfin(kern, a[b], sqi, sqt[b])
+        else:
+            for b in range(nb):
+                G[b, i] = _kfin(kern, _dot(S[i], X[order[ii + b]]), sqi, sqt[b])
+    for q in range(u):
+        cmap[used[q]] = -1
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _next_shared(kern, X, order, ii, dots, born, sq, alive, n0, sqt, G, acc):
     """:func:`_next_block` from dot products already computed (:func:`shared_dots`): ``dots[ii // ROW_BLOCK,
     born[i], b]`` is ``S[i] . x_b`` for a live slot ``i < n0`` that holds the row of the learner's round
@@ -404,7 +503,7 @@ def shared_dots(R, cols, t0, m, out):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs):
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs, Zi, Zv, Zn):
     """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
     ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
 
@@ -423,7 +522,7 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M,
             if not alive[i]:
                 gb[i] = 0.0
         for i in range(n0, n_at):
-            gb[i] = _kval(kern, S[i], sq[i], xr, sqt[rr - b0]) if alive[i] else 0.0
+            gb[i] = _kfin(kern, _slot_dot(Zi, Zv, Zn, i, S, xr), sq[i], sqt[rr - b0]) if alive[i] else 0.0
     _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
                    M.reshape(M.shape[0] * M.shape[1]))
 
@@ -622,6 +721,7 @@ def _merge(t, gamma, c):
         v = S[n, j] + hn * (S[m, j] - S[n, j])
         S[s, j] = v
         sqz += v * v
+    _mirror_row(c.Zi, c.Zv, c.Zn, s, S[s])
     km = math.exp(-gn * (1.0 - hn) * (1.0 - hn))
     kn = math.exp(-gn * hn * hn)
     Ac = c.Ac
@@ -899,7 +999,7 @@ def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, u
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn):
+def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn, Zi, Zv, Zn, xw):
     """Slot ``v`` (pattern ``rows[idx[v]]``, squared norm ``sq[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
     slots ``< n_slots`` (0 when the scores are not kept), and with ``bounded`` their margin bounds
     grow (:func:`_pick_bounded`).  The single learner's slots hold their rows (``idx`` the
@@ -907,8 +1007,17 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
 
     The kernel row of ``x_v`` runs over ``SLOT_BLOCK`` slots at a time: their dot products are
     independent sums in registers, each over the features in order as :func:`_dot` sums it (the same
-    bits as :func:`_kval`), so the row is bound by throughput, not by the latency of one long sum."""
+    bits as :func:`_kval`), so the row is bound by throughput, not by the latency of one long sum.  With a sparse
+    mirror (``Zi``, ``Zv``, ``Zn`` by row, width > 0) each product is :func:`_slot_dot` of the other pattern's
+    nonzeros against ``x_v``: the same bits, its nonzeros' cost.  A sparse store (``rows`` of no columns: the
+    mirror holds every pattern) puts ``x_v`` in the zero scratch ``xw`` (``d`` values) for the pass and clears it."""
     xv = rows[idx[v]]
+    store = rows.shape[1] == 0
+    if store:
+        zi, zv = Zi[idx[v]], Zv[idx[v]]
+        for p in range(Zn[idx[v]]):
+            xw[zi[p]] = zv[p]
+        xv = xw
     sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
     dense = nz * DENSE_COLUMNS > K
@@ -928,7 +1037,10 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
                 continue
         elif ng == 0:
             break
-        if ng == SLOT_BLOCK:
+        if Zv.shape[1] > 0:
+            for p in range(ng):
+                dv[p] = _slot_dot(Zi, Zv, Zn, idx[grp[p]], rows, xv)
+        elif ng == SLOT_BLOCK:
             r0, r1, r2, r3 = rows[idx[grp[0]]], rows[idx[grp[1]]], rows[idx[grp[2]]], rows[idx[grp[3]]]
             r4, r5, r6, r7 = rows[idx[grp[4]]], rows[idx[grp[5]]], rows[idx[grp[6]]], rows[idx[grp[7]]]
             a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
@@ -958,6 +1070,9 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
             if bounded:
                 _grow_bound(ub, i2, _bound_step(Dp, Dn, lab[i2], kv))
         ng = 0
+    if store:
+        for p in range(Zn[idx[v]]):
+            xw[Zi[idx[v], p]] = 0.0
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -971,27 +1086,38 @@ def _self_kernel(kern, x):
 
 
 @njit(**NUMBA_FLAGS)
-def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn):
+def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, xw):
     """Remove slot ``v`` of the cache ``c`` at round ``t`` (:func:`_remove_scores`; ``ident`` the
     identity slot -> row map)."""
     _remove_scores(v, c.meta[0] if keep_scores else 0, kern, mode, c.A.shape[1], c.S, c.sq, ident, c.A, c.F, c.lab,
-                   c.alive, bounded, ub, cols, Dp, Dn)
+                   c.alive, bounded, ub, cols, Dp, Dn, c.Zi, c.Zv, c.Zn, xw)
     c.alive[v] = False
     c.died[v] = t
     c.meta[1] -= 1
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _twin(n_slots, x, sqx, yc, S, sq, lab, alive):
+def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Zi, Zv, Zn):
     """The earliest live slot holding exactly the row ``x`` with class ``yc`` (-1 if none): an update on
-    a cached pattern replaces that slot by one pattern with the summed coefficients, never a duplicate."""
+    a cached pattern replaces that slot by one pattern with the summed coefficients, never a duplicate.
+    A sparse store (``S`` of no columns) compares the slot's nonzeros in the mirror with ``x``'s."""
     for i in range(n_slots):
         if alive[i] and lab[i] == yc and sq[i] == sqx:
             same = True
-            for j in range(x.shape[0]):
-                if S[i, j] != x[j]:
-                    same = False
-                    break
+            if S.shape[1] == 0:
+                p = 0
+                for j in range(x.shape[0]):
+                    if x[j] != 0.0:
+                        if p == Zn[i] or Zi[i, p] != j or Zv[i, p] != x[j]:
+                            same = False
+                            break
+                        p += 1
+                same = same and p == Zn[i]
+            else:
+                for j in range(x.shape[0]):
+                    if S[i, j] != x[j]:
+                        same = False
+                        break
             if same:
                 return i
     return -1
@@ -1011,7 +1137,8 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     merged patterns).  Returns -1, or the position
     in ``order`` of the first round whose scores are not finite, or whose
     ``||x||^2`` overflows or underflows float64 (that round and later ones are
-    not applied; the driver names the cause).  ``blocked``: compute the kernel rows of
+    not applied; the driver names the cause); ``-2 - i`` when round ``i``'s row has more nonzeros than a sparse
+    store's mirror holds (a driver error: it widens the mirror to the chunk's rows first).  ``blocked``: compute the kernel rows of
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
     by row -- the same values as ``blocked=False``, bit for bit.  ``dots`` (blocked only; shape ``(0, 0, 0)``
@@ -1036,6 +1163,10 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
     live = np.zeros(cap, dtype=np.int64)
     krow = np.zeros(cap, dtype=np.float64)  # the round's kernel row against the slots
+    xw = np.zeros(d if c.S.shape[1] == 0 else 0, dtype=np.float64)  # a sparse store's removed pattern, densified
+    mirrored = c.Zv.shape[1] > 0
+    cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)  # _next_mirrored's column positions
+    used = np.zeros(d if mirrored else 0, dtype=np.int64)
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
@@ -1071,6 +1202,8 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             n0 = meta[0]
             if dots.shape[0] > 0:
                 _next_shared(kern, X, order, ii, dots, c.born, c.sq, alive, n0, sqt, G, acc)
+            elif c.Zv.shape[1] > 0:
+                _next_mirrored(kern, X, order, ii, S, c.sq, alive, n0, c.Zi, c.Zv, c.Zn, sqt, G, Xt, acc, cmap, used)
             else:
                 _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
             sums_end = ii
@@ -1089,13 +1222,14 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             if ii >= sums_end:
                 n_at = n_slots
                 sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
-                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs)
+                _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs,
+                            c.Zi, c.Zv, c.Zn)
             kr = G[ii - b0]
             for k in range(K):
                 m[k] = M[ii - b0, k]
             for i in range(n_at, n_slots):  # inserted since the sums: summed last, in slot order
                 if alive[i]:
-                    kv = _kval(kern, S[i], c.sq[i], x, sqx)
+                    kv = _kfin(kern, _slot_dot(c.Zi, c.Zv, c.Zn, i, S, x), c.sq[i], sqx)
                     kr[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
@@ -1112,7 +1246,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         else:
             for i in range(n_slots):
                 if alive[i]:
-                    kv = _kval(kern, S[i], c.sq[i], x, sqx)
+                    kv = _kfin(kern, _slot_dot(c.Zi, c.Zv, c.Zn, i, S, x), c.sq[i], sqx)
                     krow[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
@@ -1156,7 +1290,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
-            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive)
+            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive, c.Zi, c.Zv, c.Zn)
             for k in range(K):
                 carry[k] = 0.0
             if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
@@ -1179,12 +1313,16 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                             alive, ub, cand)
                 for k in range(K):
                     m[k] -= A[v, k] * kr[v]
-                _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
+                _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, xw)
                 n_rem += 1
             # insert x_t into slot s
             s = meta[0]
-            for j in range(x.shape[0]):
-                S[s, j] = x[j]
+            if S.shape[1] > 0:
+                for j in range(x.shape[0]):
+                    S[s, j] = x[j]
+            _mirror_row(c.Zi, c.Zv, c.Zn, s, x)
+            if c.Zn[s] < 0 and S.shape[1] == 0:  # a sparse store too narrow for the row: the driver widens first
+                return -2 - ii
             c.sq[s] = sqx
             c.kd[s] = kxx
             c.lab[s] = yc
@@ -1210,7 +1348,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                     v = _pick_bounded(meta[0], mode, K, A, F, c.kd, c.lab, c.born, alive, rule.beta, ub, cand)
                     if v < 0:
                         break
-                    _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn)
+                    _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, xw)
                     n_rem += 1
         if n_rem > 0 or projected:
             sums_end = min(sums_end, ii + 1)

@@ -175,6 +175,11 @@ class BudgetState:
     retired_lab: list = field(default_factory=list)
     Kinv: np.ndarray = field(default=None)     # type: ignore[assignment]  the Projectron's inverse Gram matrix
     Ac: np.ndarray = field(default=None)       # type: ignore[assignment]  sums carried in at birth (budget_average)
+    #: The sparse mirror of the patterns (the engine's ``Cache.Zi/Zv/Zn``): their nonzeros, width ``Zv.shape[1]``
+    #: (0: off), made wider by :meth:`mirror` when sparse rows arrive; derived from ``S``, never saved.
+    Zi: np.ndarray = field(default=None)       # type: ignore[assignment]
+    Zv: np.ndarray = field(default=None)       # type: ignore[assignment]
+    Zn: np.ndarray = field(default=None)       # type: ignore[assignment]
     n_inserted: int = 0
     n_removed: int = 0
     #: Whether ``F`` holds the current scores: kept only by the calls whose removal reads them
@@ -190,7 +195,7 @@ class BudgetState:
         n = int(self.meta[0])
         live = np.flatnonzero(self.alive[:n])
         if live.size:
-            S = self.S[live]
+            S = self.rows(live)
             self.F[live] = kernel_decision(kernel, S, self.A[live], S).reshape(live.size, -1)
         self.scores_kept = True
 
@@ -209,18 +214,22 @@ class BudgetState:
             return
         new = max(need, 2 * cap, 64)
         K = self.n_outputs
-        check_allocation("the kernel cache's patterns", (new, self.n_features), self.S.dtype.itemsize, DENSE_CACHE_HINT)
+        check_allocation("the kernel cache's patterns", (new, self.S.shape[1] + 2 * self.Zv.shape[1]),
+                         self.S.dtype.itemsize, DENSE_CACHE_HINT)
 
         def g(a: np.ndarray, shape: tuple[int, ...], fill: Any = 0) -> np.ndarray:
-            out = np.full(shape, fill, dtype=a.dtype)
+            # zeros are the allocator's (pages untouched until written): a wide cache's rows cost when filled
+            out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
             out[: a.shape[0]] = a
             return out
 
-        self.S = g(self.S, (new, self.n_features))
+        self.S = g(self.S, (new, self.S.shape[1]))
         self.sq, self.kd = g(self.sq, (new,)), g(self.kd, (new,))
         self.A, self.F, self.Ac = g(self.A, (new, K)), g(self.F, (new, K)), g(self.Ac, (new, K))
         self.lab, self.born, self.died = g(self.lab, (new,)), g(self.born, (new,)), g(self.died, (new,), -1)
         self.alive = g(self.alive, (new,), False)
+        W = self.Zv.shape[1]
+        self.Zi, self.Zv, self.Zn = g(self.Zi, (new, W)), g(self.Zv, (new, W)), g(self.Zn, (new,), -1)
 
     def compact(self) -> None:
         """Drop the dead slots (retiring them when ``keep_retired``); live slots keep insertion order."""
@@ -230,28 +239,75 @@ class BudgetState:
         if dead.size == 0:
             return
         if self.keep_retired:
-            self.retired_S.append(self.S[dead].copy())
+            self.retired_S.append(self.rows(dead))
             self.retired_A.append(self.A[dead].copy())
             self.retired_life.append(np.stack([self.born[dead], self.died[dead]], axis=1))
             self.retired_lab.append(self.lab[dead].copy())
         keep = np.flatnonzero(live)
         k = keep.size
-        for a in (self.S, self.sq, self.kd, self.A, self.F, self.Ac, self.lab, self.born, self.died, self.alive):
-            a[:k] = a[keep]
+        first = int(dead[0])  # the slots before the first dead one stay where they are
+        tail = keep[first:]
+        for a in (self.S, self.sq, self.kd, self.A, self.F, self.Ac, self.lab, self.born, self.died, self.alive,
+                  self.Zi, self.Zv, self.Zn):
+            a[first:k] = a[tail]
         self.alive[k:n] = False
         self.meta[0] = k
+
+    @property
+    def store(self) -> bool:
+        """Whether the cache is a sparse store: ``S`` has no columns and the mirror holds every pattern."""
+        return self.S.shape[1] == 0
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """The patterns of the slots ``idx`` as dense rows (a copy; from the mirror for a sparse store)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if not self.store:
+            return self.S[idx].copy()
+        out = np.zeros((idx.size, self.n_features))
+        nz = np.maximum(self.Zn[idx], 0)  # a slot never filled holds nothing
+        mask = np.arange(self.Zv.shape[1]) < nz[:, None]
+        out[np.repeat(np.arange(idx.size), nz), self.Zi[idx][mask]] = self.Zv[idx][mask]
+        return out
+
+    def mirror(self, width: int, store: bool = False) -> None:
+        """Make the sparse mirror at least ``width`` wide (a power of two): kernel rows then cost each pattern's
+        nonzeros instead of ``d`` (:func:`~distlearn.learners._budget._slot_dot`, the same bits).  A pattern with
+        more nonzeros than the width is read from ``S``.  ``store`` (an empty cache only): keep the patterns in
+        the mirror alone, ``S`` of no columns -- a pattern costs its nonzeros in memory too, and every row the
+        engine caches must fit the width (:func:`learn_budget_chunk` widens it first)."""
+        if store and int(self.meta[0]) == 0 and not self.retired_S and not self.store:
+            self.S = np.zeros((self.S.shape[0], 0))
+        W0 = self.Zv.shape[1]
+        if width <= W0:
+            return
+        W = 1 << max(3, int(width - 1).bit_length())
+        cap = self.S.shape[0]
+        check_allocation("the kernel cache's sparse patterns", (cap, 2 * W), 8, DENSE_CACHE_HINT)
+        Zi, Zv = np.zeros((cap, W), dtype=np.int32), np.zeros((cap, W))
+        if self.store:  # the mirror is the store: carried over
+            Zi[:, :W0], Zv[:, :W0] = self.Zi, self.Zv
+            self.Zi, self.Zv = Zi, Zv
+        else:
+            self.Zi, self.Zv, self.Zn = Zi, Zv, np.full(cap, -1, dtype=np.int64)
+            B.fill_mirror(self.S, int(self.meta[0]), self.Zi, self.Zv, self.Zn)
+
+    def densify(self) -> None:
+        """A sparse store back to dense patterns (rows too dense for a store arrived); the mirror stays."""
+        if self.store:
+            check_allocation("the kernel cache's patterns", (self.S.shape[0], self.n_features), 8, DENSE_CACHE_HINT)
+            self.S = self.rows(np.arange(self.S.shape[0]))
 
     def record(self) -> B.Cache:
         """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
         Kinv = self.Kinv if self.Kinv is not None else np.zeros((1, 1))
         return B.Cache(self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive,
-                       self.meta, Kinv, self.Ac)
+                       self.meta, Kinv, self.Ac, self.Zi, self.Zv, self.Zn)
 
     def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The live support patterns, their coefficients and classes (insertion order)."""
         n = int(self.meta[0])
         idx = np.flatnonzero(self.alive[:n])
-        return self.S[idx].copy(), self.A[idx].copy(), self.lab[idx].copy()
+        return self.rows(idx), self.A[idx].copy(), self.lab[idx].copy()
 
     def budget_average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The average of ``h_0 .. h_n`` carried in the cache's own slots (``n`` the rounds seen): the live
@@ -264,7 +320,7 @@ class BudgetState:
         idx = np.flatnonzero(self.alive[:n])
         T = self.t
         A = (self.Ac[idx] + self.A[idx] * (T - self.born[idx]).astype(np.float64)[:, None]) / (T + 1)
-        return self.S[idx].copy(), A, self.lab[idx].copy()
+        return self.rows(idx), A, self.lab[idx].copy()
 
     def average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(1/(n+1)) sum_{t=0}^{n} h_t`` as one kernel expansion, ``n`` the rounds seen (needs ``keep_retired``).
@@ -280,7 +336,7 @@ class BudgetState:
         n = int(self.meta[0])
         died = self.died[:n].copy()
         died[self.alive[:n]] = n_rounds
-        S = [self.S[:n], *self.retired_S]
+        S = [self.rows(np.arange(n)), *self.retired_S]
         A = [self.A[:n], *self.retired_A]
         life = [np.stack([self.born[:n], died], axis=1), *self.retired_life]
         lab = np.concatenate([self.lab[:n], *self.retired_lab])
@@ -316,6 +372,7 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
     st.died = np.full(cap, -1, dtype=np.int64)
     st.alive = np.zeros(cap, dtype=bool)
     st.meta = np.zeros(3, dtype=np.int64)
+    st.Zi, st.Zv, st.Zn = np.zeros((cap, 0), dtype=np.int32), np.zeros((cap, 0)), np.full(cap, -1, dtype=np.int64)
     return st
 
 
@@ -384,6 +441,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     spec = B.BudgetSpec(bcode, n_budget, REMOVALS[removal], float(eta))
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
+    _mirror_for(state, X, order, merging)
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         state.compact()
         state._grow(int(state.meta[0]) + (2 if merging else 1) * (hi - lo))
@@ -401,6 +459,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                                    BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
                                    _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:])
         state.scores_kept = keep
+        if bad <= -2:  # cannot happen: _mirror_for widened the store for every row of the chunk
+            raise RuntimeError(f"row {int(rows[-2 - bad])}: more nonzeros than the sparse cache's width")
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())
@@ -410,6 +470,29 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 
 
 _NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
+
+#: CSR rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero make the cache sparse
+#: (:meth:`BudgetState.mirror`): a kernel row then costs each pattern's nonzeros, not ``d``, with the same bits,
+#: and an empty cache keeps its patterns in that form alone (a sparse store).
+#: RCV1-like text (75 of 47,236 columns): ``benchmarks/bench_kernel_sparse.py``.
+MIRROR_SPARSITY = 16
+
+
+def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) -> None:
+    """Before a chunk: give the cache a sparse mirror (a store when it is empty and not merging: a merged
+    pattern has the nonzeros of two) wide enough for the chunk's rows when they are sparse, widen a store's,
+    or make a store dense again when the rows are not sparse.  A dense chunk on a dense cache costs nothing."""
+    if not order.shape[0] or not (sp.issparse(X) or state.store):
+        return
+    d = X.shape[1]
+    if sp.issparse(X):
+        width = int(np.diff(X.indptr)[order].max())
+    else:
+        width = max(int(np.count_nonzero(X[order[i:i + 1024]], axis=1).max()) for i in range(0, len(order), 1024))
+    if width * MIRROR_SPARSITY <= d:
+        state.mirror(width, store=not merging)
+    elif state.store:
+        state.densify()
 
 #: Rounds per engine call: the driver compacts the dead slots between calls, so a long dense
 #: chunk never scans more than this many removed patterns (same model bit for bit; the live

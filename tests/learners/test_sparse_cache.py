@@ -1,0 +1,173 @@
+"""The kernel cache's sparse mirror and sparse store (learners/kernel.py: ``BudgetState.mirror``, ``_mirror_for``;
+learners/_budget.py: ``_slot_dot``, ``_next_mirrored``): a pure speed and memory change, so every model, log and
+average must be the dense cache's bit for bit -- whatever the budget, removal, rule, kernel, chunking, blocking,
+or a switch between sparse and dense chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import distlearn
+from distlearn.learners import make_rule
+from distlearn.learners.kernel import MIRROR_SPARSITY, init_budget_state, learn_budget_chunk, make_kernel
+
+
+def _text(n=160, d=400, nnz=6, k=2, seed=0, dup=True):
+    """Rows with ``nnz`` (1..2 nnz) nonzero columns of ``d`` (Zipf-like: low columns often), a few rows twice
+    (an update on a cached row: the twin path), labels from a few columns."""
+    rs = np.random.default_rng(seed)
+    rows, cols, vals = [], [], []
+    for i in range(n):
+        m = int(rs.integers(1, 2 * nnz + 1))
+        c = np.unique(np.minimum(d - 1, rs.zipf(1.3, size=m) - 1 + rs.integers(0, 3, size=m)))
+        rows += [i] * len(c)
+        cols += c.tolist()
+        vals += rs.uniform(0.1, 1.0, size=len(c)).round(3).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, d))
+    if dup:
+        X = sp.vstack([X, X[: n // 8]]).tocsr()
+    score = np.asarray(X[:, :4].sum(axis=1)).ravel() - np.asarray(X[:, 4:12].sum(axis=1)).ravel()
+    y = (score > np.median(score)).astype(np.int64) if k == 2 else (np.arange(X.shape[0]) * 7 + (score > 0)) % k
+    return X, y.astype(np.int64)
+
+
+def _fit(X, y, k, budget, removal="margin", kernel="rbf", rule="mira", chunks=1, blocked=True, mirror=True,
+         monkeypatch=None):
+    K = 1 if k == 2 else k
+    native = k > 2 and rule != "pa2"
+    r = {"mira": make_rule("mira", beta=0.1, native=native), "perceptron": make_rule("perceptron"),
+         "pa2": make_rule("pa", variant="PA-II", C=0.5)}[rule]
+    kern = make_kernel(kernel, gamma=0.7, degree=3, coef0=1.0)
+    state = init_budget_state(X.shape[1], K, native=native, keep_retired=True)
+    if monkeypatch is not None:
+        monkeypatch.setattr("distlearn.learners.kernel.MIRROR_SPARSITY", MIRROR_SPARSITY if mirror else 10**9)
+    logs = []
+    order = np.random.default_rng(1).permutation(X.shape[0])
+    for part in np.array_split(order, chunks):
+        logs.append(learn_budget_chunk(r, kern, state, X, y, order=part, beta=0.1, budget=budget, removal=removal,
+                                       seed=3, blocked=blocked))
+    return state, logs
+
+
+def _same(a, b):
+    (sa, la), (sb, lb) = a, b
+    for x, z in zip(sa.support(), sb.support()):
+        assert np.array_equal(x, z)
+    for x, z in zip(sa.average(), sb.average()):
+        assert np.array_equal(x, z)
+    if sa.Kinv is None:
+        for x, z in zip(sa.budget_average(), sb.budget_average()):
+            assert np.array_equal(x, z)
+    for f in ("mistake", "hinge", "updated", "cache_size", "removed"):
+        assert np.array_equal(np.concatenate([getattr(g, f) for g in la]), np.concatenate([getattr(g, f) for g in lb]))
+    assert (sa.n_inserted, sa.n_removed, sa.t) == (sb.n_inserted, sb.n_removed, sb.t)
+
+
+CASES = [(None, "margin"), ("variable", "margin"), (9, "margin"), (9, "oldest"), (9, "random"), (9, "merge"),
+         ("projectron", "margin")]
+
+
+@pytest.mark.parametrize("budget,removal", CASES)
+@pytest.mark.parametrize("k", [2, 3])
+def test_sparse_store_gives_the_dense_model_bit_for_bit(budget, removal, k):
+    X, y = _text(k=k)
+    dense = _fit(X.toarray(), y, k, budget, removal)
+    sparse = _fit(X, y, k, budget, removal, chunks=3)
+    assert sparse[0].Zv.shape[1] > 0 and dense[0].Zv.shape[1] == 0
+    # merging keeps dense patterns (a merged pattern has two rows' nonzeros) with the mirror beside them
+    assert sparse[0].store == (removal != "merge") and not dense[0].store
+    _same(dense, sparse)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+@pytest.mark.parametrize("rule", ["perceptron", "pa2"])
+def test_sparse_store_kernels_rules_and_per_row_rounds(kernel, rule):
+    X, y = _text(k=3, seed=2)
+    ref = _fit(X.toarray(), y, 3, "variable", kernel=kernel, rule=rule, blocked=False)
+    for blocked in (True, False):
+        _same(ref, _fit(X, y, 3, "variable", kernel=kernel, rule=rule, blocked=blocked, chunks=2))
+
+
+def test_mirror_off_and_on_give_the_same_model(monkeypatch):
+    X, y = _text(seed=4)
+    on = _fit(X, y, 2, "variable", mirror=True, monkeypatch=monkeypatch)
+    off = _fit(X, y, 2, "variable", mirror=False, monkeypatch=monkeypatch)
+    assert on[0].store and not off[0].store and off[0].Zv.shape[1] == 0
+    _same(on, off)
+
+
+def test_a_dense_chunk_after_a_sparse_one_makes_the_store_dense_and_changes_nothing():
+    X, y = _text(n=200, seed=5)
+    Xd = X.toarray()
+    Xd[::5, : X.shape[1] // 2] += 0.5  # every fifth row dense over half the columns: too dense for a store
+    r, kern = make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.7)
+    ref = init_budget_state(X.shape[1], 1, keep_retired=True)
+    mix = init_budget_state(X.shape[1], 1, keep_retired=True)
+    half = X.shape[0] // 2
+    for state, first, second in ((ref, Xd, Xd), (mix, sp.csr_matrix(Xd), Xd)):
+        learn_budget_chunk(r, kern, state, first, y, order=np.arange(0, half, dtype=np.int64), beta=0.1,
+                           budget="variable")
+        if state is mix:
+            assert not state.store  # the first chunk has dense rows: a mirror beside dense patterns
+        learn_budget_chunk(r, kern, state, second, y, order=np.arange(half, X.shape[0], dtype=np.int64), beta=0.1,
+                           budget="variable")
+    for a, b in zip(ref.support(), mix.support()):
+        assert np.array_equal(a, b)
+    # a store that meets dense rows becomes dense, with the same patterns
+    Xs, ys = _text(n=120, seed=6)
+    st_ = init_budget_state(Xs.shape[1], 1)
+    learn_budget_chunk(r, kern, st_, Xs, ys, order=np.arange(60, dtype=np.int64), beta=0.1, budget="variable")
+    assert st_.store
+    before = st_.support()[0]
+    Xdd = np.full((4, Xs.shape[1]), 0.25)
+    learn_budget_chunk(r, kern, st_, Xdd, np.array([0, 1, 0, 1]), beta=0.1, budget="variable")
+    assert not st_.store and np.array_equal(st_.support()[0][: len(before)], before)
+
+
+def test_a_store_widens_for_longer_rows_later():
+    X, y = _text(n=150, d=2000, nnz=3, seed=7, dup=False)
+    wide = X.toarray()[:40]
+    wide[:, 100:190] = 0.5  # 90 more nonzeros a row: still sparse enough for a store, wider than its mirror
+    Xl = sp.vstack([X, sp.csr_matrix(wide)]).tocsr()
+    yl = np.concatenate([y, np.arange(40) % 2])
+    assert wide.shape[1] >= MIRROR_SPARSITY * 100
+    r, kern = make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.7)
+    a, b = init_budget_state(Xl.shape[1], 1), init_budget_state(Xl.shape[1], 1)
+    for state, data in ((a, Xl), (b, Xl.toarray())):
+        learn_budget_chunk(r, kern, state, data, yl, order=np.arange(150, dtype=np.int64), beta=0.1, budget="variable")
+        w0 = state.Zv.shape[1]
+        learn_budget_chunk(r, kern, state, data, yl, order=np.arange(150, 190, dtype=np.int64), beta=0.1,
+                           budget="variable")
+        if state is a:
+            assert state.store and state.Zv.shape[1] > w0 >= 8
+    for x, z in zip(a.support(), b.support()):
+        assert np.array_equal(x, z)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), budget=st.sampled_from(["variable", 5, None]), chunks=st.integers(1, 4),
+       nnz=st.integers(1, 8), neg=st.booleans())
+def test_sparse_store_fuzz(seed, budget, chunks, nnz, neg):
+    X, y = _text(n=90, d=300, nnz=nnz, seed=seed)
+    if neg:  # signed values, and some explicit zeros stored in the matrix
+        X.data *= np.where(np.arange(X.nnz) % 3 == 0, -1.0, 1.0)
+        X.data[::11] = 0.0
+    _same(_fit(X.toarray(), y, 2, budget), _fit(X, y, 2, budget, chunks=chunks))
+
+
+def test_estimator_on_text_uses_a_store_and_matches_the_dense_fit():
+    X, y = _text(n=400, d=3000, seed=8)
+    a = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
+    b = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X.toarray(), y)
+    assert a._state.store and not b._state.store
+    assert np.array_equal(a.support_vectors_, b.support_vectors_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-9, atol=1e-12)
+    # gamma="auto": every runner of the race keeps a store; the race ends as the dense one does
+    c = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=1.0).set_params(gamma="auto")
+    c.fit(X, y)
+    assert c._state.store and c.gamma_ > 0 and c.score(X, y) > 0.6
