@@ -1,7 +1,8 @@
 """Streaming reader for numeric CSV (or other delimited text) files.
 
 One example per line: numbers separated by ``delimiter``, one column of which
-is the label (or none: ``label_column=False``, every column a feature, ``y`` None).  An optional header line names the columns.  Blank lines are
+is the label (or none: ``label_column=False``, every column a feature, ``y``
+None).  An optional header line names the columns.  Blank lines are
 skipped and ``#`` starts a comment (a whole line, or the rest of a line).
 The file may be gzip/bz2/xz compressed (detected by content).
 
@@ -114,7 +115,7 @@ def _scan(
                            f"({ALL_OR_NONE})")
                 else:
                     msg = f"value {t!r} in column {j + 1} is not a number{hint}{note}"
-                    if hint and label_column is not None:  # the way out named: this column, counted as --label-column counts
+                    if hint and label_column is not None:  # the way out: this column, as --label-column counts
                         msg += f", e.g. --label-column {j} if column {j + 1} holds the class names"
                 raise InputFormatError(path, msg, line=lineno, token=t) from None
             if not math.isfinite(v):

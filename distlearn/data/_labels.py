@@ -3,11 +3,11 @@
 Tables (CSV with a header, Parquet) name their columns: one named ``label``, ``target``,
 ``class`` or ``y`` (any case) is the label unless the caller says otherwise
 (:func:`label_index`; of several, ``label`` before ``target`` before ``class`` before ``y``), or
-say there is none (``label_column=False``: every column a feature, ``y`` None).  Whatever the column, :class:`ClassLabels` watches the labels as
-they stream by and refuses, in one line that says how to pick another column, labels
-that are not classes: non-integer values, or more distinct values than half the rows
-(and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or an identifier taken for the label.
-Class names (``setosa``; a str array) are checked by the same count.
+say there is none (``label_column=False``: every column a feature, ``y`` None).  Whatever the
+column, :class:`ClassLabels` watches the labels as they stream by and refuses, in one line that
+says how to pick another column, labels that are not classes: non-integer values, or more
+distinct values than half the rows (and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or
+an identifier taken for the label.  Class names (``setosa``; a str array) are checked by the same count.
 """
 
 from __future__ import annotations

@@ -166,7 +166,8 @@ def test_parquet_parts_without_a_label_column(tmp_path):
     d.mkdir()
     x = np.arange(40, dtype=np.float64).reshape(20, 2)
     for k in range(2):
-        pq.write_table(pa.table({"a": x[10 * k:10 * k + 10, 0], "b": x[10 * k:10 * k + 10, 1]}), d / f"part.{k}.parquet")
+        rows = x[10 * k:10 * k + 10]
+        pq.write_table(pa.table({"a": rows[:, 0], "b": rows[:, 1]}), d / f"part.{k}.parquet")
     assert np.array_equal(rows_of(open_reader(d, label_column=False, dtype="float64")), x)
 
 
