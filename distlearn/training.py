@@ -143,16 +143,17 @@ def _read_names(read: dict[str, Any]) -> str:
     return ", ".join(f"{k} (--{k.replace('_', '-')})" for k in sorted(read))
 
 
-def _pieces(X: Any, y: Any = None, *, format: str | None = None, read: dict[str, Any] | None = None) -> Any:
+def _pieces(X: Any, y: Any = None, *, format: str | None = None, read: dict[str, Any] | None = None,
+            labels: bool = True) -> Any:
     """``(X, y, where)`` pieces of arrays, a store (or view), or any file the readers know; ``read``: the
     data file's reader options (``zero_based``, ``label_column``, as :func:`distlearn.data.open_reader` takes
-    them; refused for a store or arrays, which have no such choice)."""
-    from .data.readers import _reader_options, detect_format, is_data_file
+    them; refused for a store or arrays, which have no such choice).  ``labels=False`` (predict) also takes
+    ``label_column=False``, a table without a label column, whose pieces' ``y`` is None."""
+    from .data.readers import _reader_options, detect_format, is_data_file, needs_labels
 
     read = {k: v for k, v in (read or {}).items() if v is not None}
-    if read.get("label_column") is False:
-        raise ValueError("label_column=False (--label-column none: a table without a label column) is for predict; "
-                         "training and evaluating need the labels")
+    if labels:
+        needs_labels(read, "training and evaluating need the labels")
     if is_store(X) and not is_data_file(X):
         if y is not None:
             raise ValueError("y must be None when X is a distlearn store (the store holds the labels)")
@@ -165,7 +166,7 @@ def _pieces(X: Any, y: Any = None, *, format: str | None = None, read: dict[str,
 
         path = os.fspath(X)
         fmt = format or detect_format(path)
-        return ((Xb, yb, path) for Xb, yb in open_reader(path, format=fmt, **_reader_options(fmt, read)))
+        return ((Xb, yb, path) for Xb, yb in open_reader(path, format=fmt, **_reader_options(fmt, read, path)))
     if read:
         raise ValueError(f"{_read_names(read)} read a data file; the input is arrays")
     return iter([(X, y, "the input")])
@@ -235,56 +236,27 @@ def _check_labels(classes: list[Any], labels: list[Any], conf: np.ndarray, X: An
 
 
 def _features_only(X: Any, d: int | None, format: str | None, read: dict[str, Any] | None) -> bool:
-    """Whether predict reads the table (CSV, Parquet) ``X`` as features alone, every column a feature:
-    ``label_column=False`` (``--label-column none``) says so; without a label column named or given, a
-    table of exactly the model's ``d`` columns is one (the readers' default label, column 0, would leave
-    ``d - 1`` features, which the model cannot take).  Anything else but a table with ``False`` is refused."""
-    from .data.readers import detect_format, is_data_file, open_reader
+    """Whether predict reads the table (CSV, Parquet) ``X`` as features alone, every column a feature
+    (``label_column=False``): ``--label-column none`` says so (the readers refuse it for anything but a
+    table); without a label column named or given, a table of exactly the model's ``d`` columns, none
+    named as a label, is one (the readers' default label, column 0, would leave ``d - 1`` features, which
+    the model cannot take).  The table is opened once to tell, its header and first row read."""
+    from .data.readers import _reader_options, detect_format, is_data_file, open_reader
 
-    label = (read or {}).get("label_column")
-    table = isinstance(X, (str, os.PathLike)) and is_data_file(X)
-    fmt = (format or detect_format(os.fspath(X))) if table else None
-    if label is False and fmt not in ("csv", "parquet"):
-        what = f"{fmt} input" if fmt else ("a store" if isinstance(X, (str, os.PathLike)) else "arrays")
-        raise ValueError(f"label_column=False (--label-column none) reads a CSV or Parquet table without a label "
-                         f"column; {os.fspath(X) if isinstance(X, (str, os.PathLike)) else 'the input'} is {what}")
+    read = {k: v for k, v in (read or {}).items() if v is not None}
+    label = read.get("label_column")
     if label is False:
         return True
-    if d is None or label is not None or fmt not in ("csv", "parquet"):
+    if d is None or label is not None or not is_data_file(X):
         return False
-    reader = open_reader(os.fspath(X), format=fmt)
+    path = os.fspath(X)
+    fmt = format or detect_format(path)
+    if fmt not in ("csv", "parquet"):
+        return False
+    reader = open_reader(path, format=fmt, **_reader_options(fmt, read, path))
     by_default = reader.label_index == 0 and (reader.columns is None or
                                              str(reader.columns[0]).strip().lower() not in LABEL_NAMES)
     return bool(by_default and reader.n_features == d - 1)
-
-
-def _table_features(X: Any, format: str | None, read: dict[str, Any] | None) -> Iterator[tuple[Any, None, str]]:
-    """The pieces of a table read as features alone: the readers take a label column, so column 0 is read
-    as one and put back in front of the others (numbers only: a column of words is no feature)."""
-    from .data._errors import InputFormatError
-    from .data.readers import open_reader
-
-    path = os.fspath(X)
-    why = "(--label-column none, label_column=False: every column is a feature)"
-    reader = open_reader(path, format=format, label_column=0, **{k: v for k, v in (read or {}).items()
-                                                                  if k != "label_column" and v is not None})
-    first = getattr(reader, "first_data", None)  # CSV: the row that made column 0 a column of names
-    if reader.labels_are_names and first is not None:
-        raise InputFormatError(path, f"value {first[1]!r} in column 1 is not a number {why}", line=first[0],
-                               token=first[1])
-    try:
-        for Xb, yb, where in _pieces(X, None, format=format, read={**(read or {}), "label_column": 0}):
-            col = np.asarray(yb)
-            if col.dtype.kind in "US":
-                raise ValueError(f"{path}: value {str(col[0])!r} in column 1 is not a number {why}")
-            yield np.column_stack([col.astype(Xb.dtype), Xb]), None, where
-    except InputFormatError as e:  # column 0 read as the readers' label: said of a feature, as it is
-        if " in column 1" not in e.reason or "label" not in e.reason:
-            raise
-        what = ("empty field in column 1" if e.reason.startswith("empty field") else
-                f"value {e.token!r} in column 1 is not finite" if "not finite" in e.reason else
-                f"value {e.token!r} in column 1 is not a number")
-        raise InputFormatError(e.path, f"{what} {why}", line=e.line, token=e.token) from None
 
 
 def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[str] | None = None,
@@ -319,11 +291,11 @@ def predict(est: Any, X: Any, *, decision: bool = False, out: str | os.PathLike[
         return _predict_on(scheduler, est, model_path, X, decision=decision, out=out, overwrite=overwrite,
                            n_workers=n_workers, security=security)
     d = _width(est)
-    features_only = _features_only(X, d, format, read)
+    if _features_only(X, d, format, read):
+        read = {**(read or {}), "label_column": False}
 
     def blocks() -> Iterator[np.ndarray]:
-        pieces = _table_features(X, format, read) if features_only else _pieces(X, None, format=format, read=read)
-        for Xb, _, where in pieces:
+        for Xb, _, where in _pieces(X, None, format=format, read=read, labels=False):
             if Xb.shape[0]:
                 Xb = _fit_width(Xb, d, where)
                 yield np.asarray(est.decision_function(Xb) if decision else est.predict(Xb))

@@ -1,7 +1,8 @@
 """Streaming reader for numeric CSV (or other delimited text) files.
 
 One example per line: numbers separated by ``delimiter``, one column of which
-is the label.  An optional header line names the columns.  Blank lines are
+is the label (or none: ``label_column=False``, every column a feature, ``y``
+None).  An optional header line names the columns.  Blank lines are
 skipped and ``#`` starts a comment (a whole line, or the rest of a line).
 The file may be gzip/bz2/xz compressed (detected by content).
 
@@ -29,7 +30,7 @@ from .._outputs import is_number
 from ._errors import InputFormatError
 from ._io import STREAM_ERRORS as _STREAM_ERRORS
 from ._io import iter_line_chunks, open_binary
-from ._labels import LABEL_NAMES, PICK_LABEL, describe_column, label_index
+from ._labels import LABEL_NAMES, NO_LABEL, PICK_LABEL, describe_column, label_index
 
 __all__ = ["CsvReader", "parse_csv_bytes"]
 
@@ -63,7 +64,7 @@ def _scan(
     first_line: int,
     delimiter: str | None,
     n_fields: int,
-    label_column: int,
+    label_column: int | None,
     dtype: np.dtype,
     names: bool = False,
     hint: str = "",
@@ -72,8 +73,10 @@ def _scan(
 
     ``names``: the label column holds class names, returned as a list (their column in the
     array is 0); ``hint`` ends the message of a feature value that is not a number.
+    ``label_column`` None: no label column, every bad value's message ends with :data:`NO_LABEL`.
     """
     narrow = dtype != np.float64
+    note = NO_LABEL if label_column is None else ""
     rows: list[list[float]] = []
     labels: list[str] | None = [] if names else None
     for k, line in enumerate(lines):
@@ -94,7 +97,8 @@ def _scan(
             t = tok.strip()
             what = "label" if j == label_column else "value"
             if not t:
-                raise InputFormatError(path, f"empty field in column {j + 1} ({what})", line=lineno, token="")
+                raise InputFormatError(path, f"empty field in column {j + 1}{note or f' ({what})'}", line=lineno,
+                                       token="")
             if names and j == label_column:
                 if is_number(t):
                     raise InputFormatError(path, f"label {t!r} in column {j + 1} is a number, but the first "
@@ -110,12 +114,13 @@ def _scan(
                     msg = (f"label {t!r} in column {j + 1} is a name, but the first row's label is a number "
                            f"({ALL_OR_NONE})")
                 else:
-                    msg = f"value {t!r} in column {j + 1} is not a number{hint}"
-                    if hint:  # the way out named: this column, counted as --label-column counts
+                    msg = f"value {t!r} in column {j + 1} is not a number{hint}{note}"
+                    if hint and label_column is not None:  # the way out: this column, as --label-column counts
                         msg += f", e.g. --label-column {j} if column {j + 1} holds the class names"
                 raise InputFormatError(path, msg, line=lineno, token=t) from None
             if not math.isfinite(v):
-                raise InputFormatError(path, f"{what} {t!r} in column {j + 1} is not finite", line=lineno, token=t)
+                raise InputFormatError(path, f"{what} {t!r} in column {j + 1} is not finite{note}", line=lineno,
+                                       token=t)
             if narrow and j != label_column and not _fits(v, dtype):
                 # finite text beyond float32's range would be stored as inf
                 raise InputFormatError(
@@ -136,17 +141,18 @@ def parse_csv_bytes(
     first_line: int = 1,
     delimiter: str | None = ",",
     n_fields: int,
-    label_column: int = 0,
+    label_column: int | None = 0,
     dtype: Any = "float32",
     labels_are_names: bool = False,
     hint: str = "",
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Parse whole delimited lines held in memory into ``(X, y)``.
 
     ``first_line`` is the file's 1-based number of the chunk's first line;
     blank and comment lines are skipped.  ``X`` has ``n_fields - 1`` columns
     of ``dtype`` (every column but ``label_column``, which must be
-    non-negative), ``y`` is float64; all values are finite.  ``labels_are_names``:
+    non-negative), ``y`` is float64; all values are finite.  ``label_column`` None: no label
+    column, ``X`` has all ``n_fields`` columns and ``y`` is None.  ``labels_are_names``:
     the label column holds class names (none of them a number: :data:`ALL_OR_NONE`),
     ``y`` is a str array of them (a quoted field ``"a, b"`` is one name).
     ``hint`` ends the message of a feature value that is not a number.
@@ -158,7 +164,7 @@ def parse_csv_bytes(
         range, or a wrong number of fields, naming ``path``, the line and the token.
     """
     dtype = np.dtype(dtype)
-    features = np.delete(np.arange(n_fields), label_column)
+    features = np.arange(n_fields) if label_column is None else np.delete(np.arange(n_fields), label_column)
     # Undecodable bytes become U+FFFD, which no number contains: they are
     # reported as a bad token on their line instead of a decoding error.
     # Split on "\n" only (not str.splitlines' form feeds etc.), so that both
@@ -196,7 +202,7 @@ def parse_csv_bytes(
             hint=hint,
         )
         X = arr[:, features].astype(dtype, order="C", copy=False)
-    return X, np.ascontiguousarray(arr[:, label_column])
+    return X, None if label_column is None else np.ascontiguousarray(arr[:, label_column])
 
 
 def _parse_names(lines: list[str], *, path: str, first_line: int, delimiter: str | None, n_fields: int,
@@ -246,11 +252,12 @@ class CsvReader:
     ----------
     path : str or Path
         The file (raw, or gzip/bz2/xz compressed).
-    label_column : int or str, default=None
+    label_column : int, str or False, default=None
         The label's column: an index (negative counts from the end, ``-1`` is
         the last column) or a name from the header.  ``None``: the header's
         column named ``label``, ``target``, ``class`` or ``y`` (any case), else
-        column 0 (:func:`distlearn.data._labels.label_index`).
+        column 0 (:func:`distlearn.data._labels.label_index`).  ``False``: no label
+        column, every column is a feature and the pieces are ``(X_chunk, None)``.
     delimiter : str or None, default=","
         One-character field separator; ``None`` splits on runs of whitespace.
     header : {"auto", True, False}, default="auto"
@@ -268,14 +275,14 @@ class CsvReader:
     Attributes
     ----------
     n_features : int
-        Columns other than the label.
+        Columns other than the label (every column with ``label_column=False``).
     n_samples : int or None
         None until a full pass has counted the rows.
     has_header : bool
     columns : list of str or None
         Column names from the header.
-    label_index : int
-        The label's column as a non-negative index.
+    label_index : int or None
+        The label's column as a non-negative index (None: no label column).
     labels_are_names : bool
         Whether the labels are class names (``y`` a str array) rather than numbers.
 
@@ -304,7 +311,7 @@ class CsvReader:
         self,
         path: str | os.PathLike[str],
         *,
-        label_column: int | str | None = None,
+        label_column: int | str | bool | None = None,
         delimiter: str | None = ",",
         header: bool | str = "auto",
         dtype: Any = "float32",
@@ -317,9 +324,9 @@ class CsvReader:
             raise ValueError(f"header must be 'auto', True or False; got {header!r}")
         if isinstance(label_column, str) and header is False:
             raise ValueError(f"label_column={label_column!r} is a column name, which needs a header (header=False)")
-        if label_column is not None and (not isinstance(label_column, (str, int, np.integer))
-                                         or isinstance(label_column, bool)):
-            raise ValueError(f"label_column must be an int, a column name or None; got {label_column!r}")
+        if label_column is not None and label_column is not False and (
+                not isinstance(label_column, (str, int, np.integer)) or isinstance(label_column, bool)):
+            raise ValueError(f"label_column must be an int, a column name, None or False; got {label_column!r}")
         self.dtype = np.dtype(dtype)
         if self.dtype.name not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64'; got {self.dtype.name!r}")
@@ -366,18 +373,17 @@ class CsvReader:
                 line=line1,
                 token=label_column,
             )
-        self.label_index = label_index(self.path, self.columns, self._n_fields, label_column,
-                                       line=line1 if self.has_header else None)
-        if self._n_fields < 2:
+        self.label_index: int | None = None if label_column is False else label_index(
+            self.path, self.columns, self._n_fields, label_column, line=line1 if self.has_header else None)
+        if self._n_fields < (1 if self.label_index is None else 2):
             raise InputFormatError(
                 self.path, f"{self._n_fields} column(s): need a label column and at least one feature", line=line1
             )
         # The first data row decides whether the labels are numbers or class names (ALL_OR_NONE).
         data_fields = _split(_content(data_text), delimiter)
-        first_label = data_fields[self.label_index].strip() if len(data_fields) == self._n_fields else "0"
+        first_label = ("0" if self.label_index is None or len(data_fields) != self._n_fields
+                       else data_fields[self.label_index].strip())
         self.labels_are_names = bool(first_label) and not is_number(first_label)
-        #: The first data row's line and its label field (what decided ``labels_are_names``).
-        self.first_data = (data_line, first_label)
         self._hint = ""
         if label_column is None and self.label_index == 0 and (self.columns is None or
                                                                self.columns[0].strip().lower() not in LABEL_NAMES):
@@ -396,20 +402,21 @@ class CsvReader:
             names=self.labels_are_names,
             hint=self._hint,
         )
-        self.n_features: int | None = self._n_fields - 1
+        self.n_features: int | None = self._n_fields - (self.label_index is not None)
         self.n_samples: int | None = None
         self.bytes_read = 0
         self.params: dict[str, Any] = {
-            "label_column": self.label_index,
-            "label_name": None if self.columns is None else self.columns[self.label_index],
+            "label_column": False if self.label_index is None else self.label_index,
+            "label_name": None if self.columns is None or self.label_index is None else self.columns[self.label_index],
             "delimiter": delimiter,
             "header": self.has_header,
         }
-        #: How the messages name the label column (``label column 0 ('f1')``).
-        self.label_what = describe_column(self.label_index, self.columns)
+        #: How the messages name the label column (``label column 0 ('f1')``; None: there is none).
+        self.label_what = None if self.label_index is None else describe_column(self.label_index, self.columns)
 
     def __repr__(self) -> str:
-        return f"CsvReader({self.path!r}: {self.n_features} features, label column {self.label_index})"
+        label = "no label column" if self.label_index is None else f"label column {self.label_index}"
+        return f"CsvReader({self.path!r}: {self.n_features} features, {label})"
 
     def _header_names(self, content: str) -> list[str]:
         if self.delimiter is None:
@@ -437,7 +444,7 @@ class CsvReader:
         found += [None] * (2 - len(found))  # type: ignore[list-item]
         return found[0], found[1]
 
-    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         self.bytes_read = 0
         n_rows = 0
         with open_binary(self.path) as f:
@@ -463,8 +470,8 @@ class CsvReader:
                         labels_are_names=self.labels_are_names,
                         hint=self._hint,
                     )
-                    if y.shape[0]:
-                        n_rows += y.shape[0]
+                    if X.shape[0]:
+                        n_rows += X.shape[0]
                         yield X, y
             finally:
                 self.bytes_read = f.raw_tell()

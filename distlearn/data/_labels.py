@@ -2,11 +2,12 @@
 
 Tables (CSV with a header, Parquet) name their columns: one named ``label``, ``target``,
 ``class`` or ``y`` (any case) is the label unless the caller says otherwise
-(:func:`label_index`; of several, ``label`` before ``target`` before ``class`` before ``y``).  Whatever the column, :class:`ClassLabels` watches the labels as
-they stream by and refuses, in one line that says how to pick another column, labels
-that are not classes: non-integer values, or more distinct values than half the rows
-(and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or an identifier taken for the label.
-Class names (``setosa``; a str array) are checked by the same count.
+(:func:`label_index`; of several, ``label`` before ``target`` before ``class`` before ``y``), or
+say there is none (``label_column=False``: every column a feature, ``y`` None).  Whatever the
+column, :class:`ClassLabels` watches the labels as they stream by and refuses, in one line that
+says how to pick another column, labels that are not classes: non-integer values, or more
+distinct values than half the rows (and more than :data:`MIN_REFUSED_CLASSES`) -- a feature or
+an identifier taken for the label.  Class names (``setosa``; a str array) are checked by the same count.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from ._errors import InputFormatError
 
-__all__ = ["LABEL_NAMES", "MIN_REFUSED_CLASSES", "PICK_LABEL", "ClassLabels", "label_index"]
+__all__ = ["LABEL_NAMES", "MIN_REFUSED_CLASSES", "NO_LABEL", "PICK_LABEL", "ClassLabels", "label_index"]
 
 #: Header names taken as the label column (compared case-insensitively), in this order of preference.
 LABEL_NAMES = ("label", "target", "class", "y")
@@ -29,6 +30,10 @@ MIN_REFUSED_CLASSES = 10
 
 #: The way out every refusal shows.
 PICK_LABEL = "pick the label with --label-column NAME|INDEX (label_column=)"
+
+#: How a table read without a label column (``label_column=False``) ends a bad value's message: the
+#: value is a feature's, whatever its column.
+NO_LABEL = " (--label-column none, label_column=False: every column is a feature)"
 
 
 def label_index(path: str | os.PathLike[str], columns: Sequence[str] | None, n_columns: int,

@@ -3,7 +3,8 @@
 Every column but the label is a feature and must be numeric (integers, floats, booleans); the
 label is numbers or class names (a string column, whose values come back as a str array);
 the label column is picked as for CSV (:func:`distlearn.data._labels.label_index`: a column
-named ``label``, ``target``, ``class`` or ``y`` unless ``label_column`` says otherwise).
+named ``label``, ``target``, ``class`` or ``y`` unless ``label_column`` says otherwise;
+``label_column=False``: none, every column is a feature and ``y`` is None).
 The parts of a directory are its files not starting with ``_`` or ``.`` (``_metadata``,
 ``_SUCCESS``), in natural order (``part.2`` before ``part.10``, as Dask reads them); they
 must share one schema.  A piece is one row group: :func:`read_row_group` reads it, in this
@@ -22,7 +23,7 @@ import numpy as np
 
 from .._tasks import OrderedMap, run_ordered
 from ._errors import InputFormatError
-from ._labels import PICK_LABEL, describe_column, label_index
+from ._labels import NO_LABEL, PICK_LABEL, describe_column, label_index
 
 __all__ = ["MAGIC", "ParquetReader", "is_parquet_dir", "parquet_parts", "read_row_group"]
 
@@ -85,12 +86,13 @@ def _is_text(t: Any) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
-def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[str], label: int,
-                   dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[str], label: int | None,
+                   dtype: str) -> tuple[np.ndarray, np.ndarray | None]:
     """``(X, y)`` of row group ``row_group`` of ``path``: X in ``dtype`` (C order), y float64, or a
     str array when the label column holds strings (class names).
 
-    ``columns``: every column, ``label`` the label's index among them; ``first_row``: the
+    ``columns``: every column, ``label`` the label's index among them (None: no label column, every
+    column a feature, ``y`` None); ``first_row``: the
     group's first row in the whole table (1-based row numbers in the messages).
     Missing or non-finite values raise :class:`InputFormatError` naming the column and the row.
     """
@@ -101,8 +103,8 @@ def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[s
     except OSError as e:
         raise InputFormatError(path, f"row group {row_group} cannot be read ({e})") from None
     n = table.num_rows
-    X = np.empty((n, len(columns) - 1), dtype=dtype)
-    y = np.empty(n, dtype=np.float64)
+    X = np.empty((n, len(columns) - (label is not None)), dtype=dtype)
+    y = None if label is None else np.empty(n, dtype=np.float64)
     j = 0
     for i, name in enumerate(columns):
         col = table.column(i)
@@ -119,11 +121,32 @@ def read_row_group(path: str, row_group: int, first_row: int, *, columns: list[s
             raise InputFormatError(path, f"column {name!r} holds {float(v[k])!r} in row {first_row + k + 1}: "
                                          "values must be finite")
         if i == label:
+            assert y is not None
             y[:] = v
         else:
             X[:, j] = v
             j += 1
     return X, y
+
+
+def _refuse_text_feature(pieces: list[tuple[str, int, int]], i: int, name: str) -> None:
+    """A column of strings read as a feature (``label_column=False``): its first value named as a CSV's
+    would be (``value 'x0' in column 1 is not a number``), read from the one column of the first row
+    group that has a value; a column of strings that read as numbers is left to the caller's message."""
+    import pyarrow.parquet as pq
+
+    from .._outputs import is_number
+
+    for part, g, _ in pieces:
+        try:
+            values = pq.ParquetFile(part).read_row_group(g, columns=[name]).column(0).drop_null()
+        except OSError as e:
+            raise InputFormatError(part, f"row group {g} cannot be read ({e})") from None
+        if len(values):
+            v = str(values[0].as_py())
+            if not is_number(v):
+                raise InputFormatError(part, f"value {v!r} in column {i + 1} is not a number{NO_LABEL}")
+            return
 
 
 class ParquetReader:
@@ -133,9 +156,10 @@ class ParquetReader:
     ----------
     path : str or Path
         A Parquet file or a directory of Parquet files (one table cut into parts).
-    label_column : int or str, default=None
+    label_column : int, str or False, default=None
         The label's column: a name, an index (negative counts from the end), or ``None``:
         the column named ``label``, ``target``, ``class`` or ``y`` (any case), else column 0.
+        ``False``: no label column, every column is a feature and the pieces are ``(X_chunk, None)``.
     dtype : {"float32", "float64"}, default="float32"
         Type of the feature values.  Labels are float64, or a str array when the label column
         holds strings (class names; a dictionary of strings, pandas' category, too).
@@ -144,7 +168,8 @@ class ParquetReader:
     ----------
     parts : list of str
     columns : list of str
-    label_index : int
+    label_index : int or None
+        None: no label column.
     n_features, n_samples : int
         Known up front from the files' footers.
     pieces : list of (part, row group, first row)
@@ -159,7 +184,7 @@ class ParquetReader:
     format = "parquet"
     default_layout = "dense"
 
-    def __init__(self, path: str | os.PathLike[str], *, label_column: int | str | None = None,
+    def __init__(self, path: str | os.PathLike[str], *, label_column: int | str | bool | None = None,
                  dtype: Any = "float32") -> None:
         import pyarrow.parquet as pq
 
@@ -189,10 +214,14 @@ class ParquetReader:
                 rows += meta.row_group(g).num_rows
         assert schema is not None
         self.columns: list[str] = list(schema.names)
-        if len(self.columns) < 2:
+        if label_column is not None and label_column is not False and (
+                not isinstance(label_column, (str, int, np.integer)) or isinstance(label_column, bool)):
+            raise ValueError(f"label_column must be an int, a column name, None or False; got {label_column!r}")
+        if len(self.columns) < (1 if label_column is False else 2):
             raise InputFormatError(self.path, f"{len(self.columns)} column(s): need a label column and at least "
                                               "one feature")
-        self.label_index = label_index(self.path, self.columns, len(self.columns), label_column)
+        self.label_index: int | None = None if label_column is False else label_index(
+            self.path, self.columns, len(self.columns), label_column)
         for i, (name, t) in enumerate(zip(self.columns, schema.types)):
             why = _kind(t)
             if i == self.label_index:
@@ -200,36 +229,43 @@ class ParquetReader:
                     raise InputFormatError(self.path, f"the label column {name!r} is {why}: labels are numbers "
                                                       "or class names (strings)")
             elif why is not None:
+                if self.label_index is None and _is_text(t):
+                    _refuse_text_feature(self.pieces, i, name)
                 hint = ("features must be numeric (integers, floats, booleans); drop or encode it first"
-                        + (f"; {PICK_LABEL} if {name!r} holds the class names" if _is_text(t) else ""))
-                raise InputFormatError(self.path, f"column {name!r} is {why}, not numeric; {hint}")
+                        + (f"; {PICK_LABEL} if {name!r} holds the class names"
+                           if _is_text(t) and self.label_index is not None else ""))
+                raise InputFormatError(self.path, f"column {name!r} is {why}, not numeric; {hint}"
+                                                  + (NO_LABEL if self.label_index is None else ""))
         #: Whether the labels are class names (``y`` a str array) rather than numbers.
-        self.labels_are_names = _is_text(schema.types[self.label_index])
+        self.labels_are_names = self.label_index is not None and _is_text(schema.types[self.label_index])
         if rows == 0:
             raise InputFormatError(self.path, "no rows")
         self.n_samples: int | None = rows
-        self.n_features: int | None = len(self.columns) - 1
+        self.n_features: int | None = len(self.columns) - (self.label_index is not None)
         self.size_bytes = sum(os.path.getsize(p) for p in self.parts)
         self.bytes_read = 0
-        self.label_what = describe_column(self.label_index, self.columns)
-        self.params: dict[str, Any] = {"label_column": self.label_index,
-                                       "label_name": self.columns[self.label_index], "parts": len(self.parts)}
+        #: How the messages name the label column (None: there is none).
+        self.label_what = None if self.label_index is None else describe_column(self.label_index, self.columns)
+        self.params: dict[str, Any] = {
+            "label_column": False if self.label_index is None else self.label_index,
+            "label_name": None if self.label_index is None else self.columns[self.label_index],
+            "parts": len(self.parts)}
 
     def __repr__(self) -> str:
-        return f"ParquetReader({self.path!r}: {len(self.parts)} part(s), {self.n_features} features, " \
-               f"label {self.columns[self.label_index]!r})"
+        label = "no label column" if self.label_index is None else f"label {self.columns[self.label_index]!r}"
+        return f"ParquetReader({self.path!r}: {len(self.parts)} part(s), {self.n_features} features, {label})"
 
-    def iter_pieces(self, executor: OrderedMap | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def iter_pieces(self, executor: OrderedMap | None = None) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """The row groups in table order, read here (``None``) or as tasks of ``executor``."""
         self.bytes_read = 0
         done = 0
         for X, y in run_ordered(executor, read_row_group, self.pieces, columns=self.columns,
                                 label=self.label_index, dtype=self.dtype.name):
-            done += len(y)
+            done += len(X)
             self.bytes_read = int(self.size_bytes * done / max(1, self.n_samples or 1))
-            if len(y):
+            if len(X):
                 yield X, y
 
-    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         return self.iter_pieces(None)
 

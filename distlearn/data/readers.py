@@ -120,12 +120,15 @@ def open_reader(path: str | os.PathLike[str], *, format: str | None = None, **op
     idx: ``labels`` (images' companion file; inferred from the name when left out),
     ``dtype``, ``chunk_rows``; csv: ``label_column``, ``delimiter``, ``header``,
     ``dtype``, ``chunk_bytes``; parquet (a file or a directory of parts): ``label_column``, ``dtype``.
+    ``label_column=False`` (csv, parquet; refused for the others): no label column, every column a
+    feature, the pieces ``(X_chunk, None)``.
     """
     _refuse_url(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     refuse_special(path)
     fmt = format or detect_format(path)
+    _refuse_no_label(fmt, options, path)
     if fmt == "svmlight":
         return SvmlightReader(path, **options)
     if fmt == "idx":
@@ -181,7 +184,8 @@ def read_arrays(path: str | os.PathLike[str], *, format: str | None = None, dtyp
 
     path = os.fspath(path)
     fmt = format or detect_format(path)
-    reader = open_reader(path, format=fmt, **_reader_options(fmt, {**options, "dtype": dtype}))
+    needs_labels(options, "training and evaluating need the labels")
+    reader = open_reader(path, format=fmt, **_reader_options(fmt, {**options, "dtype": dtype}, path))
     if reader.default_layout == "dense" and reader.n_samples and reader.n_features:
         need = reader.n_samples * reader.n_features * np.dtype(dtype).itemsize
     else:  # text: the arrays take about what the text does; the pieces and their concatenation twice that
@@ -222,7 +226,26 @@ READER_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _reader_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
+#: The formats a table without a label column (``label_column=False``) can be read from.
+NO_LABEL_FORMATS = ("csv", "parquet")
+
+
+def _refuse_no_label(fmt: str, options: dict[str, Any], path: Any = None) -> None:
+    if options.get("label_column") is False and fmt not in NO_LABEL_FORMATS:
+        raise ValueError(f"label_column=False (--label-column none) reads a CSV or Parquet table without a label "
+                         f"column; {'the input' if path is None else os.fspath(path)} is {fmt} input")
+
+
+def needs_labels(options: dict[str, Any], why: str) -> None:
+    """Refuse ``label_column=False`` (a table read without labels) where the labels are needed, saying ``why``."""
+    if options.get("label_column") is False:
+        raise ValueError(f"label_column=False (--label-column none: a table without a label column) is for predict; "
+                         f"{why}")
+
+
+def _reader_options(fmt: str, options: dict[str, Any], path: Any = None) -> dict[str, Any]:
+    """``options`` that apply to ``fmt`` input (None values dropped); any other is refused in one line."""
+    _refuse_no_label(fmt, options, path)
     allowed = READER_OPTIONS[fmt]
     bad = {k for k, v in options.items() if v is not None and k not in allowed}
     if bad:
@@ -326,7 +349,8 @@ def convert(
                              "do not apply")
     if fmt == "svmlight":
         reader_options = {**reader_options, "n_features": n_features}
-    opts = _reader_options(fmt, reader_options)
+    needs_labels(reader_options, "a store holds labels")
+    opts = _reader_options(fmt, reader_options, input)
     named = [opts[k] for k in ("labels", "qrels", "hierarchy") if isinstance(opts.get(k), (str, os.PathLike))]
     check_output(output, "store", overwrite=overwrite, inputs=inputs + named)  # before any work
     if fmt == "rcv1":
