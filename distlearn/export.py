@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._outputs import check_output, replace
 from ._urls import is_url
@@ -113,7 +114,8 @@ def _parts(model: Any, where: str) -> tuple[str, dict[str, Any]]:
         if kernel.name not in _SVM_KERNELS:
             raise ValueError(f"{where}: kernel {kernel.name!r} has no ONNX-ML SVMClassifier kernel_type "
                              f"(it has {', '.join(sorted(_SVM_KERNELS))})")
-        return "kernel", {"S": np.asarray(model.support_vectors_, np.float64),
+        sv = model.support_vectors_  # CSR after a fit on sparse rows: the graph's constant is dense
+        return "kernel", {"S": np.asarray(sv.toarray() if sp.issparse(sv) else sv, np.float64),
                           "A": np.asarray(model.dual_coef_, np.float64), "kernel": kernel}
     if "coef_" not in model.__dict__:
         raise ValueError(f"{where}: {type(model).__name__} has neither coef_ nor support_vectors_ (not fitted?)")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._outputs import check_output, naming, replace
 from ._urls import UrlError, is_url
@@ -93,7 +94,8 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
         meta.update(n_features=int(est.support_vectors_.shape[1]), kernel=k.name,
                     kernel_params={"gamma": float(k.params[0]), "degree": float(k.params[1]),
                                    "coef0": float(k.params[2])})
-        arrays = {"support_vectors": np.asarray(est.support_vectors_, dtype=np.float64),
+        sv = est.support_vectors_  # CSR after a fit on sparse rows: the file holds dense rows
+        arrays = {"support_vectors": np.asarray(sv.toarray() if sp.issparse(sv) else sv, dtype=np.float64),
                   "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64)}
         if voted_kernel:  # the vote's events: pattern ev_p enters (ev_s = +1) or leaves (-1) at ev_t
             h = est.hypothesis_

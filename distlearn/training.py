@@ -122,7 +122,7 @@ def _width(est: Any) -> int | None:
     if getattr(est, "coef_", None) is not None:
         return int(np.asarray(est.coef_).shape[-1])
     if getattr(est, "support_vectors_", None) is not None:
-        return int(np.asarray(est.support_vectors_).shape[1])
+        return int(est.support_vectors_.shape[1])
     return None
 
 

@@ -42,7 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..learners import _budget as B
-from ..learners.kernel import BudgetState, Kernel, history_order, kernel_decision, kernel_matrix
+from ..learners.kernel import (BudgetState, Kernel, as_patterns, history_order, kernel_decision, kernel_matrix,
+                              squared_norms)
 from .core import TreeNode, TreeSummary
 from .interval import best_interval
 
@@ -223,7 +224,7 @@ def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray
     runs BLAS on one thread (:func:`_one_blas_thread`): the same bits on a one-thread Dask worker,
     and on 2 busy cores a 500 x 500 Cholesky took 0.5-0.8 s threaded against 3 ms on one thread.
     """
-    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    Z = as_patterns(Z)
     if Z.shape[0] == 0:
         return np.zeros((0, A.shape[1]))
     with _one_blas_thread():
@@ -296,11 +297,11 @@ def ridge_sums(kernel: Kernel, S: np.ndarray, X: Any, yi: np.ndarray, n_outputs:
     (:func:`_one_blas_thread`), so the sums are the same bits in any process."""
     from scipy.linalg.blas import dgemm
 
-    S = np.ascontiguousarray(S, dtype=np.float64)
+    S = as_patterns(S)
     m = S.shape[0]
     G, R = np.zeros((m, m), order="F"), np.zeros((m, n_outputs))
     T = ridge_targets(yi, n_outputs)
-    sqS = np.einsum("ij,ij->i", S, S)
+    sqS = squared_norms(S)
     block = max(1, (1 << 22) // max(1, m))
     with _one_blas_thread():
         for lo in range(0, X.shape[0], block):
@@ -321,7 +322,7 @@ def ridge_refit(kernel: Kernel, S: np.ndarray, G: np.ndarray, R: np.ndarray, n: 
     ``S`` all the training rows it is kernel ridge regression, ``(K + alpha n I) A = T``.  Solved as
     :func:`distil_expansion`'s system (Cholesky with its ridge ``DISTIL_RIDGE``, relative to the mean
     diagonal, which keeps ``alpha = 0`` defined).  Cost ``O(|S|^2 d + |S|^3)``."""
-    S = np.ascontiguousarray(S, dtype=np.float64)
+    S = as_patterns(S)
     Kss = kernel_matrix(kernel, S, S)
     return _gram_solve((G + G.T) / 2.0 + (alpha * n) * (Kss + Kss.T) / 2.0, R)
 
@@ -511,7 +512,7 @@ def compress_in_parts(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
     A = np.asarray(A, dtype=np.float64).reshape(m, -1)
     if tol <= 0 or m <= part:
         return compress_expansion(kernel, S, A, tol, norm="data", agree=agree)
-    S = np.ascontiguousarray(S, dtype=np.float64)
+    S = as_patterns(S)
     bounds = list(range(0, m, part))
     if m - bounds[-1] < part // 2 and len(bounds) > 1:
         bounds.pop()  # a short remainder joins the part before it
@@ -596,7 +597,7 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     everything = Compressed(np.arange(m), A, 0.0)
     if tol <= 0 or m <= 1:
         return everything
-    S = np.ascontiguousarray(S, dtype=np.float64)
+    S = as_patterns(S)
     K = kernel_matrix(kernel, S, S)
     K = (K + K.T) / 2.0
     F = K @ A  # f(S)

@@ -297,7 +297,8 @@ def _run_task(spec: dict[str, Any], train: Any, test: Any) -> tuple[dict[str, An
             model["coef"] = np.asarray(est.coef_)
             model["intercept"] = np.asarray(est.intercept_)
         if getattr(est, "support_vectors_", None) is not None:  # kernel learners and their Bayes points
-            model["support_vectors"] = np.asarray(est.support_vectors_)
+            sv = est.support_vectors_
+            model["support_vectors"] = sv.toarray() if sp.issparse(sv) else np.asarray(sv)
             model["dual_coef"] = np.asarray(est.dual_coef_)
     return row, model
 

@@ -28,6 +28,7 @@ from ..conversions.kernel import (VotedKernelHypothesis, compress_expansion, com
                                   history, kernel_conversion)
 from ..learners._budget import BUDGET_FIXED, BUDGET_VARIABLE, ROW_BLOCK, shared_dots
 from ..learners.kernel import (
+    as_patterns,
     budget_code,
     init_budget_state,
     kernel_decision,
@@ -779,8 +780,8 @@ class KernelClassifier(OnlineLinearClassifier):
             else:
                 S, A, lab = hyp
                 Z, _, lab_z = st.support()
-                if isinstance(conv, Average) and self.distill and self.budget is not None and len(S) > len(Z):
-                    self.conversion_info_["distilled_from"] = len(S)
+                if isinstance(conv, Average) and self.distill and self.budget is not None and S.shape[0] > Z.shape[0]:
+                    self.conversion_info_["distilled_from"] = S.shape[0]
                     S, A, lab = Z, distil_expansion(self._kernel_obj, S, A, Z), lab_z
         if isinstance(self.conversion, str) and self.conversion.lower() == "auto":
             self.conversion_info_["conversion"] = type(conv).__name__.lower()
@@ -834,17 +835,17 @@ class KernelClassifier(OnlineLinearClassifier):
         """The expansion ``(S, A, lab)`` compressed as ``compress`` says (recorded in ``conversion_info_``);
         ``scores``: its scores on its own patterns when the engine kept them."""
         tol = self._compress_tol()
-        if tol <= 0 or len(S) <= 1:
+        if tol <= 0 or S.shape[0] <= 1:
             return S, A, lab
         agree = COMPRESS_AUTO_AGREE if self.compress == "auto" else 0.0
-        if self.compress == "auto" and len(S) > COMPRESS_AUTO_MAX:
+        if self.compress == "auto" and S.shape[0] > COMPRESS_AUTO_MAX:
             c = compress_in_parts(self._kernel_obj, S, A, tol, scores=scores, agree=agree)
             self.conversion_info_["compress_in_parts"] = True
         else:
             c = compress_expansion(self._kernel_obj, S, A, tol, norm="data", agree=agree)
-        self.conversion_info_["compressed_from"] = len(S)
+        self.conversion_info_["compressed_from"] = S.shape[0]
         self.conversion_info_["compress_residual"] = c.residual
-        return np.ascontiguousarray(S[c.keep]), c.coef, lab[c.keep]
+        return as_patterns(S[c.keep]), c.coef, lab[c.keep]
 
     # -- prediction ---------------------------------------------------------------------
     def decision_function(self, X: Any) -> np.ndarray:

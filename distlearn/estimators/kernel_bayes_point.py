@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import (Boolean, Integral, NJobs, OptionalPath, RandomState, Real, Scheduler, effective_n_jobs,
@@ -59,6 +60,24 @@ def require_kernel(owner: str, linear: str, value: Any, base: Any) -> None:
                          f"({', '.join(sorted(KERNEL_ESTIMATORS))} or their estimators); a linear rule is "
                          f"{linear}(base={shown(value, base)}, ...)")
 
+
+def _unique_csr_rows(S: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """``np.unique(S, axis=0, return_index=True, return_inverse=True)`` for a CSR matrix, the distinct rows in
+    the order they first appear (a row is its nonzeros: explicit zeros are dropped first)."""
+    S = sp.csr_matrix(S, dtype=np.float64)
+    S.eliminate_zeros()
+    S.sort_indices()
+    seen: dict[tuple[bytes, bytes], int] = {}
+    first, inv = [], np.empty(S.shape[0], dtype=np.int64)
+    for r in range(S.shape[0]):
+        lo, hi = S.indptr[r], S.indptr[r + 1]
+        key = (S.indices[lo:hi].tobytes(), S.data[lo:hi].tobytes())
+        j = seen.setdefault(key, len(first))
+        if j == len(first):
+            first.append(r)
+        inv[r] = j
+    first_at = np.asarray(first, dtype=np.int64)
+    return S[first_at], first_at, inv
 
 class KernelExpansion:
     """Prediction of a kernel Bayes point: one expansion ``dual_coef_ @ k(support_vectors_, x)`` (mixed
@@ -481,10 +500,13 @@ class KernelPermutationBPM(KernelExpansion, PermutationBayesPoint):
         if self._member_gamma is None:
             self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_ = (first.gammas_, first.gamma_online_errors_,
                                                                              first.gamma_race_rows_)
-        S = np.concatenate([e.support_vectors_ for e in self.estimators_])
+        parts = [e.support_vectors_ for e in self.estimators_]
         A = np.concatenate([e.dual_coef_ for e in self.estimators_], axis=1).T / N
         lab = np.concatenate([e._support_lab for e in self.estimators_])
-        uniq, first_at, inv = np.unique(S, axis=0, return_index=True, return_inverse=True)
+        if any(sp.issparse(p) for p in parts):  # members fitted on sparse rows: CSR patterns, in first-seen order
+            uniq, first_at, inv = _unique_csr_rows(sp.vstack([sp.csr_matrix(p) for p in parts], format="csr"))
+        else:
+            uniq, first_at, inv = np.unique(np.concatenate(parts), axis=0, return_index=True, return_inverse=True)
         coef = np.zeros((uniq.shape[0], A.shape[1]))
         np.add.at(coef, inv.ravel(), A)
         self.support_vectors_ = uniq

@@ -82,6 +82,8 @@ __all__ = [
     "keeps_scores",
     "history_order",
     "kernel_matrix",
+    "squared_norms",
+    "as_patterns",
     "removal_margins",
 ]
 
@@ -195,7 +197,7 @@ class BudgetState:
         n = int(self.meta[0])
         live = np.flatnonzero(self.alive[:n])
         if live.size:
-            S = self.rows(live)
+            S = self.patterns(live)
             self.F[live] = kernel_decision(kernel, S, self.A[live], S).reshape(live.size, -1)
         self.scores_kept = True
 
@@ -258,6 +260,18 @@ class BudgetState:
         """Whether the cache is a sparse store: ``S`` has no columns and the mirror holds every pattern."""
         return self.S.shape[1] == 0
 
+    def patterns(self, idx: np.ndarray) -> Any:
+        """The patterns of the slots ``idx``: dense rows, or for a sparse store a CSR matrix (a text pattern
+        costs its nonzeros; :func:`kernel_matrix` and :func:`kernel_decision` take either)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if not self.store:
+            return self.S[idx].copy()
+        nz = np.maximum(self.Zn[idx], 0)
+        mask = np.arange(self.Zv.shape[1]) < nz[:, None]
+        indptr = np.concatenate([[0], np.cumsum(nz)]).astype(np.int64)
+        return sp.csr_matrix((self.Zv[idx][mask], self.Zi[idx][mask].astype(np.int64), indptr),
+                             shape=(idx.size, self.n_features))
+
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """The patterns of the slots ``idx`` as dense rows (a copy; from the mirror for a sparse store)."""
         idx = np.asarray(idx, dtype=np.int64)
@@ -303,11 +317,12 @@ class BudgetState:
         return B.Cache(self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive,
                        self.meta, Kinv, self.Ac, self.Zi, self.Zv, self.Zn)
 
-    def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The live support patterns, their coefficients and classes (insertion order)."""
+    def support(self) -> tuple[Any, np.ndarray, np.ndarray]:
+        """The live support patterns (:meth:`patterns`: CSR for a sparse store), their coefficients and classes
+        (insertion order)."""
         n = int(self.meta[0])
         idx = np.flatnonzero(self.alive[:n])
-        return self.rows(idx), self.A[idx].copy(), self.lab[idx].copy()
+        return self.patterns(idx), self.A[idx].copy(), self.lab[idx].copy()
 
     def budget_average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The average of ``h_0 .. h_n`` carried in the cache's own slots (``n`` the rounds seen): the live
@@ -320,7 +335,7 @@ class BudgetState:
         idx = np.flatnonzero(self.alive[:n])
         T = self.t
         A = (self.Ac[idx] + self.A[idx] * (T - self.born[idx]).astype(np.float64)[:, None]) / (T + 1)
-        return self.rows(idx), A, self.lab[idx].copy()
+        return self.patterns(idx), A, self.lab[idx].copy()
 
     def average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(1/(n+1)) sum_{t=0}^{n} h_t`` as one kernel expansion, ``n`` the rounds seen (needs ``keep_retired``).
@@ -571,18 +586,31 @@ def removal_margins(state: BudgetState, kernel: Kernel | None = None) -> np.ndar
     return out
 
 
-def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None = None) -> np.ndarray:
-    """``k(x_r, S_i)`` for the rows of ``Xb`` (dense or CSR) and ``S``, through one matrix product.
+def as_patterns(S: Any) -> Any:
+    """Patterns as the kernel matrices take them: CSR float64 when sparse, else C-contiguous float64."""
+    return sp.csr_matrix(S, dtype=np.float64) if sp.issparse(S) else np.ascontiguousarray(S, dtype=np.float64)
+
+
+def squared_norms(X: Any) -> np.ndarray:
+    """``||x||^2`` of each row of ``X`` (dense or CSR), float64."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+def kernel_matrix(kernel: Kernel, Xb: Any, S: Any, sqS: np.ndarray | None = None) -> np.ndarray:
+    """``k(x_r, S_i)`` for the rows of ``Xb`` and ``S`` (each dense or CSR), through one matrix product.
 
     RBF uses ``||x||^2 + ||s||^2 - 2 x.s`` (clipped at 0), as scikit-learn's
     SVC does and as the engine's own blocked rows do (:func:`distlearn.learners._budget._block_rows`);
     BLAS sums the products in its own order, so the two agree to rounding, not bit for bit.
     """
-    G = np.ascontiguousarray(Xb @ S.T, dtype=np.float64)
+    G = Xb @ S.T
+    G = np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
     kp = kernel.record()
     if kp.code == B.RBF_KERNEL:
-        xsq = np.asarray(Xb.multiply(Xb).sum(axis=1)).ravel() if sp.issparse(Xb) else np.einsum("ij,ij->i", Xb, Xb)
-        sqS = np.einsum("ij,ij->i", S, S) if sqS is None else sqS
+        xsq = squared_norms(Xb)
+        sqS = squared_norms(S) if sqS is None else sqS
         B.kernel_finish(kp, G, np.asarray(xsq, dtype=np.float64), np.asarray(sqS, dtype=np.float64))
     elif kp.code == B.POLY_KERNEL:
         B.kernel_finish(kp, G, np.zeros(G.shape[0]), np.zeros(G.shape[1]))
@@ -597,8 +625,8 @@ def kernel_matrix(kernel: Kernel, Xb: Any, S: np.ndarray, sqS: np.ndarray | None
 FUSED_FEATURES = 64
 
 
-def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> np.ndarray:
-    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR): dense rows of at most
+def kernel_decision(kernel: Kernel, S: Any, coef: np.ndarray, X: Any) -> np.ndarray:
+    """Scores ``sum_i coef[i] k(S[i], x)`` of rows ``X`` (dense or CSR; ``S`` too): dense rows and patterns of at most
     :data:`FUSED_FEATURES` features through the engine's blocked rows and sums
     (:func:`~distlearn.learners._budget.kernel_scores`); otherwise blocks of rows, each one kernel matrix
     against the support (BLAS, at most ~4 Mi entries) times the coefficients."""
@@ -606,10 +634,10 @@ def kernel_decision(kernel: Kernel, S: np.ndarray, coef: np.ndarray, X: Any) -> 
     out = np.zeros((n, coef.shape[1]))
     if S.shape[0] == 0 or n == 0:
         return out
-    S = np.ascontiguousarray(S, dtype=np.float64)
+    S = as_patterns(S)
     coef = np.ascontiguousarray(coef, dtype=np.float64)
-    sqS = np.einsum("ij,ij->i", S, S)
-    if not sp.issparse(X) and X.shape[1] <= FUSED_FEATURES:
+    sqS = squared_norms(S)
+    if not sp.issparse(X) and not sp.issparse(S) and X.shape[1] <= FUSED_FEATURES:
         return B.kernel_scores(np.ascontiguousarray(X, dtype=np.float64), S, sqS, coef, kernel.record(), out)
     block = max(1, (1 << 22) // S.shape[0])
     for lo in range(0, n, block):

@@ -53,15 +53,24 @@ def _fit(X, y, k, budget, removal="margin", kernel="rbf", rule="mira", chunks=1,
     return state, logs
 
 
+def _dense(a):
+    return a.toarray() if sp.issparse(a) else a
+
+
+def _equal(x, z):
+    """Equal values and the same kind: a sparse store's patterns come as CSR, a dense cache's as arrays."""
+    assert np.array_equal(_dense(x), _dense(z))
+
+
 def _same(a, b):
     (sa, la), (sb, lb) = a, b
     for x, z in zip(sa.support(), sb.support()):
-        assert np.array_equal(x, z)
+        _equal(x, z)
     for x, z in zip(sa.average(), sb.average()):
-        assert np.array_equal(x, z)
+        _equal(x, z)
     if sa.Kinv is None:
         for x, z in zip(sa.budget_average(), sb.budget_average()):
-            assert np.array_equal(x, z)
+            _equal(x, z)
     for f in ("mistake", "hinge", "updated", "cache_size", "removed"):
         assert np.array_equal(np.concatenate([getattr(g, f) for g in la]), np.concatenate([getattr(g, f) for g in lb]))
     assert (sa.n_inserted, sa.n_removed, sa.t) == (sb.n_inserted, sb.n_removed, sb.t)
@@ -116,7 +125,7 @@ def test_a_dense_chunk_after_a_sparse_one_makes_the_store_dense_and_changes_noth
         learn_budget_chunk(r, kern, state, second, y, order=np.arange(half, X.shape[0], dtype=np.int64), beta=0.1,
                            budget="variable")
     for a, b in zip(ref.support(), mix.support()):
-        assert np.array_equal(a, b)
+        _equal(a, b)
     # a store that meets dense rows becomes dense, with the same patterns
     Xs, ys = _text(n=120, seed=6)
     st_ = init_budget_state(Xs.shape[1], 1)
@@ -125,7 +134,7 @@ def test_a_dense_chunk_after_a_sparse_one_makes_the_store_dense_and_changes_noth
     before = st_.support()[0]
     Xdd = np.full((4, Xs.shape[1]), 0.25)
     learn_budget_chunk(r, kern, st_, Xdd, np.array([0, 1, 0, 1]), beta=0.1, budget="variable")
-    assert not st_.store and np.array_equal(st_.support()[0][: len(before)], before)
+    assert not st_.store and np.array_equal(st_.support()[0][: before.shape[0]], before.toarray())
 
 
 def test_a_store_widens_for_longer_rows_later():
@@ -145,7 +154,7 @@ def test_a_store_widens_for_longer_rows_later():
         if state is a:
             assert state.store and state.Zv.shape[1] > w0 >= 8
     for x, z in zip(a.support(), b.support()):
-        assert np.array_equal(x, z)
+        _equal(x, z)
 
 
 @settings(max_examples=25, deadline=None)
@@ -164,10 +173,37 @@ def test_estimator_on_text_uses_a_store_and_matches_the_dense_fit():
     a = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
     b = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X.toarray(), y)
     assert a._state.store and not b._state.store
-    assert np.array_equal(a.support_vectors_, b.support_vectors_)
-    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert sp.issparse(a.support_vectors_) and not sp.issparse(b.support_vectors_)  # as SVC keeps them
+    assert np.array_equal(a.support_vectors_.toarray(), b.support_vectors_)
+    # the compression after the fit solves with a sparse Gram matrix: the same patterns, coefficients to rounding
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-12)
+    assert a.conversion_info_["compressed_from"] == b.conversion_info_["compressed_from"]
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-9, atol=1e-12)
     # gamma="auto": every runner of the race keeps a store; the race ends as the dense one does
     c = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=1.0).set_params(gamma="auto")
     c.fit(X, y)
     assert c._state.store and c.gamma_ > 0 and c.score(X, y) > 0.6
+
+
+def test_a_model_fitted_on_text_saves_loads_and_predicts_as_fitted(tmp_path):
+    from distlearn.model import load_model, save_model
+
+    X, y = _text(n=300, d=2500, seed=9)
+    clf = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
+    assert sp.issparse(clf.support_vectors_)
+    m = load_model(save_model(clf, tmp_path / "k.npz"))  # the file holds dense rows
+    np.testing.assert_allclose(m.decision_function(X), clf.decision_function(X), rtol=1e-9, atol=1e-12)
+    assert np.array_equal(m.predict(X.toarray()), clf.predict(X))
+
+
+def test_permutation_bayes_point_of_text_members_merges_their_csr_patterns():
+    X, y = _text(n=240, d=2500, seed=10)
+    kw = dict(base=distlearn.KernelMIRA(budget="variable", gamma=0.5), n_estimators=3, random_state=0)
+    a = distlearn.KernelPermutationBPM(**kw).fit(X, y)
+    b = distlearn.KernelPermutationBPM(**kw).fit(X.toarray(), y)
+    assert sp.issparse(a.support_vectors_) and a.support_vectors_.shape[0] == b.support_vectors_.shape[0]
+    # the same distinct patterns (in first-seen order for CSR, sorted for dense) with the same summed coefficients
+    order = np.lexsort(a.support_vectors_.toarray().T[::-1])
+    assert np.array_equal(a.support_vectors_.toarray()[order], b.support_vectors_)
+    np.testing.assert_allclose(a.dual_coef_[:, order], b.dual_coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-8, atol=1e-10)
