@@ -52,6 +52,7 @@ from ..learners._budget import (
     REMOVE_RANDOM,
     ROW_BLOCK,
     SLOT_BLOCK,
+    Mirror,
     _gathered_sums,
     _insert_scores,
     _kval,
@@ -134,9 +135,10 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
     A = mem.A
     pv = mem.pidx[j, v]
     # no sparse mirror: the pool's kernel rows are dense products (learners/_budget.py: _remove_scores)
-    no_i, no_v, no_n = np.zeros((0, 0), np.int32), np.zeros((0, 0)), np.zeros(0, np.int64)
+    off = Mirror(np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                 np.zeros(2, np.int64))
     _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, pool.sq, mem.pidx[j], A[j], mem.F[j],
-                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, no_i, no_v, no_n, no_v[0])
+                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, off, off.v)
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
     mem.gdied[j, v] = t_pool

@@ -107,7 +107,7 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "BudgetLog", "learn_budget_block", "shared_dots",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots",
     "kernel_vote_counts", "kernel_finish", "kernel_scores",
 ]
 
@@ -159,9 +159,19 @@ class Cache(NamedTuple):
     meta: np.ndarray   #: int64 [n_slots, n_alive, t]: high-water mark, live slots, the learner's round counter
     Kinv: np.ndarray   #: the Projectron's inverse Gram matrix of the cache ((1, 1) otherwise)
     Ac: np.ndarray     #: (slots, K) the sum of coefficients carried into the slot at its birth (module docstring)
-    Zi: np.ndarray     #: (slots, W) int32: the sparse mirror's columns of each pattern's nonzeros, in order (W = 0: off)
-    Zv: np.ndarray     #: (slots, W) their values
-    Zn: np.ndarray     #: (slots,) how many (-1: the pattern has more than W nonzeros, or none is kept: read S)
+    Z: "Mirror"        #: the patterns' nonzeros (:class:`Mirror`)
+
+
+class Mirror(NamedTuple):
+    """The sparse mirror of a cache's patterns: each mirrored slot's nonzeros, in column order, one segment of
+    a pool each (appended as slots are, so a pass over the slots reads the pool in order).  ``m[1] == 0``: off.
+    A cache whose ``S`` has no columns is a *sparse store*: the mirror holds every pattern."""
+
+    i: np.ndarray  #: (pool,) int32 the columns
+    v: np.ndarray  #: (pool,) float64 the values
+    n: np.ndarray  #: (slots,) int64 each slot's count; -1: not mirrored (read ``S``)
+    s: np.ndarray  #: (slots,) int64 each slot's segment start
+    m: np.ndarray  #: int64 [pool entries used, the most nonzeros a mirrored pattern may have (0: off)]
 
 
 class BudgetLog(NamedTuple):
@@ -267,45 +277,68 @@ def _kval(kern, a, sqa, b, sqb):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _slot_dot(Zi, Zv, Zn, i, S, x):
+def _slot_dot(Z, i, S, x):
     """``S[i] . x`` as :func:`_dot` sums it, over the pattern's nonzeros alone when the sparse mirror holds them
-    (``Zn[i] >= 0``).  The same bits: the products skipped are ``0 * x_j = +-0`` (``x`` finite), and adding
+    (``Z.n[i] >= 0``).  The same bits: the products skipped are ``0 * x_j = +-0`` (``x`` finite), and adding
     +-0 leaves a sum that started at +0.0 as it was (such a sum is never -0.0), so summing the nonzero
     products in column order is summing every product in column order.  Wide sparse data (text: 75 of
     47,236 columns) then costs its nonzeros per pair, not ``d``."""
-    if Zv.shape[1] == 0 or Zn[i] < 0:
+    if Z.m[1] == 0 or Z.n[i] < 0:
         return _dot(S[i], x)
     acc = 0.0
-    zi, zv = Zi[i], Zv[i]
-    for p in range(Zn[i]):
+    zi, zv = Z.i, Z.v
+    for p in range(Z.s[i], Z.s[i] + Z.n[i]):
         acc += zv[p] * x[zi[p]]
     return acc
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _mirror_row(Zi, Zv, Zn, s, row):
-    """Keep slot ``s``'s pattern ``row`` in the sparse mirror (its nonzeros in column order), or mark it
-    unmirrored (-1) when it has more than the mirror's width; nothing when the mirror is off."""
-    W = Zv.shape[1]
-    if W == 0:
+def _mirror_row(Z, s, row):
+    """Append slot ``s``'s pattern ``row`` to the sparse mirror (its nonzeros in column order), or mark it
+    unmirrored (-1) when it has more nonzeros than the mirror takes or the pool has room for; nothing when the
+    mirror is off."""
+    if Z.m[1] == 0:
         return
-    n = 0
+    start = Z.m[0]
+    stop = min(Z.i.shape[0], start + Z.m[1])
+    p = start
     for j in range(row.shape[0]):
         if row[j] != 0.0:
-            if n == W:
-                Zn[s] = -1
+            if p == stop:
+                Z.n[s] = -1
                 return
-            Zi[s, n] = j
-            Zv[s, n] = row[j]
-            n += 1
-    Zn[s] = n
+            Z.i[p] = j
+            Z.v[p] = row[j]
+            p += 1
+    Z.s[s] = start
+    Z.n[s] = p - start
+    Z.m[0] = p
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _mirror_nonzeros(Z, s, cols, vals, lo, hi):
+    """:func:`_mirror_row` of a CSR row (its entries ``lo:hi``, columns ascending; stored zeros skipped)."""
+    start = Z.m[0]
+    stop = min(Z.i.shape[0], start + Z.m[1])
+    p = start
+    for pp in range(lo, hi):
+        if vals[pp] != 0.0:
+            if p == stop:
+                Z.n[s] = -1
+                return
+            Z.i[p] = cols[pp]
+            Z.v[p] = vals[pp]
+            p += 1
+    Z.s[s] = start
+    Z.n[s] = p - start
+    Z.m[0] = p
 
 
 @njit(**NUMBA_FLAGS)
-def fill_mirror(S, n, Zi, Zv, Zn):
-    """:func:`_mirror_row` of the slots ``< n`` (a mirror made wider by the driver)."""
+def fill_mirror(S, n, Z):
+    """:func:`_mirror_row` of the slots ``< n`` (a mirror the driver turns on for a cache of dense patterns)."""
     for s in range(n):
-        _mirror_row(Zi, Zv, Zn, s, S[s])
+        _mirror_row(Z, s, S[s])
 
 
 #: Rows whose kernel rows against the cache are computed together (one pass over the cache per block).
@@ -314,6 +347,7 @@ ROW_BLOCK = 16
 #: a removal voids the sums of the rounds after it, so a longer run wastes more of them (LETTER, a cache of
 #: 8,200 patterns, a removal in a quarter of the rounds: 16 rows were no faster than one at a time).
 SUM_ROWS = 4
+assert ROW_BLOCK == 16  # _next_mirrored keeps a block's sums in 16 named registers
 #: Cached patterns whose dot products with a block's rows are accumulated together (register blocking:
 #: each loaded block column feeds SLOT_BLOCK products).
 SLOT_BLOCK = 8
@@ -396,12 +430,15 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Zi, Zv, Zn, sqt, G, Xt, acc, cmap, used):
+def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cmap, used, R):
     """:func:`_next_block` for a cache with a sparse mirror.  The block's rows are gathered by column: the
     columns nonzero in any of them get positions ``cmap[j]`` (``-1`` elsewhere; reset on return, ``used`` the
     scratch list of them) and ``Xt[cmap[j], b]`` their values.  A mirrored pattern then walks its nonzeros once,
     and each one in the block's columns feeds all the rows' sums at once from ``Xt``'s row (``acc[0]``);
-    a pattern without a mirror (``Zn < 0``) is :func:`_dot` against each row.
+    a pattern without a mirror (``Z.n < 0``) is :func:`_dot` against each row.
+
+    With CSR rows ``R`` (:class:`Rows`, non-empty) the block's rows are read by their nonzeros (``X`` then holds
+    them densified by block, :func:`_fill_block`), so the block costs no pass over ``d`` columns.
 
     The same bits as :func:`_block_rows`: each pair's sum adds the pattern's products in column order, and a
     column some row lacks adds ``v * 0 = +-0``, which leaves a sum that started at +0.0 as it was."""
@@ -409,10 +446,17 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Zi, Zv, Zn, sqt, G, Xt,
     d = X.shape[1]
     u = 0
     for b in range(nb):
-        xr = X[order[ii + b]]
-        sqt[b] = _dot(xr, xr)
-        for j in range(d):
-            v = xr[j]
+        if R.p.shape[0] > 0:
+            r = R.order[ii + b]
+            lo, hi, vals, cols = R.p[r], R.p[r + 1], R.v, R.j
+            sqt[b] = _dot(vals[lo:hi], vals[lo:hi])
+        else:
+            xr = X[order[ii + b]]
+            lo, hi, vals, cols = 0, d, xr, R.j
+            sqt[b] = _dot(xr, xr)
+        for pp in range(lo, hi):
+            v = vals[pp]
+            j = cols[pp] if R.p.shape[0] > 0 else pp
             if v != 0.0:
                 q = cmap[j]
                 if q < 0:
@@ -428,18 +472,36 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Zi, Zv, Zn, sqt, G, Xt,
         if not alive[i]:
             continue
         sqi = sq[i]
-        n = Zn[i]
+        n = Z.n[i]
         if n >= 0:
-            for b in range(ROW_BLOCK):
-                a[b] = 0.0
-            zi, zv = Zi[i], Zv[i]
-            for p in range(n):
+            # the block's 16 sums in registers (ROW_BLOCK == 16): an array of them would be stored and
+            # reloaded on every hit, the compiler not knowing it from Xt (2.3x, measured)
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+            a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = 0.0
+            zi, zv = Z.i, Z.v
+            for p in range(Z.s[i], Z.s[i] + n):
                 q = cmap[zi[p]]
                 if q >= 0:
                     v = zv[p]
                     xq = Xt[q]
-                    for b in range(ROW_BLOCK):
-                        a[b] += v * xq[b]
+                    a0 += v * xq[0]
+                    a1 += v * xq[1]
+                    a2 += v * xq[2]
+                    a3 += v * xq[3]
+                    a4 += v * xq[4]
+                    a5 += v * xq[5]
+                    a6 += v * xq[6]
+                    a7 += v * xq[7]
+                    a8 += v * xq[8]
+                    a9 += v * xq[9]
+                    a10 += v * xq[10]
+                    a11 += v * xq[11]
+                    a12 += v * xq[12]
+                    a13 += v * xq[13]
+                    a14 += v * xq[14]
+                    a15 += v * xq[15]
+            a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = a0, a1, a2, a3, a4, a5, a6, a7
+            a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15] = a8, a9, a10, a11, a12, a13, a14, a15
             for b in range(nb):
                 G[b, i] = _kfin(kern, a[b], sqi, sqt[b])
         else:
@@ -447,6 +509,33 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Zi, Zv, Zn, sqt, G, Xt,
                 G[b, i] = _kfin(kern, _dot(S[i], X[order[ii + b]]), sqi, sqt[b])
     for q in range(u):
         cmap[used[q]] = -1
+
+
+class Rows(NamedTuple):
+    """CSR rows for :func:`learn_budget_block` (``p`` empty: the rows are the dense ``X``): row ``r``'s nonzeros
+    are ``j[p[r]:p[r + 1]]`` (columns, ascending) with values ``v[...]``; ``order`` the rows of the call's rounds
+    (the engine then reads ``X``'s rows ``0..ROW_BLOCK-1``, the current block's rows densified)."""
+
+    p: np.ndarray      #: int64 row pointers
+    j: np.ndarray      #: int32 columns
+    v: np.ndarray      #: float64 values
+    order: np.ndarray  #: int64 the rounds' rows
+    buf: np.ndarray    #: the ``(ROW_BLOCK, d)`` zero scratch the engine densifies a block into: ``X`` itself
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _fill_block(Xb, R, ii, n):
+    """The CSR rows of the rounds ``ii .. ii + ROW_BLOCK - 1`` (those ``< n``) into the zero rows of ``Xb``, after
+    clearing the previous block's (rounds ``ii - ROW_BLOCK ..``): each costs its nonzeros."""
+    if ii >= ROW_BLOCK:
+        for b in range(ROW_BLOCK):
+            r = R.order[ii - ROW_BLOCK + b]
+            for pp in range(R.p[r], R.p[r + 1]):
+                Xb[b, R.j[pp]] = 0.0
+    for b in range(min(ROW_BLOCK, n - ii)):
+        r = R.order[ii + b]
+        for pp in range(R.p[r], R.p[r + 1]):
+            Xb[b, R.j[pp]] = R.v[pp]
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -503,7 +592,7 @@ def shared_dots(R, cols, t0, m, out):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs, Zi, Zv, Zn):
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs, Z):
     """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
     ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
 
@@ -522,7 +611,7 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M,
             if not alive[i]:
                 gb[i] = 0.0
         for i in range(n0, n_at):
-            gb[i] = _kfin(kern, _slot_dot(Zi, Zv, Zn, i, S, xr), sq[i], sqt[rr - b0]) if alive[i] else 0.0
+            gb[i] = _kfin(kern, _slot_dot(Z, i, S, xr), sq[i], sqt[rr - b0]) if alive[i] else 0.0
     _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
                    M.reshape(M.shape[0] * M.shape[1]))
 
@@ -721,7 +810,7 @@ def _merge(t, gamma, c):
         v = S[n, j] + hn * (S[m, j] - S[n, j])
         S[s, j] = v
         sqz += v * v
-    _mirror_row(c.Zi, c.Zv, c.Zn, s, S[s])
+    _mirror_row(c.Z, s, S[s])
     km = math.exp(-gn * (1.0 - hn) * (1.0 - hn))
     kn = math.exp(-gn * hn * hn)
     Ac = c.Ac
@@ -999,7 +1088,7 @@ def _insert_scores(n_slots, mode, K, steps, krow, idx, F, lab, alive, bounded, u
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn, Zi, Zv, Zn, xw):
+def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, bounded, ub, cols, Dp, Dn, Z, xw):
     """Slot ``v`` (pattern ``rows[idx[v]]``, squared norm ``sq[idx[v]]``) leaves: ``F[i] -= A[v] k(x_v, x_i)`` for the other live
     slots ``< n_slots`` (0 when the scores are not kept), and with ``bounded`` their margin bounds
     grow (:func:`_pick_bounded`).  The single learner's slots hold their rows (``idx`` the
@@ -1008,15 +1097,16 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
     The kernel row of ``x_v`` runs over ``SLOT_BLOCK`` slots at a time: their dot products are
     independent sums in registers, each over the features in order as :func:`_dot` sums it (the same
     bits as :func:`_kval`), so the row is bound by throughput, not by the latency of one long sum.  With a sparse
-    mirror (``Zi``, ``Zv``, ``Zn`` by row, width > 0) each product is :func:`_slot_dot` of the other pattern's
-    nonzeros against ``x_v``: the same bits, its nonzeros' cost.  A sparse store (``rows`` of no columns: the
-    mirror holds every pattern) puts ``x_v`` in the zero scratch ``xw`` (``d`` values) for the pass and clears it."""
+    mirror (``Z``, by row, on) each product is :func:`_slot_dot` of the other pattern's
+    nonzeros against ``x_v``: the same bits, its nonzeros' cost (a branch-free gather from ``x_v``: testing a
+    bitmap of its columns first measured 1.8x slower).  A sparse store (``rows`` of no columns: the mirror holds
+    every pattern) puts ``x_v`` in the zero scratch ``xw`` (``d`` values) for the pass and clears it."""
     xv = rows[idx[v]]
     store = rows.shape[1] == 0
+    vr = idx[v]
     if store:
-        zi, zv = Zi[idx[v]], Zv[idx[v]]
-        for p in range(Zn[idx[v]]):
-            xw[zi[p]] = zv[p]
+        for p in range(Z.s[vr], Z.s[vr] + Z.n[vr]):
+            xw[Z.i[p]] = Z.v[p]
         xv = xw
     sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
@@ -1037,9 +1127,9 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
                 continue
         elif ng == 0:
             break
-        if Zv.shape[1] > 0:
+        if Z.m[1] > 0:
             for p in range(ng):
-                dv[p] = _slot_dot(Zi, Zv, Zn, idx[grp[p]], rows, xv)
+                dv[p] = _slot_dot(Z, idx[grp[p]], rows, xv)
         elif ng == SLOT_BLOCK:
             r0, r1, r2, r3 = rows[idx[grp[0]]], rows[idx[grp[1]]], rows[idx[grp[2]]], rows[idx[grp[3]]]
             r4, r5, r6, r7 = rows[idx[grp[4]]], rows[idx[grp[5]]], rows[idx[grp[6]]], rows[idx[grp[7]]]
@@ -1071,8 +1161,8 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
                 _grow_bound(ub, i2, _bound_step(Dp, Dn, lab[i2], kv))
         ng = 0
     if store:
-        for p in range(Zn[idx[v]]):
-            xw[Zi[idx[v], p]] = 0.0
+        for p in range(Z.s[vr], Z.s[vr] + Z.n[vr]):
+            xw[Z.i[p]] = 0.0
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -1090,14 +1180,14 @@ def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, 
     """Remove slot ``v`` of the cache ``c`` at round ``t`` (:func:`_remove_scores`; ``ident`` the
     identity slot -> row map)."""
     _remove_scores(v, c.meta[0] if keep_scores else 0, kern, mode, c.A.shape[1], c.S, c.sq, ident, c.A, c.F, c.lab,
-                   c.alive, bounded, ub, cols, Dp, Dn, c.Zi, c.Zv, c.Zn, xw)
+                   c.alive, bounded, ub, cols, Dp, Dn, c.Z, xw)
     c.alive[v] = False
     c.died[v] = t
     c.meta[1] -= 1
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Zi, Zv, Zn):
+def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Z):
     """The earliest live slot holding exactly the row ``x`` with class ``yc`` (-1 if none): an update on
     a cached pattern replaces that slot by one pattern with the summed coefficients, never a duplicate.
     A sparse store (``S`` of no columns) compares the slot's nonzeros in the mirror with ``x``'s."""
@@ -1105,14 +1195,15 @@ def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Zi, Zv, Zn):
         if alive[i] and lab[i] == yc and sq[i] == sqx:
             same = True
             if S.shape[1] == 0:
-                p = 0
+                p = Z.s[i]
+                end = p + Z.n[i]
                 for j in range(x.shape[0]):
                     if x[j] != 0.0:
-                        if p == Zn[i] or Zi[i, p] != j or Zv[i, p] != x[j]:
+                        if p == end or Z.i[p] != j or Z.v[p] != x[j]:
                             same = False
                             break
                         p += 1
-                same = same and p == Zn[i]
+                same = same and p == end
             else:
                 for j in range(x.shape[0]):
                     if S[i, j] != x[j]:
@@ -1124,7 +1215,7 @@ def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Zi, Zv, Zn):
 
 
 @njit(**NUMBA_FLAGS)
-def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked, dots):
+def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, blocked, dots, R):
     """All rounds of one dense block, in ``order``: the rule ``rule`` (:class:`StepRule`) with the
     kernel ``kern`` (:class:`KernelParams`) on the cache ``c`` (:class:`Cache`) within ``budget``
     (:class:`BudgetSpec`), scores in ``mode`` (MODE_BINARY, MODE_OVR, MODE_NATIVE; K = the columns
@@ -1137,8 +1228,8 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     merged patterns).  Returns -1, or the position
     in ``order`` of the first round whose scores are not finite, or whose
     ``||x||^2`` overflows or underflows float64 (that round and later ones are
-    not applied; the driver names the cause); ``-2 - i`` when round ``i``'s row has more nonzeros than a sparse
-    store's mirror holds (a driver error: it widens the mirror to the chunk's rows first).  ``blocked``: compute the kernel rows of
+    not applied; the driver names the cause); ``-2 - i`` when round ``i``'s row does not fit a sparse store's pool
+    (a driver error: it reserves room for the chunk's rows first).  ``blocked``: compute the kernel rows of
     ``ROW_BLOCK`` rounds at a time against the slots live at the block's start
     (:func:`_block_rows`), patching the patterns inserted inside the block row
     by row -- the same values as ``blocked=False``, bit for bit.  ``dots`` (blocked only; shape ``(0, 0, 0)``
@@ -1146,6 +1237,11 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     (:func:`shared_dots`: ``dots[ii // ROW_BLOCK, r, ii % ROW_BLOCK]`` = the row of the learner's round ``r``
     . the row of ``order[ii]``; every live slot must hold the row of its round ``born``, so no merging),
     read instead of computed (:func:`_next_shared`, the same bits).
+
+    ``R`` (:class:`Rows`; ``R.p`` empty for dense rows): the rounds' rows as CSR, ``R.order[ii]`` round ``ii``'s
+    row (``order`` is then ``0 .. ROW_BLOCK - 1`` repeated: positions in the block) and ``X`` a zero
+    ``(ROW_BLOCK, d)`` scratch the engine fills block by block (:func:`_fill_block`): a round costs its row's
+    nonzeros, never ``d`` (no shared ``dots``; the same bits as the densified rows).
 
     ``budget.code == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``c.Kinv`` holds
     the inverse Gram matrix of the cache (nothing is ever removed, so slots are
@@ -1164,7 +1260,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     live = np.zeros(cap, dtype=np.int64)
     krow = np.zeros(cap, dtype=np.float64)  # the round's kernel row against the slots
     xw = np.zeros(d if c.S.shape[1] == 0 else 0, dtype=np.float64)  # a sparse store's removed pattern, densified
-    mirrored = c.Zv.shape[1] > 0
+    mirrored = c.Z.m[1] > 0
     cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)  # _next_mirrored's column positions
     used = np.zeros(d if mirrored else 0, dtype=np.int64)
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
@@ -1196,22 +1292,32 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     ident = np.arange(cap)  # slot i holds row i (_remove_scores)
     offs = np.arange(ROW_BLOCK) * cap  # where row b of G starts, flat (_score_rows)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
+    csr = R.p.shape[0] > 0
     for ii in range(n_order):
+        if csr and ii % ROW_BLOCK == 0:
+            _fill_block(R.buf, R, ii, n_order)  # R.buf is X (written through the record: X may be read-only)
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
             n0 = meta[0]
             if dots.shape[0] > 0:
                 _next_shared(kern, X, order, ii, dots, c.born, c.sq, alive, n0, sqt, G, acc)
-            elif c.Zv.shape[1] > 0:
-                _next_mirrored(kern, X, order, ii, S, c.sq, alive, n0, c.Zi, c.Zv, c.Zn, sqt, G, Xt, acc, cmap, used)
+            elif mirrored:
+                _next_mirrored(kern, X, order, ii, S, c.sq, alive, n0, c.Z, sqt, G, Xt, acc, cmap, used, R)
             else:
                 _next_block(kern, X, order, ii, S, c.sq, alive, n0, Xt, sqt, G, acc, live)
             sums_end = ii
         r = order[ii]
         x = X[r]
-        yc = y[r]
+        yc = y[R.order[ii] if csr else r]
         t = meta[2]
-        ok, sqx, kxx = _self_kernel(kern, x)
+        if csr:  # ||x||^2 over the row's nonzeros: the same sum (the zeros add +0)
+            rr = R.order[ii]
+            lo, hi = R.p[rr], R.p[rr + 1]
+            sqx = _dot(R.v[lo:hi], R.v[lo:hi])
+            ok = not _out_of_range(sqx, R.v, lo, hi)
+            kxx = _kfin(kern, sqx, sqx, sqx)
+        else:
+            ok, sqx, kxx = _self_kernel(kern, x)
         if not ok:
             return ii
         n_slots = meta[0]
@@ -1223,13 +1329,13 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                 n_at = n_slots
                 sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
                 _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs,
-                            c.Zi, c.Zv, c.Zn)
+                            c.Z)
             kr = G[ii - b0]
             for k in range(K):
                 m[k] = M[ii - b0, k]
             for i in range(n_at, n_slots):  # inserted since the sums: summed last, in slot order
                 if alive[i]:
-                    kv = _kfin(kern, _slot_dot(c.Zi, c.Zv, c.Zn, i, S, x), c.sq[i], sqx)
+                    kv = _kfin(kern, _slot_dot(c.Z, i, S, x), c.sq[i], sqx)
                     kr[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
@@ -1246,7 +1352,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         else:
             for i in range(n_slots):
                 if alive[i]:
-                    kv = _kfin(kern, _slot_dot(c.Zi, c.Zv, c.Zn, i, S, x), c.sq[i], sqx)
+                    kv = _kfin(kern, _slot_dot(c.Z, i, S, x), c.sq[i], sqx)
                     krow[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
@@ -1290,7 +1396,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
-            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive, c.Zi, c.Zv, c.Zn)
+            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive, c.Z)
             for k in range(K):
                 carry[k] = 0.0
             if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
@@ -1320,8 +1426,11 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             if S.shape[1] > 0:
                 for j in range(x.shape[0]):
                     S[s, j] = x[j]
-            _mirror_row(c.Zi, c.Zv, c.Zn, s, x)
-            if c.Zn[s] < 0 and S.shape[1] == 0:  # a sparse store too narrow for the row: the driver widens first
+            if csr and S.shape[1] == 0:
+                _mirror_nonzeros(c.Z, s, R.j, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
+            else:
+                _mirror_row(c.Z, s, x)
+            if c.Z.n[s] < 0 and S.shape[1] == 0:  # a sparse store without room for the row: the driver reserves it
                 return -2 - ii
             c.sq[s] = sqx
             c.kd[s] = kxx

@@ -177,11 +177,15 @@ class BudgetState:
     retired_lab: list = field(default_factory=list)
     Kinv: np.ndarray = field(default=None)     # type: ignore[assignment]  the Projectron's inverse Gram matrix
     Ac: np.ndarray = field(default=None)       # type: ignore[assignment]  sums carried in at birth (budget_average)
-    #: The sparse mirror of the patterns (the engine's ``Cache.Zi/Zv/Zn``): their nonzeros, width ``Zv.shape[1]``
-    #: (0: off), made wider by :meth:`mirror` when sparse rows arrive; derived from ``S``, never saved.
+    #: The sparse mirror of the patterns (the engine's :class:`~distlearn.learners._budget.Mirror`): a pool of
+    #: their nonzeros (``Zi`` columns, ``Zv`` values), each slot's count ``Zn`` (-1: not mirrored) and segment
+    #: start ``Zs``, and ``Zm = [pool used, most nonzeros a mirrored pattern may have (0: off)]``; turned on by
+    #: :meth:`mirror` when sparse rows arrive.
     Zi: np.ndarray = field(default=None)       # type: ignore[assignment]
     Zv: np.ndarray = field(default=None)       # type: ignore[assignment]
     Zn: np.ndarray = field(default=None)       # type: ignore[assignment]
+    Zs: np.ndarray = field(default=None)       # type: ignore[assignment]
+    Zm: np.ndarray = field(default=None)       # type: ignore[assignment]
     n_inserted: int = 0
     n_removed: int = 0
     #: Whether ``F`` holds the current scores: kept only by the calls whose removal reads them
@@ -216,8 +220,7 @@ class BudgetState:
             return
         new = max(need, 2 * cap, 64)
         K = self.n_outputs
-        check_allocation("the kernel cache's patterns", (new, self.S.shape[1] + 2 * self.Zv.shape[1]),
-                         self.S.dtype.itemsize, DENSE_CACHE_HINT)
+        check_allocation("the kernel cache's patterns", (new, self.S.shape[1]), self.S.dtype.itemsize, DENSE_CACHE_HINT)
 
         def g(a: np.ndarray, shape: tuple[int, ...], fill: Any = 0) -> np.ndarray:
             # zeros are the allocator's (pages untouched until written): a wide cache's rows cost when filled
@@ -230,8 +233,7 @@ class BudgetState:
         self.A, self.F, self.Ac = g(self.A, (new, K)), g(self.F, (new, K)), g(self.Ac, (new, K))
         self.lab, self.born, self.died = g(self.lab, (new,)), g(self.born, (new,)), g(self.died, (new,), -1)
         self.alive = g(self.alive, (new,), False)
-        W = self.Zv.shape[1]
-        self.Zi, self.Zv, self.Zn = g(self.Zi, (new, W)), g(self.Zv, (new, W)), g(self.Zn, (new,), -1)
+        self.Zn, self.Zs = g(self.Zn, (new,), -1), g(self.Zs, (new,))
 
     def compact(self) -> None:
         """Drop the dead slots (retiring them when ``keep_retired``); live slots keep insertion order."""
@@ -249,11 +251,35 @@ class BudgetState:
         k = keep.size
         first = int(dead[0])  # the slots before the first dead one stay where they are
         tail = keep[first:]
+        if self.Zm[1]:  # the live slots' segments, in slot order, to the front of the pool
+            at, cnt = self._segments(keep)
+            self.Zi[: at.size], self.Zv[: at.size] = self.Zi[at], self.Zv[at]
+            self.Zs[:k] = np.cumsum(cnt) - cnt
+            self.Zm[0] = at.size
         for a in (self.S, self.sq, self.kd, self.A, self.F, self.Ac, self.lab, self.born, self.died, self.alive,
-                  self.Zi, self.Zv, self.Zn):
+                  self.Zn):
             a[first:k] = a[tail]
         self.alive[k:n] = False
+        self.Zn[k:n] = -1
         self.meta[0] = k
+
+    def _segments(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pool positions of the slots ``idx``'s nonzeros, in order, and each slot's count (0 unmirrored)."""
+        cnt = np.maximum(self.Zn[idx], 0)
+        total = int(cnt.sum())
+        starts = np.repeat(self.Zs[idx] - (np.cumsum(cnt) - cnt), cnt)
+        return starts + np.arange(total), cnt
+
+    def reserve(self, entries: int) -> None:
+        """Room for ``entries`` more nonzeros in the mirror's pool (doubling)."""
+        need = int(self.Zm[0]) + int(entries)
+        if self.Zm[1] and need > self.Zi.shape[0]:
+            new = max(need, 2 * self.Zi.shape[0], 1024)
+            check_allocation("the kernel cache's sparse patterns", (new,), 12, DENSE_CACHE_HINT)
+            used = int(self.Zm[0])
+            Zi, Zv = np.zeros(new, dtype=np.int32), np.zeros(new)
+            Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
+            self.Zi, self.Zv = Zi, Zv
 
     @property
     def store(self) -> bool:
@@ -266,56 +292,46 @@ class BudgetState:
         idx = np.asarray(idx, dtype=np.int64)
         if not self.store:
             return self.S[idx].copy()
-        nz = np.maximum(self.Zn[idx], 0)
-        mask = np.arange(self.Zv.shape[1]) < nz[:, None]
-        indptr = np.concatenate([[0], np.cumsum(nz)]).astype(np.int64)
-        return sp.csr_matrix((self.Zv[idx][mask], self.Zi[idx][mask].astype(np.int64), indptr),
-                             shape=(idx.size, self.n_features))
+        at, cnt = self._segments(idx)
+        indptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        return sp.csr_matrix((self.Zv[at], self.Zi[at].astype(np.int64), indptr), shape=(idx.size, self.n_features))
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """The patterns of the slots ``idx`` as dense rows (a copy; from the mirror for a sparse store)."""
-        idx = np.asarray(idx, dtype=np.int64)
-        if not self.store:
-            return self.S[idx].copy()
-        out = np.zeros((idx.size, self.n_features))
-        nz = np.maximum(self.Zn[idx], 0)  # a slot never filled holds nothing
-        mask = np.arange(self.Zv.shape[1]) < nz[:, None]
-        out[np.repeat(np.arange(idx.size), nz), self.Zi[idx][mask]] = self.Zv[idx][mask]
-        return out
+        P = self.patterns(idx)
+        return P.toarray() if sp.issparse(P) else P
 
-    def mirror(self, width: int, store: bool = False) -> None:
-        """Make the sparse mirror at least ``width`` wide (a power of two): kernel rows then cost each pattern's
-        nonzeros instead of ``d`` (:func:`~distlearn.learners._budget._slot_dot`, the same bits).  A pattern with
-        more nonzeros than the width is read from ``S``.  ``store`` (an empty cache only): keep the patterns in
+    def mirror(self, store: bool = False) -> None:
+        """Turn the sparse mirror on: kernel rows then cost each pattern's nonzeros instead of ``d``
+        (:func:`~distlearn.learners._budget._slot_dot`, the same bits).  A pattern with more than
+        ``d / MIRROR_SPARSITY`` nonzeros is read from ``S``.  ``store`` (an empty cache only): keep the patterns in
         the mirror alone, ``S`` of no columns -- a pattern costs its nonzeros in memory too, and every row the
-        engine caches must fit the width (:func:`learn_budget_chunk` widens it first)."""
+        engine caches must find room in the pool (:func:`learn_budget_chunk` reserves it first)."""
         if store and int(self.meta[0]) == 0 and not self.retired_S and not self.store:
             self.S = np.zeros((self.S.shape[0], 0))
-        W0 = self.Zv.shape[1]
-        if width <= W0:
+            self.Zm[1] = self.n_features
+        if self.Zm[1]:
             return
-        W = 1 << max(3, int(width - 1).bit_length())
-        cap = self.S.shape[0]
-        check_allocation("the kernel cache's sparse patterns", (cap, 2 * W), 8, DENSE_CACHE_HINT)
-        Zi, Zv = np.zeros((cap, W), dtype=np.int32), np.zeros((cap, W))
-        if self.store:  # the mirror is the store: carried over
-            Zi[:, :W0], Zv[:, :W0] = self.Zi, self.Zv
-            self.Zi, self.Zv = Zi, Zv
-        else:
-            self.Zi, self.Zv, self.Zn = Zi, Zv, np.full(cap, -1, dtype=np.int64)
-            B.fill_mirror(self.S, int(self.meta[0]), self.Zi, self.Zv, self.Zn)
+        self.Zm[1] = max(1, self.n_features // MIRROR_SPARSITY)
+        n = int(self.meta[0])
+        self.reserve(int(np.count_nonzero(self.S[:n])) if n else 0)
+        B.fill_mirror(self.S, n, self._mirror())
 
     def densify(self) -> None:
         """A sparse store back to dense patterns (rows too dense for a store arrived); the mirror stays."""
         if self.store:
             check_allocation("the kernel cache's patterns", (self.S.shape[0], self.n_features), 8, DENSE_CACHE_HINT)
             self.S = self.rows(np.arange(self.S.shape[0]))
+            self.Zm[1] = max(1, self.n_features // MIRROR_SPARSITY)
+
+    def _mirror(self) -> B.Mirror:
+        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
 
     def record(self) -> B.Cache:
         """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
         Kinv = self.Kinv if self.Kinv is not None else np.zeros((1, 1))
         return B.Cache(self.S, self.sq, self.kd, self.A, self.F, self.lab, self.born, self.died, self.alive,
-                       self.meta, Kinv, self.Ac, self.Zi, self.Zv, self.Zn)
+                       self.meta, Kinv, self.Ac, self._mirror())
 
     def support(self) -> tuple[Any, np.ndarray, np.ndarray]:
         """The live support patterns (:meth:`patterns`: CSR for a sparse store), their coefficients and classes
@@ -387,7 +403,8 @@ def init_budget_state(n_features: int, n_outputs: int, *, native: bool = False, 
     st.died = np.full(cap, -1, dtype=np.int64)
     st.alive = np.zeros(cap, dtype=bool)
     st.meta = np.zeros(3, dtype=np.int64)
-    st.Zi, st.Zv, st.Zn = np.zeros((cap, 0), dtype=np.int32), np.zeros((cap, 0)), np.full(cap, -1, dtype=np.int64)
+    st.Zi, st.Zv = np.zeros(0, dtype=np.int32), np.zeros(0)
+    st.Zn, st.Zs, st.Zm = np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros(2, dtype=np.int64)
     return st
 
 
@@ -457,9 +474,14 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     out = BudgetLog(np.zeros(m, dtype=bool), np.zeros(m), np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
                     np.zeros(m, dtype=np.int64))
     _mirror_for(state, X, order, merging)
-    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
+    # sparse rows on a mirrored cache: the engine reads them as CSR, a round costing its nonzeros (no piece is
+    # densified); shared dot products come with dense rows
+    csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] and dots is None else None
+    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order, densify=csr is None):
         state.compact()
         state._grow(int(state.meta[0]) + (2 if merging else 1) * (hi - lo))
+        if state.Zm[1]:
+            state.reserve(_piece_nonzeros(X, Xd, od, rows, int(state.Zm[1])))
         t0 = state.t
         uniforms = (rng.uniform(seed, RANDOM_REMOVAL_STREAM, np.arange(t0, t0 + hi - lo))
                     if bcode == B.BUDGET_FIXED and REMOVALS[removal] == B.REMOVE_RANDOM else np.zeros(hi - lo))
@@ -470,11 +492,15 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                 if state.Kinv is not None:
                     K0[: state.Kinv.shape[0], : state.Kinv.shape[1]] = state.Kinv
                 state.Kinv = K0
+        R = _NO_ROWS
+        if csr is not None:  # the rounds' rows by position; X the engine's block of them, densified
+            Xd, yd, od = np.zeros((B.ROW_BLOCK, X.shape[1])), y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
+            R = B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), Xd)
         bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
                                    BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
-                                   _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:])
+                                   _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:], R)
         state.scores_kept = keep
-        if bad <= -2:  # cannot happen: _mirror_for widened the store for every row of the chunk
+        if bad <= -2:  # cannot happen: the pool was reserved for every row of the piece
             raise RuntimeError(f"row {int(rows[-2 - bad])}: more nonzeros than the sparse cache's width")
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
@@ -485,6 +511,21 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 
 
 _NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
+_NO_ROWS = B.Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
+                  np.zeros((0, 0)))  # dense rows
+
+
+def _csr_rows(X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``X``'s CSR arrays as the engine reads them (:class:`~distlearn.learners._budget.Rows`): int64 row
+    pointers, int32 columns ascending within each row, float64 values; its structure checked in full (an
+    index the engine cannot use is refused here, never read)."""
+    X = sp.csr_matrix(X, dtype=np.float64, copy=False)
+    X.check_format(full_check=True)
+    if not X.has_sorted_indices:
+        X = X.sorted_indices()
+    if X.shape[1] >= 2**31:
+        raise ValueError(f"{X.shape[1]:,} features: at most 2**31 - 1 with sparse rows")
+    return X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data
 
 #: CSR rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero make the cache sparse
 #: (:meth:`BudgetState.mirror`): a kernel row then costs each pattern's nonzeros, not ``d``, with the same bits,
@@ -494,9 +535,9 @@ MIRROR_SPARSITY = 16
 
 
 def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) -> None:
-    """Before a chunk: give the cache a sparse mirror (a store when it is empty and not merging: a merged
-    pattern has the nonzeros of two) wide enough for the chunk's rows when they are sparse, widen a store's,
-    or make a store dense again when the rows are not sparse.  A dense chunk on a dense cache costs nothing."""
+    """Before a chunk: turn the cache's sparse mirror on when its rows are sparse (a store when the cache is
+    empty and not merging: a merged pattern has the nonzeros of two), or make a store dense again when the
+    rows are not sparse.  A dense chunk on a dense cache costs nothing."""
     if not order.shape[0] or not (sp.issparse(X) or state.store):
         return
     d = X.shape[1]
@@ -505,9 +546,20 @@ def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) ->
     else:
         width = max(int(np.count_nonzero(X[order[i:i + 1024]], axis=1).max()) for i in range(0, len(order), 1024))
     if width * MIRROR_SPARSITY <= d:
-        state.mirror(width, store=not merging)
+        state.mirror(store=not merging)
     elif state.store:
         state.densify()
+
+
+def _piece_nonzeros(X: Any, Xd: np.ndarray, od: np.ndarray, rows: np.ndarray, most: int) -> int:
+    """An upper bound on the pool entries one engine call on these rows can append: each row's nonzeros (at most
+    ``most`` each, the mirror's limit), once per round (a merged pattern that does not fit is left unmirrored)."""
+    if sp.issparse(X):
+        nnz = np.diff(X.indptr)[rows]
+    else:
+        nnz = np.count_nonzero(Xd[od], axis=1)
+    return int(np.minimum(nnz, most).sum())
+
 
 #: Rounds per engine call: the driver compacts the dead slots between calls, so a long dense
 #: chunk never scans more than this many removed patterns (same model bit for bit; the live
@@ -515,9 +567,10 @@ def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) ->
 _COMPACT_ROWS = 1024
 
 
-def compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray):
-    """:func:`dense_pieces` cut further into runs of at most ``_COMPACT_ROWS`` rounds."""
-    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order):
+def compacted_pieces(X: Any, y: np.ndarray, order: np.ndarray, densify: bool = True):
+    """:func:`dense_pieces` cut further into runs of at most ``_COMPACT_ROWS`` rounds (``densify=False``: the same
+    cuts, CSR pieces left as they are, ``Xd`` None)."""
+    for lo, hi, rows, Xd, yd, od in dense_pieces(X, y, order, densify):
         for a in range(0, hi - lo, _COMPACT_ROWS):
             b = min(hi - lo, a + _COMPACT_ROWS)
             yield lo + a, lo + b, rows[a:b], Xd, yd, od[a:b]
@@ -539,7 +592,7 @@ def piece_bounds(n_features: int, m: int) -> np.ndarray:
     return np.asarray([*cuts, m], dtype=np.int64)
 
 
-def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
+def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray, densify: bool = True):
     """The rows ``order`` of X (dense or CSR) in pieces for the compiled engines: ``(lo, hi, rows,
     Xd, yd, od)`` with ``Xd[od[i]]`` the row ``order[lo + i]``, float64 C-contiguous (a sparse piece
     is densified: at most ``_SUB_ROWS`` rows and 16 Mi values)."""
@@ -548,6 +601,9 @@ def dense_pieces(X: Any, y: np.ndarray, order: np.ndarray):
     for lo in range(0, m, sub):
         hi = min(m, lo + sub)
         rows = order[lo:hi]
+        if sp.issparse(X) and not densify:
+            yield lo, hi, rows, None, y, rows
+            continue
         if sp.issparse(X):
             uniq, inv = np.unique(rows, return_inverse=True)
             Xd = np.asarray(X[uniq].toarray(), dtype=np.float64)

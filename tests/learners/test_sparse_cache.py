@@ -86,7 +86,7 @@ def test_sparse_store_gives_the_dense_model_bit_for_bit(budget, removal, k):
     X, y = _text(k=k)
     dense = _fit(X.toarray(), y, k, budget, removal)
     sparse = _fit(X, y, k, budget, removal, chunks=3)
-    assert sparse[0].Zv.shape[1] > 0 and dense[0].Zv.shape[1] == 0
+    assert sparse[0].Zm[1] > 0 and dense[0].Zm[1] == 0
     # merging keeps dense patterns (a merged pattern has two rows' nonzeros) with the mirror beside them
     assert sparse[0].store == (removal != "merge") and not dense[0].store
     _same(dense, sparse)
@@ -105,7 +105,7 @@ def test_mirror_off_and_on_give_the_same_model(monkeypatch):
     X, y = _text(seed=4)
     on = _fit(X, y, 2, "variable", mirror=True, monkeypatch=monkeypatch)
     off = _fit(X, y, 2, "variable", mirror=False, monkeypatch=monkeypatch)
-    assert on[0].store and not off[0].store and off[0].Zv.shape[1] == 0
+    assert on[0].store and not off[0].store and off[0].Zm[1] == 0
     _same(on, off)
 
 
@@ -137,7 +137,7 @@ def test_a_dense_chunk_after_a_sparse_one_makes_the_store_dense_and_changes_noth
     assert not st_.store and np.array_equal(st_.support()[0][: before.shape[0]], before.toarray())
 
 
-def test_a_store_widens_for_longer_rows_later():
+def test_a_store_takes_longer_rows_later():
     X, y = _text(n=150, d=2000, nnz=3, seed=7, dup=False)
     wide = X.toarray()[:40]
     wide[:, 100:190] = 0.5  # 90 more nonzeros a row: still sparse enough for a store, wider than its mirror
@@ -148,11 +148,11 @@ def test_a_store_widens_for_longer_rows_later():
     a, b = init_budget_state(Xl.shape[1], 1), init_budget_state(Xl.shape[1], 1)
     for state, data in ((a, Xl), (b, Xl.toarray())):
         learn_budget_chunk(r, kern, state, data, yl, order=np.arange(150, dtype=np.int64), beta=0.1, budget="variable")
-        w0 = state.Zv.shape[1]
+        used = int(state.Zm[0])
         learn_budget_chunk(r, kern, state, data, yl, order=np.arange(150, 190, dtype=np.int64), beta=0.1,
                            budget="variable")
         if state is a:
-            assert state.store and state.Zv.shape[1] > w0 >= 8
+            assert state.store and state.Zm[0] > used + 40 * 90  # the longer rows' nonzeros joined the pool
     for x, z in zip(a.support(), b.support()):
         _equal(x, z)
 
@@ -207,3 +207,27 @@ def test_permutation_bayes_point_of_text_members_merges_their_csr_patterns():
     assert np.array_equal(a.support_vectors_.toarray()[order], b.support_vectors_)
     np.testing.assert_allclose(a.dual_coef_[:, order], b.dual_coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-8, atol=1e-10)
+
+
+def test_unsorted_and_float32_csr_rows_give_the_same_model():
+    X, y = _text(n=150, d=2000, seed=11)
+    ref = _fit(X, y, 2, "variable")
+    Xu = X.copy()
+    for r in range(Xu.shape[0]):  # each row's entries reversed: columns descending
+        lo, hi = Xu.indptr[r], Xu.indptr[r + 1]
+        Xu.indices[lo:hi] = Xu.indices[lo:hi][::-1].copy()
+        Xu.data[lo:hi] = Xu.data[lo:hi][::-1].copy()
+    Xu.has_sorted_indices = False
+    _same(ref, _fit(Xu, y, 2, "variable"))
+    X32 = X.astype(np.float32)
+    _same(_fit(sp.csr_matrix(X32, dtype=np.float64), y, 2, "variable"), _fit(X32, y, 2, "variable"))
+
+
+def test_a_csr_index_the_engine_cannot_use_is_refused_before_it_reads_it():
+    X, y = _text(n=60, d=500, seed=12)
+    bad = X.copy()
+    bad.indices[5] = 500  # one past the last column
+    state = init_budget_state(500, 1)
+    with pytest.raises(ValueError, match="must be < 500"):
+        learn_budget_chunk(make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.7), state, bad, y, beta=0.1,
+                           budget="variable")
