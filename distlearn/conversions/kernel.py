@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from ..learners import _budget as B
 from ..learners.kernel import (BudgetState, Kernel, as_patterns, history_order, kernel_decision, kernel_matrix,
-                              squared_norms)
+                              squared_norms, stack_patterns)
 from .core import TreeNode, TreeSummary
 from .interval import best_interval
 
@@ -73,7 +73,7 @@ def history(state: BudgetState) -> KernelHistory:
     died = state.died[:n].copy()
     died[state.alive[:n]] = T
     live = np.ones(n, dtype=bool)  # dead slots of the current call are history too
-    S = np.concatenate([state.rows(np.flatnonzero(live)), *state.retired_S])
+    S = stack_patterns([state.patterns(np.flatnonzero(live)), *state.retired_S])
     A = np.concatenate([state.A[:n][live], *state.retired_A])
     lab = np.concatenate([state.lab[:n][live], *state.retired_lab])
     life = np.concatenate([np.stack([state.born[:n], died], axis=1), *state.retired_life])
@@ -134,6 +134,7 @@ class VotedKernelHypothesis:
         ev_p = np.concatenate([np.arange(P), np.arange(P)]).astype(np.int64)
         ev_s = np.concatenate([np.ones(P), -np.ones(P)])
         o = np.argsort(ev_t, kind="stable")
+        S = S.toarray() if sp.issparse(S) else S  # the vote's engine reads dense patterns
         return cls(kernel, np.ascontiguousarray(S), np.ascontiguousarray(A), h.lab[keep], ev_t[o], ev_p[o], ev_s[o],
                    int(a), int(b))
 

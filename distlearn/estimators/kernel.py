@@ -751,6 +751,9 @@ class KernelClassifier(OnlineLinearClassifier):
         # history holds by the end, counted the same whatever the chunking (retiring waits for a compaction)
         row = (st.n_features + 2 * st.n_outputs + 4) * 8
         held = (self.n_updates_ + self.n_merged_) * row + self.t_ * 10
+        if st.store:  # a sparse store's patterns cost their nonzeros: every one born is in the pool or retired
+            nnz = int(np.maximum(st.Zn[: int(st.meta[0])], 0).sum()) + sum(int(r.nnz) for r in st.retired_S)
+            held = nnz * 12 + (self.n_updates_ + self.n_merged_) * (2 * st.n_outputs + 4) * 8 + self.t_ * 10
         if held > self._history_cap():
             st.keep_retired = False
             st.retired_S, st.retired_A, st.retired_life, st.retired_lab = [], [], [], []

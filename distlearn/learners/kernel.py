@@ -84,6 +84,7 @@ __all__ = [
     "kernel_matrix",
     "squared_norms",
     "as_patterns",
+    "stack_patterns",
     "removal_margins",
 ]
 
@@ -243,7 +244,7 @@ class BudgetState:
         if dead.size == 0:
             return
         if self.keep_retired:
-            self.retired_S.append(self.rows(dead))
+            self.retired_S.append(self.patterns(dead))  # CSR for a sparse store: a text pattern costs its nonzeros
             self.retired_A.append(self.A[dead].copy())
             self.retired_life.append(np.stack([self.born[dead], self.died[dead]], axis=1))
             self.retired_lab.append(self.lab[dead].copy())
@@ -367,24 +368,42 @@ class BudgetState:
         n = int(self.meta[0])
         died = self.died[:n].copy()
         died[self.alive[:n]] = n_rounds
-        S = [self.rows(np.arange(n)), *self.retired_S]
+        S = [self.patterns(np.arange(n)), *self.retired_S]
         A = [self.A[:n], *self.retired_A]
         life = [np.stack([self.born[:n], died], axis=1), *self.retired_life]
         lab = np.concatenate([self.lab[:n], *self.retired_lab])
-        S_all, A_all, L = np.concatenate(S), np.concatenate(A), np.concatenate(life)
+        S_all, A_all, L = stack_patterns(S), np.concatenate(A), np.concatenate(life)
         w = (L[:, 1] - L[:, 0]).astype(np.float64) / (n_rounds + 1)
         keep = np.flatnonzero(w > 0)
         keep = keep[history_order(L[keep, 0], S_all[keep])]  # insertion order, whatever the chunking
         return S_all[keep], A_all[keep] * w[keep, None], lab[keep]
 
 
-def history_order(born: np.ndarray, S: np.ndarray) -> np.ndarray:
+def stack_patterns(parts: list[Any]) -> Any:
+    """Pattern blocks (dense rows or CSR) one above the other: CSR if any is."""
+    if any(sp.issparse(p) for p in parts):
+        return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
+    return np.concatenate(parts)
+
+
+def history_order(born: np.ndarray, S: Any) -> np.ndarray:
     """The permutation putting patterns in insertion order, the same whatever the chunking: by birth
     round, and within a round (a merging round's own row and the merged pattern are born in it; a
-    chunk boundary may retire one and not the other) by the rows themselves, lexicographically."""
+    chunk boundary may retire one and not the other) by the rows themselves, lexicographically
+    (``S`` dense or CSR: only the rows of a shared birth round are compared, densified)."""
     if len(born) == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.lexsort((*np.asarray(S).T[::-1], born))
+    if not sp.issparse(S):
+        return np.lexsort((*np.asarray(S).T[::-1], born))
+    order = np.argsort(born, kind="stable")
+    b = born[order]
+    tied = np.flatnonzero(np.diff(b) == 0)
+    for start in np.unique(np.searchsorted(b, b[tied])):  # each birth round held by more than one pattern
+        stop = int(np.searchsorted(b, b[start], side="right"))
+        group = order[start:stop]
+        rows = S[group].toarray()
+        order[start:stop] = group[np.lexsort(rows.T[::-1])]
+    return order
 
 
 BudgetLog = B.BudgetLog

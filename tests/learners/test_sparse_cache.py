@@ -231,3 +231,24 @@ def test_a_csr_index_the_engine_cannot_use_is_refused_before_it_reads_it():
     with pytest.raises(ValueError, match="must be < 500"):
         learn_budget_chunk(make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.7), state, bad, y, beta=0.1,
                            budget="variable")
+
+
+@pytest.mark.parametrize("conversion", ["average", "vote", "suffix", "auto"])
+def test_history_conversions_of_a_sparse_store_are_the_dense_ones(conversion):
+    X, y = _text(n=260, d=2500, seed=13)
+    kw = dict(budget="variable", random_state=0, gamma=0.5, conversion=conversion, compress=0.0)
+    a = distlearn.KernelMIRA(**kw).fit(X, y)
+    b = distlearn.KernelMIRA(**kw).fit(X.toarray(), y)
+    assert a._state.store
+    assert a.conversion_info_.get("history_dropped") is None  # the sparse history is kept, as the dense one
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-8, atol=1e-10)
+    assert np.array_equal(a.predict(X), b.predict(X.toarray()))
+
+
+def test_history_order_of_csr_patterns_is_the_dense_order_ties_included():
+    rs = np.random.default_rng(14)
+    S = (rs.random((40, 30)) < 0.2) * rs.integers(1, 4, size=(40, 30)).astype(float)
+    born = rs.integers(0, 12, size=40)  # many rounds hold several patterns
+    from distlearn.learners.kernel import history_order
+
+    assert np.array_equal(history_order(born, sp.csr_matrix(S)), history_order(born, S))
