@@ -475,7 +475,7 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
         n = Z.n[i]
         if n >= 0:
             # the block's 16 sums in registers (ROW_BLOCK == 16): an array of them would be stored and
-            # reloaded on every hit, the compiler not knowing it from Xt (2.3x, measured)
+            # reloaded on every hit, the compiler not knowing it from Xt (108 -> 81 ms, benchmarks/README.md)
             a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
             a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = 0.0
             zi, zv = Z.i, Z.v
