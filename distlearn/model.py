@@ -82,8 +82,9 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
         raise ValueError(f"model files end in .npz, got {p.name!r}")
     check_output(p, "model", overwrite=overwrite)
     params = {k: v for k, v in est.get_params(deep=False).items() if k != "scheduler"}
-    kind = "kernel" if kernel else ("vote" if isinstance(ensemble, VotedHypothesis) else "sample") if ensemble \
-        is not None else "linear"
+    sparse_sv = kernel and sp.issparse(est.support_vectors_)
+    kind = ("sparse-kernel" if sparse_sv else "kernel") if kernel else \
+        ("vote" if isinstance(ensemble, VotedHypothesis) else "sample") if ensemble is not None else "linear"
     meta = {"format": FORMAT, "kind": kind, "estimator": type(est).__name__,
             "params": _jsonable(params), "extra": _jsonable(extra or {})}
     classes = np.asarray(est.classes_)
@@ -94,9 +95,16 @@ def save_model(est: Any, path: str | os.PathLike[str], *, extra: dict[str, Any] 
         meta.update(n_features=int(est.support_vectors_.shape[1]), kernel=k.name,
                     kernel_params={"gamma": float(k.params[0]), "degree": float(k.params[1]),
                                    "coef0": float(k.params[2])})
-        sv = est.support_vectors_  # CSR after a fit on sparse rows: the file holds dense rows
-        arrays = {"support_vectors": np.asarray(sv.toarray() if sp.issparse(sv) else sv, dtype=np.float64),
-                  "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64)}
+        sv = est.support_vectors_
+        if sparse_sv:  # CSR after a fit on sparse rows: the file holds the nonzeros (a text model in MB, not GB)
+            sv = sp.csr_matrix(sv, dtype=np.float64)
+            sv.sum_duplicates()
+            sv.sort_indices()
+            arrays = {"sv_data": np.asarray(sv.data, np.float64), "sv_indices": np.asarray(sv.indices, np.int64),
+                      "sv_indptr": np.asarray(sv.indptr, np.int64)}
+        else:
+            arrays = {"support_vectors": np.asarray(sv, dtype=np.float64)}
+        arrays["dual_coef"] = np.asarray(est.dual_coef_, dtype=np.float64)
         if voted_kernel:  # the vote's events: pattern ev_p enters (ev_s = +1) or leaves (-1) at ev_t
             h = est.hypothesis_
             meta["vote_span"] = [int(h.a), int(h.b)]
@@ -213,6 +221,9 @@ _LAYOUT: dict[str, tuple[tuple[str, tuple[tuple[str, ...], ...], bool], ...]] = 
     "kernel": (("support_vectors", (("P", "d"),), True), ("dual_coef", (("K", "P"),), True),
                ("vote_t", (("E",),), False), ("vote_p", (("E",),), False), ("vote_s", (("E",),), False),
                ("vote_lab", (("P",),), False)),
+    # the support patterns as CSR (a fit on sparse rows): row pointers (P + 1), columns and values (Z nonzeros)
+    "sparse-kernel": (("sv_indptr", (("P1",),), True), ("sv_indices", (("Z",),), True), ("sv_data", (("Z",),), True),
+                      ("dual_coef", (("K", "P"),), True)),
 }
 _MEMBERS = (("members", (("N", "K", "d1"),), False), ("member_weights", (("N",), ("K", "N")), False))
 
@@ -394,10 +405,10 @@ def load_model(path: str | os.PathLike[str]) -> LinearModel:
         raise ValueError(f"{p}: member classes.npy repeats a class ({c.tolist()[:10]}): a damaged model")
     kind = meta.get("kind", "linear")
     names = {"linear": ("coef", "intercept"), "kernel": ("support_vectors", "dual_coef"),
-             "vote": ("H", "w"), "sample": ("H", "w")}[kind]
+             "sparse-kernel": ("sv_data", "dual_coef"), "vote": ("H", "w"), "sample": ("H", "w")}[kind]
     a, b, classes = arrays[names[0]], arrays[names[1]], arrays["classes"]
-    more = {n: arrays[n] for n in ("vote_t", "vote_p", "vote_s", "vote_lab", "members", "member_weights")
-            if n in arrays}
+    more = {n: arrays[n] for n in ("vote_t", "vote_p", "vote_s", "vote_lab", "members", "member_weights",
+                                   "sv_indices", "sv_indptr") if n in arrays}
     model = _build(p, kind, a, b, classes, meta, more)
     if "members" in more:
         M, W = more["members"], more["member_weights"] if "member_weights" in more else None
@@ -420,6 +431,8 @@ def _build(p: Path, kind: str, a: np.ndarray, b: np.ndarray, classes: np.ndarray
         if kind == "vote":
             return EnsembleModel(VotedHypothesis(a, b), classes, meta)
         return EnsembleModel(SampledHypothesis(a, b, int(meta.get("seed", 0))), classes, meta)
+    if kind == "sparse-kernel":
+        a = _csr_support(p, a, more["sv_indices"], more["sv_indptr"], b, meta)
     if a.ndim != 2 or b.ndim != 2 or b.shape[1] != a.shape[0] or meta.get("kernel") not in KERNELS:
         raise ValueError(f"{p}: inconsistent kernel model (support {a.shape}, dual_coef {b.shape}, "
                          f"kernel {meta.get('kernel')!r})")
@@ -439,6 +452,31 @@ def _build(p: Path, kind: str, a: np.ndarray, b: np.ndarray, classes: np.ndarray
                                                   np.ascontiguousarray(b.T), ev[3], ev[0], ev[1], ev[2],
                                                   int(span[0]), int(span[1]))
     return model
+
+
+def _csr_support(p: Path, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, coef: np.ndarray,
+                 meta: dict[str, Any]) -> Any:
+    """A sparse kernel model's support patterns, every part of the CSR structure checked before scipy or a
+    kernel reads it: row pointers from 0, non-decreasing, ending at the nonzeros; columns integers in
+    ``[0, n_features)``, strictly increasing within each row; one row per coefficient column."""
+    d = meta.get("n_features")
+    P = coef.shape[1] if coef.ndim == 2 else -1
+    ok = (indptr.dtype.kind in "iu" and indices.dtype.kind in "iu" and indptr.ndim == indices.ndim == data.ndim == 1
+          and isinstance(d, int) and len(indptr) == P + 1 and len(indices) == len(data))
+    if ok and len(indptr):
+        ip = indptr.astype(np.int64)
+        ok = ip[0] == 0 and ip[-1] == len(data) and bool(np.all(np.diff(ip) >= 0))
+        if ok and len(indices):
+            ix = indices.astype(np.int64)
+            ok = int(ix.min()) >= 0 and int(ix.max()) < d
+            if ok:  # ascending within each row: a step down happens only where a row starts
+                down = np.flatnonzero(np.diff(ix) <= 0) + 1
+                ok = bool(np.all(np.isin(down, ip[1:-1])))
+    if not ok:
+        raise ValueError(f"{p}: inconsistent sparse kernel model (sv_indptr {indptr.shape} {indptr.dtype}, "
+                         f"sv_indices {indices.shape} {indices.dtype}, sv_data {data.shape}, dual_coef {coef.shape}, "
+                         f"n_features {d!r}): row pointers, columns or sizes out of range")
+    return sp.csr_matrix((data.astype(np.float64), indices.astype(np.int64), indptr.astype(np.int64)), shape=(P, d))
 
 
 _OPEN: dict[tuple[str, float], LinearModel] = {}

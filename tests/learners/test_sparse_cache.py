@@ -191,9 +191,55 @@ def test_a_model_fitted_on_text_saves_loads_and_predicts_as_fitted(tmp_path):
     X, y = _text(n=300, d=2500, seed=9)
     clf = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
     assert sp.issparse(clf.support_vectors_)
-    m = load_model(save_model(clf, tmp_path / "k.npz"))  # the file holds dense rows
-    np.testing.assert_allclose(m.decision_function(X), clf.decision_function(X), rtol=1e-9, atol=1e-12)
+    path = save_model(clf, tmp_path / "k.npz")
+    m = load_model(path)  # the file holds the nonzeros, read back as CSR
+    assert m.meta["kind"] == "sparse-kernel" and sp.issparse(m.support_vectors_)
+    assert (m.support_vectors_ != clf.support_vectors_).nnz == 0
+    assert path.stat().st_size < 8 * clf.support_vectors_.shape[0] * X.shape[1] / 20  # not dense rows
+    np.testing.assert_allclose(m.decision_function(X), clf.decision_function(X), rtol=1e-12, atol=1e-14)
     assert np.array_equal(m.predict(X.toarray()), clf.predict(X))
+
+
+def _tampered(tmp_path, path, **change):
+    """A copy of the model file ``path`` with members replaced (and the declared shapes with them)."""
+    import json
+
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    for k, v in change.items():
+        arrays[k] = v
+        meta["shapes"][k] = list(np.shape(v))
+    out = tmp_path / f"bad-{len(list(tmp_path.iterdir()))}.npz"
+    np.savez(out, **arrays, meta=np.array(json.dumps(meta)))
+    return out
+
+
+def test_a_crafted_sparse_model_file_is_refused_in_one_line(tmp_path):
+    from distlearn.model import load_model, save_model
+
+    X, y = _text(n=200, d=2500, seed=15)
+    path = save_model(distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y),
+                      tmp_path / "k.npz")
+    with np.load(path) as z:
+        ind, ptr, data = z["sv_indices"], z["sv_indptr"], z["sv_data"]
+    bad = {
+        "a column past the last": dict(sv_indices=np.where(np.arange(len(ind)) == 3, 2500, ind)),
+        "a negative column": dict(sv_indices=np.where(np.arange(len(ind)) == 3, -1, ind)),
+        "columns out of order in a row": dict(sv_indices=np.concatenate([ind[:1] + 1, ind[:1], ind[2:]])
+                                               if ptr[1] >= 2 else ind[::-1].copy()),
+        "pointers that step back": dict(sv_indptr=np.concatenate([ptr[:2], ptr[1:2] - 1, ptr[3:]])),
+        "pointers not ending at the nonzeros": dict(sv_indptr=np.concatenate([ptr[:-1], ptr[-1:] + 5])),
+        "pointers not starting at 0": dict(sv_indptr=np.concatenate([[1], ptr[1:]])),
+        "one row too few": dict(sv_indptr=ptr[:-1]),
+        "fewer values than columns": dict(sv_data=data[:-1]),
+        "float columns": dict(sv_indices=ind.astype(np.float64)),
+    }
+    for why, change in bad.items():
+        with pytest.raises(ValueError) as e:
+            load_model(_tampered(tmp_path, path, **change))
+        msg = str(e.value)
+        assert "\n" not in msg and "bad-" in msg and ("sparse kernel" in msg or "dtype" in msg or "shape" in msg), why
 
 
 def test_permutation_bayes_point_of_text_members_merges_their_csr_patterns():
@@ -252,3 +298,19 @@ def test_history_order_of_csr_patterns_is_the_dense_order_ties_included():
     from distlearn.learners.kernel import history_order
 
     assert np.array_equal(history_order(born, sp.csr_matrix(S)), history_order(born, S))
+
+
+def test_a_text_model_exports_to_onnx_with_its_patterns_densified(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    from distlearn.export import export_onnx
+    from distlearn.model import load_model, save_model
+
+    X, y = _text(n=200, d=400, seed=16)
+    clf = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
+    assert clf._state.store and sp.issparse(clf.support_vectors_)
+    for model, name in ((clf, "fitted"), (load_model(save_model(clf, tmp_path / "k.npz")), "loaded")):
+        export_onnx(model, tmp_path / f"{name}.onnx")
+        s = ort.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        labels, scores = s.run(None, {"X": X.toarray().astype(np.float32)})
+        assert np.mean(labels == clf.predict(X)) > 0.97  # float32 inputs: a few near-zero scores may flip
+        np.testing.assert_allclose(scores[:, 1], clf.decision_function(X), atol=1e-4)
