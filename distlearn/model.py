@@ -5,7 +5,9 @@ A model file is an ``.npz`` archive of plain arrays plus one JSON document
 distlearn version, training counters).  A linear model holds ``coef``,
 ``intercept`` and ``classes``; a kernel model (``meta["kind"] == "kernel"``:
 the kernel learners and their Bayes points) holds ``support_vectors``,
-``dual_coef`` and ``classes``, with the kernel and its parameters in ``meta``.
+``dual_coef`` and ``classes``, with the kernel and its parameters in ``meta``; fitted on sparse rows
+(``meta["kind"] == "sparse-kernel"``), the support patterns are CSR: ``sv_indptr``, ``sv_indices`` and
+``sv_data`` in place of ``support_vectors``, read back as a CSR matrix after every part is checked.
 :func:`load_model` reads it with ``allow_pickle=False``, so a model file can
 never run code, and checks the zip directory and every array's .npy header
 against the metadata (the declared ``shapes``, ``n_features``, the classes)
