@@ -557,10 +557,11 @@ def test_predict_overwrite_cannot_tell_a_headerless_table_of_its_width(work, cap
 
 
 def test_a_kernel_cache_beyond_the_available_memory_is_one_line(tmp_path, capsys, monkeypatch):
-    """The kernel learners keep their patterns as dense rows: on wide sparse data the cache needs 8 d bytes a
-    pattern.  A cache (or a fixed budget) that the machine cannot hold is refused before it is allocated, in one
-    line that says why and what to do, for the single learner and the kernel OBPM's pool alike (the bound is the
-    memory available, patched small here)."""
+    """The kernel learners keep their patterns as dense rows, except a single learner's on sparse CSR rows (a
+    sparse store: a pattern costs its nonzeros): on wide dense data, or in the kernel OBPM's pool, the cache needs
+    8 d bytes a pattern.  A cache (or a fixed budget) that the machine cannot hold is refused before it is
+    allocated, in one line that says why and what to do, for the single learner and the kernel OBPM's pool alike
+    (the bound is the memory available, patched small here)."""
     import scipy.sparse as sp
 
     import distlearn._validation as V
@@ -570,13 +571,16 @@ def test_a_kernel_cache_beyond_the_available_memory_is_one_line(tmp_path, capsys
     X = sp.random(200, 50_000, density=0.002, format="csr", random_state=1)
     y = rs.integers(0, 2, 200)
     monkeypatch.setattr(V, "available_memory", lambda: 64 * 50_000 * 8)  # room for 64 dense patterns
-    for est in (KernelMIRA(budget="variable", gamma=1.0, random_state=0),
-                KernelMIRA(budget=100, removal="margin", gamma=1.0, random_state=0),
-                KernelOBPM(n_estimators=3, base=KernelMIRA(gamma=1.0), random_state=0)):
+    for est, data in ((KernelMIRA(budget="variable", gamma=1.0, random_state=0), X.toarray()),
+                      (KernelMIRA(budget=100, removal="margin", gamma=1.0, random_state=0), X.toarray()),
+                      (KernelOBPM(n_estimators=3, base=KernelMIRA(gamma=1.0), random_state=0), X)):
         with pytest.raises(ValueError, match=r"kernel (cache's|ensemble's pool of) patterns \(\d+ x 50,000, 8 bytes "
-                                             r"each\) would need .* keep their patterns as dense rows: on wide sparse "
+                                             r"each\) would need .* keep their patterns as dense rows .*: on wide "
                                              r"data bound the cache with budget=N, or use a linear model"):
-            est.fit(X, y)
+            est.fit(data, y)
+    # on the CSR rows a single learner's cache is a sparse store: the same memory holds it
+    sparse = KernelMIRA(budget="variable", gamma=1.0, random_state=0).fit(X, y)
+    assert sparse._state.store and sparse.support_vectors_.shape[1] == 50_000
     monkeypatch.setattr(V, "available_memory", lambda: 10 * 2**30)
-    assert KernelMIRA(budget=30, removal="margin", gamma=1.0, random_state=0).fit(X, y).support_vectors_.shape[1] \
-        == 50_000  # with the memory, the same data fits
+    assert KernelMIRA(budget=30, removal="margin", gamma=1.0, random_state=0).fit(X.toarray(), y) \
+        .support_vectors_.shape[1] == 50_000  # with the memory, the same data fits dense too

@@ -96,8 +96,9 @@ RANDOM_REMOVAL_STREAM = rng.stream_id("budget-removal")
 #: What a cache too large for memory is told (:func:`~distlearn._validation.check_allocation`): the cached
 #: patterns are dense rows, so on wide sparse data (an RCV1-like 47,236 features, 76 nonzero a row) each costs
 #: ``8 d`` bytes and each kernel row ``d`` per pattern (5,000 rows, three passes: 727 s against SVC's 11 s).
-DENSE_CACHE_HINT = ("the kernel learners keep their patterns as dense rows: on wide sparse data bound the cache "
-                    "with budget=N, or use a linear model")
+DENSE_CACHE_HINT = ("the kernel learners keep their patterns as dense rows (except a single learner's on CSR rows "
+                    "with at most 1/16 of the columns nonzero): on wide data bound the cache with budget=N, or use a "
+                    "linear model")
 
 #: Rows per compiled call: bounds the dense copy of a sparse block and the slots appended per call.
 _SUB_ROWS = 2048
