@@ -521,7 +521,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                                    _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:], R)
         state.scores_kept = keep
         if bad <= -2:  # cannot happen: the pool was reserved for every row of the piece
-            raise RuntimeError(f"row {int(rows[-2 - bad])}: more nonzeros than the sparse cache's width")
+            raise RuntimeError(f"row {int(rows[-2 - bad])}: no room in the sparse cache's pool")
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updated[lo:lo + done].sum())
         state.n_removed += int(out.removed[lo:lo + done].sum())
@@ -547,7 +547,7 @@ def _csr_rows(X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"{X.shape[1]:,} features: at most 2**31 - 1 with sparse rows")
     return X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data
 
-#: CSR rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero make the cache sparse
+#: CSR rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero (on average over a chunk) make the cache sparse
 #: (:meth:`BudgetState.mirror`): a kernel row then costs each pattern's nonzeros, not ``d``, with the same bits,
 #: and an empty cache keeps its patterns in that form alone (a sparse store).
 #: RCV1-like text (75 of 47,236 columns): ``benchmarks/bench_kernel_sparse.py``.
@@ -561,11 +561,11 @@ def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) ->
     if not order.shape[0] or not (sp.issparse(X) or state.store):
         return
     d = X.shape[1]
-    if sp.issparse(X):
-        width = int(np.diff(X.indptr)[order].max())
+    if sp.issparse(X):  # the chunk's nonzeros a row, on average: one long document does not make text dense
+        nnz = int(np.diff(X.indptr)[order].sum())
     else:
-        width = max(int(np.count_nonzero(X[order[i:i + 1024]], axis=1).max()) for i in range(0, len(order), 1024))
-    if width * MIRROR_SPARSITY <= d:
+        nnz = sum(int(np.count_nonzero(X[order[i:i + 1024]])) for i in range(0, len(order), 1024))
+    if nnz * MIRROR_SPARSITY <= d * len(order):
         state.mirror(store=not merging)
     elif state.store:
         state.densify()

@@ -319,3 +319,12 @@ def test_a_text_model_exports_to_onnx_with_its_patterns_densified(tmp_path):
         labels, scores = s.run(None, {"X": X.toarray().astype(np.float32)})
         assert np.mean(labels == clf.predict(X)) > 0.97  # float32 inputs: a few near-zero scores may flip
         np.testing.assert_allclose(scores[:, 1], clf.decision_function(X), atol=1e-4)
+
+
+def test_one_long_document_does_not_make_text_dense():
+    X, y = _text(n=150, d=2000, seed=17)
+    Xd = X.toarray()
+    Xd[7, :1500] = 0.3  # one row with 3/4 of the columns nonzero: the chunk is still sparse on average
+    a = _fit(sp.csr_matrix(Xd), y, 2, "variable", chunks=1)
+    assert a[0].store
+    _same(_fit(Xd, y, 2, "variable"), a)
