@@ -74,6 +74,7 @@ def _same(a, b):
     for f in ("mistake", "hinge", "updated", "cache_size", "removed"):
         assert np.array_equal(np.concatenate([getattr(g, f) for g in la]), np.concatenate([getattr(g, f) for g in lb]))
     assert (sa.n_inserted, sa.n_removed, sa.t) == (sb.n_inserted, sb.n_removed, sb.t)
+    return True
 
 
 CASES = [(None, "margin"), ("variable", "margin"), (9, "margin"), (9, "oldest"), (9, "random"), (9, "merge"),
@@ -89,7 +90,7 @@ def test_sparse_store_gives_the_dense_model_bit_for_bit(budget, removal, k):
     assert sparse[0].Zm[1] > 0 and dense[0].Zm[1] == 0
     # merging keeps dense patterns (a merged pattern has two rows' nonzeros) with the mirror beside them
     assert sparse[0].store == (removal != "merge") and not dense[0].store
-    _same(dense, sparse)
+    assert _same(dense, sparse)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
@@ -98,7 +99,7 @@ def test_sparse_store_kernels_rules_and_per_row_rounds(kernel, rule):
     X, y = _text(k=3, seed=2)
     ref = _fit(X.toarray(), y, 3, "variable", kernel=kernel, rule=rule, blocked=False)
     for blocked in (True, False):
-        _same(ref, _fit(X, y, 3, "variable", kernel=kernel, rule=rule, blocked=blocked, chunks=2))
+        assert _same(ref, _fit(X, y, 3, "variable", kernel=kernel, rule=rule, blocked=blocked, chunks=2))
 
 
 def test_mirror_off_and_on_give_the_same_model(monkeypatch):
@@ -106,7 +107,7 @@ def test_mirror_off_and_on_give_the_same_model(monkeypatch):
     on = _fit(X, y, 2, "variable", mirror=True, monkeypatch=monkeypatch)
     off = _fit(X, y, 2, "variable", mirror=False, monkeypatch=monkeypatch)
     assert on[0].store and not off[0].store and off[0].Zm[1] == 0
-    _same(on, off)
+    assert _same(on, off)
 
 
 def test_a_dense_chunk_after_a_sparse_one_makes_the_store_dense_and_changes_nothing():
@@ -165,7 +166,7 @@ def test_sparse_store_fuzz(seed, budget, chunks, nnz, neg):
     if neg:  # signed values, and some explicit zeros stored in the matrix
         X.data *= np.where(np.arange(X.nnz) % 3 == 0, -1.0, 1.0)
         X.data[::11] = 0.0
-    _same(_fit(X.toarray(), y, 2, budget), _fit(X, y, 2, budget, chunks=chunks))
+    assert _same(_fit(X.toarray(), y, 2, budget), _fit(X, y, 2, budget, chunks=chunks))
 
 
 def test_estimator_on_text_uses_a_store_and_matches_the_dense_fit(monkeypatch):
@@ -269,9 +270,9 @@ def test_unsorted_and_float32_csr_rows_give_the_same_model():
         Xu.indices[lo:hi] = Xu.indices[lo:hi][::-1].copy()
         Xu.data[lo:hi] = Xu.data[lo:hi][::-1].copy()
     Xu.has_sorted_indices = False
-    _same(ref, _fit(Xu, y, 2, "variable"))
+    assert _same(ref, _fit(Xu, y, 2, "variable"))
     X32 = X.astype(np.float32)
-    _same(_fit(sp.csr_matrix(X32, dtype=np.float64), y, 2, "variable"), _fit(X32, y, 2, "variable"))
+    assert _same(_fit(sp.csr_matrix(X32, dtype=np.float64), y, 2, "variable"), _fit(X32, y, 2, "variable"))
 
 
 def test_a_csr_index_the_engine_cannot_use_is_refused_before_it_reads_it():
@@ -327,4 +328,4 @@ def test_one_long_document_does_not_make_text_dense():
     Xd[7, :1500] = 0.3  # one row with 3/4 of the columns nonzero: the chunk is still sparse on average
     a = _fit(sp.csr_matrix(Xd), y, 2, "variable", chunks=1)
     assert a[0].store
-    _same(_fit(Xd, y, 2, "variable"), a)
+    assert _same(_fit(Xd, y, 2, "variable"), a)
