@@ -171,8 +171,9 @@ def test_sparse_store_fuzz(seed, budget, chunks, nnz, neg):
 
 def test_estimator_on_text_uses_a_store_and_matches_the_dense_fit(monkeypatch):
     X, y = _text(n=400, d=3000, seed=8)
-    a = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X, y)
-    b = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5).fit(X.toarray(), y)
+    # an explicit tolerance: "auto" takes COMPRESS_AUTO_SPARSE for sparse patterns (the next test)
+    a = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5, compress=0.4).fit(X, y)
+    b = distlearn.KernelMIRA(budget="variable", random_state=0, gamma=0.5, compress=0.4).fit(X.toarray(), y)
     assert a._state.store and not b._state.store
     assert sp.issparse(a.support_vectors_) and not sp.issparse(b.support_vectors_)  # as SVC keeps them
     assert np.array_equal(a.support_vectors_.toarray(), b.support_vectors_)
@@ -189,6 +190,30 @@ def test_estimator_on_text_uses_a_store_and_matches_the_dense_fit(monkeypatch):
     assert c._state.store and not e._state.store and c.gamma_ == e.gamma_ and c.score(X, y) > 0.6
     assert np.array_equal(c.gamma_online_errors_, e.gamma_online_errors_)
     assert (c.online_errors_, c.n_updates_, c.n_removed_) == (e.online_errors_, e.n_updates_, e.n_removed_)
+
+
+def test_compress_auto_takes_the_sparse_tolerance_for_text_patterns():
+    """compress="auto" compresses a sparse store's CSR patterns to COMPRESS_AUTO_SPARSE (0.1) whatever the class
+    count, where dense rows of two classes take KernelMIRA's COMPRESS_AUTO_BINARY (0.4): the fit is the same bits,
+    the tolerance alone differs, and the result is what the explicit value gives."""
+    from distlearn.estimators.kernel import COMPRESS_AUTO_BINARY, COMPRESS_AUTO_SPARSE
+
+    X, y = _text(n=400, d=3000, seed=8)
+    kw = dict(budget="variable", random_state=0, gamma=0.5)
+    a = distlearn.KernelMIRA(**kw).fit(X, y)
+    b = distlearn.KernelMIRA(**kw).fit(X.toarray(), y)
+    assert a._state.store and a._compress_tol(sparse=True) == COMPRESS_AUTO_SPARSE == 0.1
+    assert b._compress_tol(sparse=False) == COMPRESS_AUTO_BINARY == 0.4
+    assert a.conversion_info_["compressed_from"] == b.conversion_info_["compressed_from"]  # the same fit
+    assert a.conversion_info_["compress_residual"] <= COMPRESS_AUTO_SPARSE
+    assert b.conversion_info_["compress_residual"] <= COMPRESS_AUTO_BINARY
+    assert a.support_vectors_.shape[0] >= b.support_vectors_.shape[0]  # a finer tolerance keeps at least as many
+    c = distlearn.KernelMIRA(**kw, compress=COMPRESS_AUTO_SPARSE).fit(X, y)  # explicit: no agreement guard
+    assert a.support_vectors_.shape[0] >= c.support_vectors_.shape[0]
+    # the multiclass text takes it too
+    y3 = np.arange(X.shape[0]) % 3
+    m = distlearn.KernelMIRA(**kw).fit(X, y3)
+    assert m._compress_tol(sparse=True) == 0.1 and m.conversion_info_["compress_residual"] <= 0.1
 
 
 def test_a_model_fitted_on_text_saves_loads_and_predicts_as_fitted(tmp_path):
@@ -250,7 +275,7 @@ def test_a_crafted_sparse_model_file_is_refused_in_one_line(tmp_path):
 
 def test_permutation_bayes_point_of_text_members_merges_their_csr_patterns():
     X, y = _text(n=240, d=2500, seed=10)
-    kw = dict(base=distlearn.KernelMIRA(budget="variable", gamma=0.5), n_estimators=3, random_state=0)
+    kw = dict(base=distlearn.KernelMIRA(budget="variable", gamma=0.5, compress=0.4), n_estimators=3, random_state=0)
     a = distlearn.KernelPermutationBPM(**kw).fit(X, y)
     b = distlearn.KernelPermutationBPM(**kw).fit(X.toarray(), y)
     assert sp.issparse(a.support_vectors_) and a.support_vectors_.shape[0] == b.support_vectors_.shape[0]
@@ -329,3 +354,71 @@ def test_one_long_document_does_not_make_text_dense():
     a = _fit(sp.csr_matrix(Xd), y, 2, "variable", chunks=1)
     assert a[0].store
     assert _same(_fit(Xd, y, 2, "variable"), a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(0, 40), st.integers(0, 40), st.integers(1, 30), st.booleans())
+def test_csr_kernel_matrices_are_the_dense_ones(seed, n, m, d, messy):
+    """kernel_matrix of CSR rows against CSR patterns (``_budget.csr_dots``, not scipy's product) equals the
+    dense one to rounding for every kernel: any row and pattern counts (blocks of 16 and their remainders,
+    none), empty rows, stored zeros, negative values and -- ``messy`` -- unsorted and repeated columns."""
+    from distlearn.learners.kernel import kernel_matrix
+
+    rs = np.random.default_rng(seed)
+
+    def csr(rows):
+        D = rs.normal(size=(rows, d)) * (rs.random((rows, d)) < 0.3)
+        M = sp.csr_matrix(D)
+        if messy and M.nnz:  # the same entries, each split in two halves under a shuffled order
+            r = np.repeat(np.arange(rows), np.diff(M.indptr))
+            cols = np.concatenate([M.indices, M.indices])
+            vals = np.concatenate([M.data / 2, M.data / 2])
+            perm = rs.permutation(len(cols))
+            rr = np.concatenate([r, r])[perm]
+            order = np.argsort(rr, kind="stable")
+            M = sp.csr_matrix((vals[perm][order], cols[perm][order], np.searchsorted(rr[order], np.arange(rows + 1))),
+                              shape=(rows, d))
+            assert not M.has_canonical_format or M.nnz == 0
+        return M, D
+
+    X, XD = csr(n)
+    S, SD = csr(m)
+    for kern in (make_kernel("rbf", gamma=0.3), make_kernel("poly", gamma=0.5, degree=3, coef0=1.0),
+                 make_kernel("linear")):
+        got, want = kernel_matrix(kern, X, S), kernel_matrix(kern, XD, SD)
+        assert got.shape == (n, m) and got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_crafted_csr_row_is_refused_before_a_kernel_matrix_reads_it():
+    """A CSR matrix whose column index is out of range (or whose pointers are not monotone) is refused by
+    kernel_matrix's structure check in one ValueError, never read by the compiled product."""
+    from distlearn.learners.kernel import kernel_matrix
+
+    S = sp.csr_matrix(np.eye(4))
+    bad = sp.csr_matrix((np.ones(2), np.array([1, 2]), np.array([0, 1, 2])), shape=(2, 4))
+    bad.indices[1] = 10**6
+    with pytest.raises(ValueError):
+        kernel_matrix(make_kernel("rbf", gamma=1.0), bad, S)
+    bad = sp.csr_matrix((np.ones(2), np.array([1, 2]), np.array([0, 1, 2])), shape=(2, 4))
+    bad.indptr[1] = 5
+    with pytest.raises(ValueError):
+        kernel_matrix(make_kernel("rbf", gamma=1.0), S, bad)
+    with pytest.raises(ValueError, match="features"):
+        kernel_matrix(make_kernel("rbf", gamma=1.0), sp.csr_matrix(np.eye(3)), S)
+
+
+def test_repeated_columns_in_csr_rows_are_summed_as_scipy_does():
+    """A CSR row that stores a column twice means their sum (scipy's ``toarray``): the engine's rows
+    (``_csr_rows`` sums them before anything reads them) fit the model of the summed rows, bit for bit."""
+    X, y = _text(n=150, d=1500, seed=21)
+    idx, val, ptr = [], [], [0]
+    for i in range(X.shape[0]):  # every stored column twice: a quarter, then three quarters of its value
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        idx += [X.indices[lo:hi], X.indices[lo:hi]]
+        val += [X.data[lo:hi] * 0.25, X.data[lo:hi] * 0.75]
+        ptr.append(ptr[-1] + 2 * (hi - lo))
+    dup = sp.csr_matrix((np.concatenate(val), np.concatenate(idx), np.array(ptr)), shape=X.shape)
+    summed = sp.csr_matrix(dup.toarray())
+    assert not dup.has_canonical_format and np.array_equal(summed.toarray(), dup.toarray())
+    assert _same(_fit(dup, y, 2, "variable"), _fit(summed, y, 2, "variable"))
