@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_kernel_sparse.py                         # 5,000 train + 1,000 test rows
     .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 2000 --rows kmira,kmira-dense,svc-10 --repeat 3
     .venv/bin/python benchmarks/bench_kernel_sparse.py --json out.json
+    .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 20000 --n-test 2000 --train-prefix 5000 \
+        --rows kmira-tols,svc-1,svc-10 --repeat 1 --tols 0,0.05,0.1,0.2,0.4
 
 Data: the RCV1-like generator (``distlearn.data.synthetic.iter_rcv1_like``, random_state=0: 47,236 features,
 about 75 nonzeros a row, +-1 labels with 5 % noise), CSR float64, the first ``--n-train`` rows train and the next
@@ -26,6 +28,9 @@ Rows:
                under a memory cap, which dense text patterns (377 KB each) pass after about a thousand updates, so
                the dense cache falls back to the last hypothesis where the sparse one keeps the distilled average
                (``conversion`` in the rows)
+  kmira-tols   the fit with ``compress=0``, then its expansion compressed at each of ``--tols`` as
+               ``compress="auto"`` does (in parts above 6,144 patterns, the 99 % agreement guard), each scored on
+               the test rows (``COMPRESS_AUTO_SPARSE`` was chosen from these)
   svc-1, svc-10  sklearn SVC(C=1 / 10, gamma="scale") on the same CSR matrix
 """
 
@@ -40,7 +45,7 @@ import sys
 import time
 from pathlib import Path
 
-ROWS = ("kmira", "kmira-dense", "svc-1", "svc-10")
+ROWS = ("kmira", "kmira-dense", "kmira-tols", "svc-1", "svc-10")
 
 
 def _data(path: Path, n: int) -> None:
@@ -57,7 +62,35 @@ def _data(path: Path, n: int) -> None:
     np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.asarray(X.shape), y=np.concatenate(ys))
 
 
-def child(row: str, path: Path, n_train: int) -> dict:
+def _tolerances(est, Xte, yte, tols: list[float]) -> list[dict]:
+    """The fitted (``compress=0``) expansion compressed at each tolerance as ``compress="auto"`` compresses it (in
+    parts above ``COMPRESS_AUTO_MAX`` patterns, the agreement guard), each scored on the test rows."""
+    import numpy as np
+
+    from distlearn.conversions.kernel import compress_expansion, compress_in_parts
+    from distlearn.estimators.kernel import COMPRESS_AUTO_AGREE, COMPRESS_AUTO_MAX
+    from distlearn.learners.kernel import kernel_decision
+
+    S, A, k = est.support_vectors_, est.dual_coef_.T, est._kernel_obj
+    out = []
+    for tol in tols:
+        t = time.process_time()
+        if tol <= 0:
+            keep, coef, res = np.arange(S.shape[0]), A, 0.0
+        else:
+            c = (compress_in_parts(k, S, A, tol, agree=COMPRESS_AUTO_AGREE) if S.shape[0] > COMPRESS_AUTO_MAX else
+                 compress_expansion(k, S, A, tol, norm="data", agree=COMPRESS_AUTO_AGREE))
+            keep, coef, res = c.keep, c.coef, c.residual
+        cpu = time.process_time() - t
+        F = kernel_decision(k, S[keep], coef, Xte)
+        F = F[:, 0] if F.shape[1] == 1 else F
+        pred = est.classes_[(F > 0).astype(int)] if F.ndim == 1 else est.classes_[np.argmax(F, axis=1)]
+        out.append({"tol": tol, "patterns": int(len(keep)), "test_error_pct": float(np.mean(pred != yte) * 100),
+                    "residual": float(res), "compress_cpu_s": cpu})
+    return out
+
+
+def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: list[float] | None = None) -> dict:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy as np
     import scipy.sparse as sp
@@ -66,6 +99,8 @@ def child(row: str, path: Path, n_train: int) -> dict:
     X = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
     y = z["y"]
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+    if prefix:
+        Xtr, ytr = Xtr[:prefix], ytr[:prefix]
     if row.startswith("svc"):
         from sklearn.svm import SVC
 
@@ -77,7 +112,7 @@ def child(row: str, path: Path, n_train: int) -> dict:
         if row == "kmira-dense":
             LK.MIRROR_SPARSITY = 10**9
         KernelMIRA(budget="variable", random_state=0).fit(Xtr[:100], ytr[:100])  # compile, untimed
-        est = KernelMIRA(budget="variable", random_state=0)
+        est = KernelMIRA(budget="variable", random_state=0, **({"compress": 0.0} if row == "kmira-tols" else {}))
     t, w = time.process_time(), time.perf_counter()
     est.fit(Xtr, ytr)
     cpu, wall = time.process_time() - t, time.perf_counter() - w
@@ -88,6 +123,8 @@ def child(row: str, path: Path, n_train: int) -> dict:
         res["conversion"] = est.conversion_info_.get("conversion")
         res["online"] = [int(est.online_errors_), int(est.n_updates_), int(est.n_removed_), float(est.gamma_),
                          int(est.cache_size_[-1])]
+    if row == "kmira-tols":
+        res["tolerances"] = _tolerances(est, Xte, yte, tols or [0.0])
     return res
 
 
@@ -98,12 +135,16 @@ def main() -> None:
     p.add_argument("--rows", default="kmira,svc-1,svc-10", help=f"comma-separated, of {', '.join(ROWS)}")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--data-dir", default="/tmp/distlearn-bench-kernel-sparse")
+    p.add_argument("--train-prefix", type=int, help="train on the first N of the --n-train rows (the test rows stay "
+                   "the file's last --n-test: one test set for several training sizes)")
+    p.add_argument("--tols", default="0,0.05,0.1,0.2,0.4", help="kmira-tols: the compression tolerances")
     p.add_argument("--json")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     data = Path(a.data_dir) / f"rcv1like-{a.n_train + a.n_test}.npz"
+    tols = [float(t) for t in a.tols.split(",")]
     if a.child:
-        print(json.dumps(child(a.child, data, a.n_train)))
+        print(json.dumps(child(a.child, data, a.n_train, a.train_prefix, tols)))
         return
     rows = a.rows.split(",")
     for r in rows:
@@ -117,12 +158,16 @@ def main() -> None:
     for k in range(a.repeat):
         for r in rows:
             cmd = [sys.executable, __file__, "--child", r, "--n-train", str(a.n_train), "--n-test", str(a.n_test),
-                   "--data-dir", a.data_dir]
+                   "--data-dir", a.data_dir, "--tols", a.tols] + (["--train-prefix", str(a.train_prefix)]
+                                                                  if a.train_prefix else [])
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
             results[r].append(res)
             print(f"# {k} {r}: fit {res['fit_cpu_s']:.2f} CPU s ({res['fit_wall_s']:.2f} wall), "
                   f"error {res['test_error_pct']:.2f} %, {res['patterns']} patterns"
                   + (f", conversion {res['conversion']}" if "conversion" in res else ""), flush=True)
+            for c in res.get("tolerances", []):
+                print(f"#   compressed at {c['tol']:g}: error {c['test_error_pct']:.2f} %, {c['patterns']} patterns, "
+                      f"residual {c['residual']:.3f}, {c['compress_cpu_s']:.1f} CPU s", flush=True)
     summary = {}
     svc = [r for r in rows if r.startswith("svc")]
     ref = statistics.median(x["fit_cpu_s"] for x in results[svc[-1]]) if svc else None
