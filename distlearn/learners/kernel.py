@@ -675,11 +675,16 @@ def squared_norms(X: Any) -> np.ndarray:
     return np.einsum("ij,ij->i", X, X)
 
 
+#: :func:`_dots` gathers CSR blocks through a column map of ``d`` int32 (64 MiB here); wider rows (hashed features
+#: past 2**24) take scipy's sparse product instead.
+CSR_DOTS_FEATURES = 2**24
+
+
 def _dots(Xb: Any, S: Any) -> np.ndarray:
     """``Xb @ S.T`` as a dense float64 array.  Both CSR: :func:`~distlearn.learners._budget.csr_dots`, their
     structure checked in full first (:func:`_csr_rows`), 3-4x scipy's sparse product on text, whose
     result is a sparse matrix almost every entry of which is stored (``benchmarks/README.md``)."""
-    if sp.issparse(Xb) and sp.issparse(S):
+    if sp.issparse(Xb) and sp.issparse(S) and S.shape[1] <= CSR_DOTS_FEATURES:
         if Xb.shape[1] != S.shape[1]:
             raise ValueError(f"rows of {Xb.shape[1]} features against patterns of {S.shape[1]}")
         xp, xj, xv = _csr_rows(Xb)

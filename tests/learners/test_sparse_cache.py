@@ -408,6 +408,18 @@ def test_a_crafted_csr_row_is_refused_before_a_kernel_matrix_reads_it():
         kernel_matrix(make_kernel("rbf", gamma=1.0), sp.csr_matrix(np.eye(3)), S)
 
 
+def test_csr_rows_wider_than_the_column_map_take_scipys_product(monkeypatch):
+    """Past CSR_DOTS_FEATURES columns the column map (d int32) is not allocated: scipy's product, the same values."""
+    from distlearn.learners.kernel import kernel_matrix
+
+    X, _ = _text(n=40, d=300, seed=5)
+    kern = make_kernel("rbf", gamma=0.4)
+    want = kernel_matrix(kern, X, X[:25])
+    monkeypatch.setattr("distlearn.learners.kernel.CSR_DOTS_FEATURES", 299)
+    monkeypatch.setattr("distlearn.learners._budget.csr_dots", None)  # would raise if called
+    np.testing.assert_allclose(kernel_matrix(kern, X, X[:25]), want, rtol=1e-12, atol=1e-14)
+
+
 def test_repeated_columns_in_csr_rows_are_summed_as_scipy_does():
     """A CSR row that stores a column twice means their sum (scipy's ``toarray``): the engine's rows
     (``_csr_rows`` sums them before anything reads them) fit the model of the summed rows, bit for bit."""
