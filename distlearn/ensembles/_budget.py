@@ -53,13 +53,17 @@ from ..learners._budget import (
     ROW_BLOCK,
     SLOT_BLOCK,
     Mirror,
+    Rows,
     _gathered_sums,
     _insert_scores,
-    _kval,
+    _kfin,
+    _mirror_row,
     _next_block,
+    _next_mirrored,
     _pick_bounded,
     _remove_scores,
     _self_kernel,
+    _slot_dot,
     _steps,
     _victim,
 )
@@ -92,6 +96,7 @@ class Pool(NamedTuple):
     alive: np.ndarray  #: (pool,) bool
     meta: np.ndarray   #: int64 [n_pool_slots, n_pool_alive, t_pool]
     Abar: np.ndarray   #: (pool, K) the members' coefficients summed
+    Z: Mirror          #: the patterns' nonzeros by pool slot (on for sparse rows: kernel rows cost them, not d)
 
 
 class Members(NamedTuple):
@@ -134,11 +139,10 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
     K = mem.A.shape[2]
     A = mem.A
     pv = mem.pidx[j, v]
-    # no sparse mirror: the pool's kernel rows are dense products (learners/_budget.py: _remove_scores)
-    off = Mirror(np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                 np.zeros(2, np.int64))
+    # with the pool's mirror on, the removed pattern's kernel row costs the other patterns' nonzeros (the same
+    # bits); the pool keeps its dense rows, so no scratch row is needed (learners/_budget.py: _remove_scores)
     _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, pool.sq, mem.pidx[j], A[j], mem.F[j],
-                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, off, off.v)
+                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, pool.Z, np.zeros(0))
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
     mem.gdied[j, v] = t_pool
@@ -211,7 +215,13 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         nsub = max(1, min(SUB_BLOCKS, SUB_DIM // max(1, d),
                           BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
     blk = nsub * ROW_BLOCK
-    Xt = np.zeros((d, ROW_BLOCK), dtype=np.float64)
+    Xt = np.zeros((d + 1, ROW_BLOCK), dtype=np.float64)  # _next_mirrored's last row stays zero
+    Z = pool.Z
+    mirrored = Z.m[1] > 0
+    cmap = np.full(d if mirrored else 0, d, dtype=np.int64)  # _next_mirrored's column positions (d: none)
+    used = np.zeros(d if mirrored else 0, dtype=np.int64)
+    dense_rows = Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
+                      np.zeros((0, 0)))
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((blk, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
@@ -257,8 +267,12 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             n0 = pmeta[0]
             nb = min(blk, n_order - ii)
             for sb in range(0, nb, ROW_BLOCK):  # the kernel rows against the pool as it stands at the block's start
-                _next_block(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
-                            live)
+                if mirrored:  # each pattern's nonzeros against the block's columns: the same bits
+                    _next_mirrored(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Z, sqt, G[sb:sb + ROW_BLOCK], Xt,
+                                   acc, cmap, used, dense_rows)
+                else:
+                    _next_block(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
+                                live)
             # the ensemble margins over the live pool, and each member's scores of its shown rows over its live
             # slots, their kernel values gathered from the pool's rows (_gathered_sums: one read of Abar, of A[j],
             # per six rows)
@@ -291,7 +305,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         kpool = G[ii - b0]  # the round's kernel row against the pool: the block's values for the live slots < n0
         for i in range(n0, n_pool):
             if palive[i]:
-                kpool[i] = _kval(kern, PS[i], pool.sq[i], x, sqx)
+                kpool[i] = _kfin(kern, _slot_dot(Z, i, PS, x), pool.sq[i], sqx)  # _kval's bits
         finite = math.isfinite(kxx)
         if me_ok:
             for k in range(K):
@@ -329,6 +343,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     pt = pmeta[0]
                     for jj in range(d):
                         PS[pt, jj] = x[jj]
+                    _mirror_row(Z, pt, x)
                     pool.sq[pt] = sqx
                     pool.kd[pt] = kxx
                     pool.lab[pt] = yc

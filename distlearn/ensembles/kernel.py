@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import rng
 from .._validation import check_allocation
 from ..learners import _budget as B
 from ..learners.kernel import (
     DENSE_CACHE_HINT,
+    MIRROR_SPARSITY,
     RANDOM_REMOVAL_STREAM,
     REMOVALS,
     Kernel,
@@ -86,6 +88,15 @@ class KernelEnsembleState:
     #: Whether the members' scores ``F`` are current (kept only under margin-based removal, as
     #: :class:`~distlearn.learners.kernel.BudgetState` keeps them).
     scores_kept: bool = True
+    #: The pool's sparse mirror (:class:`~distlearn.learners._budget.Mirror`: each pool pattern's nonzeros, a
+    #: segment of ``Zi``/``Zv`` each; ``Zm[1] == 0``: off), turned on by a chunk of sparse rows
+    #: (:meth:`mirror`): the pool keeps its dense rows, and kernel rows cost each pattern's nonzeros, the same
+    #: bits.  Derived from ``PS``, so not part of a checkpoint (a loaded state turns it on again).
+    Zi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    Zv: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    Zn: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    Zs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    Zm: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))
 
     _ARRAYS = ("PS", "psq", "pkd", "plab", "pkey", "pref", "palive", "pmeta", "Abar", "pidx", "A", "F", "kdm", "labm",
                "born", "died", "gborn", "gdied", "alive", "mmeta")
@@ -172,6 +183,8 @@ class KernelEnsembleState:
                                                                (self.psq, self.pkd, self.plab, self.pkey, self.pref))
         self.palive = g(self.palive, pool_need, 0, False)
         self.Abar = g(self.Abar, pool_need, 0)
+        if self.Zm[1]:
+            self.Zn, self.Zs = g(self.Zn, self.PS.shape[0], 0, -1), g(self.Zs, self.PS.shape[0], 0)
         self.pidx, self.A, self.kdm, self.labm, self.born, self.gborn = (
             g(a, member_need, 1) for a in (self.pidx, self.A, self.kdm, self.labm, self.born, self.gborn))
         self.F = g(self.F, member_need, 1, copy=keep_scores)
@@ -211,16 +224,52 @@ class KernelEnsembleState:
         for a in (self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.Abar):
             a[: keep.size] = a[keep]
         self.palive[keep.size:n] = False
+        if self.Zm[1]:  # the kept patterns' segments, in order, at the pool's front
+            lens = np.maximum(self.Zn[keep], 0)
+            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+            src = np.repeat(self.Zs[keep] - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            self.Zi[: src.size], self.Zv[: src.size] = self.Zi[src], self.Zv[src]
+            self.Zn[: keep.size], self.Zs[: keep.size] = self.Zn[keep], starts
+            self.Zn[keep.size:] = -1
+            self.Zm[0] = src.size
         self.pmeta[0] = keep.size
         for j in range(N):
             k = int(self.mmeta[j, 0])
             self.pidx[j, :k] = remap[self.pidx[j, :k]]
 
+    def mirror(self) -> None:
+        """Turn the pool's sparse mirror on (rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero
+        arrived): the live patterns' nonzeros are gathered from ``PS``; a pattern with more than
+        ``d / MIRROR_SPARSITY`` of them, or one the mirror has no room for, is read from ``PS`` (the same bits)."""
+        if self.Zm[1]:
+            return
+        self.Zm[:] = (0, max(1, self.n_features // MIRROR_SPARSITY))
+        self.Zn = np.full(self.PS.shape[0], -1, dtype=np.int64)
+        self.Zs = np.zeros(self.PS.shape[0], dtype=np.int64)
+        n = int(self.pmeta[0])
+        self.reserve(int(np.count_nonzero(self.PS[:n])) if n else 0)
+        B.fill_mirror(self.PS, n, self._mirror())
+
+    def reserve(self, nnz: int) -> None:
+        """Room in the mirror for ``nnz`` more nonzeros (a piece's rows: each round inserts at most its row)."""
+        need = int(self.Zm[0]) + int(nnz)
+        if self.Zm[1] and need > self.Zi.shape[0]:
+            n = max(need, 2 * self.Zi.shape[0], 1024)
+            check_allocation("the kernel ensemble's sparse mirror", (n,), 12, DENSE_CACHE_HINT)
+            used = int(self.Zm[0])
+            Zi, Zv = np.zeros(n, np.int32), np.zeros(n)
+            Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
+            self.Zi, self.Zv = Zi, Zv
+
+    def _mirror(self) -> B.Mirror:
+        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
+
     def record(self) -> EnsembleCache:
         """The state as the engine takes it (:class:`~distlearn.ensembles._budget.EnsembleCache`; the arrays,
         not copies)."""
         return EnsembleCache(
-            Pool(self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.pmeta, self.Abar),
+            Pool(self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.pmeta, self.Abar,
+                 self._mirror()),
             Members(self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.died, self.gborn, self.gdied,
                     self.alive, self.mmeta))
 
@@ -244,30 +293,59 @@ class KernelEnsembleState:
         N, K, n_rounds = self.n_members, self.n_outputs, self.t
         if not average:
             return self._last_point()
-        parts = []  # (S, A, key, life, lab, member) of member slots
+        # (row, A, key, life, lab, member) of member slots; ``row`` where the pattern is: >= 0 a pool slot,
+        # -1 - i row i of the retired patterns (stacked), so only the patterns returned are gathered (each
+        # member slot's own copy of a d-wide row was most of the time and memory on text)
+        parts = []
         for j in range(N):
             n = int(self.mmeta[j, 0])
             s = np.arange(n) if average else np.flatnonzero(self.alive[j, :n])  # dead, uncompacted slots count
             p = self.pidx[j, s]
             died = np.where(self.alive[j, s], n_rounds, self.gdied[j, s])
-            parts.append((self.PS[p], self.A[j, s], self.pkey[p], np.stack([self.gborn[j, s], died], axis=1),
+            parts.append((p, self.A[j, s], self.pkey[p], np.stack([self.gborn[j, s], died], axis=1),
                           self.plab[p], np.full(s.size, j)))
-        if average:
-            parts.extend(self.retired)
+        retired_rows = [r[0] for r in self.retired] if average else []
+        at = 0
+        for r in (self.retired if average else []):
+            parts.append((-1 - (at + np.arange(r[0].shape[0])), *r[1:]))
+            at += r[0].shape[0]
         if not parts:
             return np.zeros((0, self.n_features)), np.zeros((0, K)), np.zeros(0, dtype=np.int64)
-        S, A, key, life, lab, member = (np.concatenate([q[i] for q in parts]) for i in range(6))
+        row, A, key, life, lab, member = (np.concatenate([q[i] for q in parts]) for i in range(6))
         if average:
             A = A * ((life[:, 1] - life[:, 0]).astype(np.float64) / (n_rounds + 1))[:, None]
         # each (pattern, member) once; summed in (pattern, member) order, so the same bits whatever the chunking
         o = np.lexsort((member, key))
-        S, A, key, lab = S[o], A[o], key[o], lab[o]
+        row, A, key, lab = row[o], A[o], key[o], lab[o]
         uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
         coef = np.zeros((uniq.size, K))
         np.add.at(coef, inv, A)
         coef /= N
         keep = np.flatnonzero(np.any(coef != 0.0, axis=1))
-        return S[first[keep]], coef[keep], lab[first[keep]]
+        return self._rows(row[first[keep]], retired_rows), coef[keep], lab[first[keep]]
+
+    def _rows(self, where: np.ndarray, retired: list[np.ndarray] | None = None) -> Any:
+        """The patterns at ``where`` (a pool slot, or ``-1 - i`` row ``i`` of the stacked ``retired`` rows), in
+        that order: CSR when the pool's mirror is on (sparse rows: the support as SVC keeps it, gathered a few
+        hundred rows at a time, never the d-wide block at once), else dense."""
+        retired = retired or []
+        bounds = np.cumsum([0] + [r.shape[0] for r in retired])
+
+        def dense(w: np.ndarray) -> np.ndarray:
+            out = np.zeros((w.size, self.n_features))
+            pool = w >= 0
+            out[pool] = self.PS[w[pool]]
+            for i in np.flatnonzero(~pool):
+                q = -1 - int(w[i])
+                g = int(np.searchsorted(bounds, q, side="right")) - 1
+                out[i] = retired[g][q - bounds[g]]
+            return out
+
+        if not self.Zm[1]:
+            return dense(where)
+        step = max(1, (1 << 22) // max(1, self.n_features))
+        parts = [sp.csr_matrix(dense(where[lo:lo + step])) for lo in range(0, where.size, step)]
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.n_features))
 
     def _last_point(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`bayes_point` of the last hypotheses, summed in the pool: each live pool pattern's coefficients
@@ -284,7 +362,7 @@ class KernelEnsembleState:
         order = np.flatnonzero(self.palive[:n])
         order = order[np.argsort(self.pkey[order], kind="stable")]
         keep = order[np.any(coef[order] != 0.0, axis=1)]
-        return self.PS[keep].copy(), coef[keep], self.plab[keep].copy()
+        return self._rows(keep), coef[keep], self.plab[keep].copy()
 
 
 def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleState:
@@ -345,6 +423,8 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     st.n_inserted = sum(p.n_inserted for p in parts)
     st.n_removed = sum(p.n_removed for p in parts)
     st.scores_kept = all(p.scores_kept for p in parts)
+    if any(p.Zm[1] for p in parts):  # the groups saw sparse rows: so does the merged pool (its support is CSR)
+        st.mirror()
     return st
 
 
@@ -415,6 +495,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         # is shown), so its arrays are allocated once, not grown and copied piece by piece (at 100 members the
         # (N, slots, K) arrays are hundreds of MB; each copy faulted in fresh huge pages)
         state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
+    if sp.issparse(X) and m and int(np.diff(X.indptr)[order].sum()) * MIRROR_SPARSITY <= X.shape[1] * m:
+        state.mirror()  # sparse rows (on average over the chunk): kernel rows over the patterns' nonzeros
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         mask = masks[lo:hi]
         if random:
@@ -426,6 +508,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             uniforms = np.zeros((0, 0))
         state.compact()
         state._grow(int(state.pmeta[0]) + (hi - lo), int((state.mmeta[:, 0] + mask.sum(axis=0)).max(initial=0)), keep)
+        if state.Zm[1]:  # the piece's rows' nonzeros (a stored zero counts: an upper bound)
+            state.reserve(int(np.diff(X.indptr)[rows].sum()) if sp.issparse(X) else int(np.count_nonzero(Xd[od])))
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
                                           state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
         state.scores_kept = keep

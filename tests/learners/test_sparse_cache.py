@@ -434,3 +434,37 @@ def test_repeated_columns_in_csr_rows_are_summed_as_scipy_does():
     summed = sp.csr_matrix(dup.toarray())
     assert not dup.has_canonical_format and np.array_equal(summed.toarray(), dup.toarray())
     assert _same(_fit(dup, y, 2, "variable"), _fit(summed, y, 2, "variable"))
+
+
+@pytest.mark.parametrize("budget,removal", [("variable", "auto"), (40, "margin"), (40, "random"), (None, "auto")])
+def test_kernel_obpm_on_text_mirrors_its_pool_and_matches_the_dense_fit(budget, removal):
+    """KernelOBPM on sparse rows turns its pool's sparse mirror on (kernel rows and removals cost the patterns'
+    nonzeros) and keeps the Bayes point's support as CSR; members, Bayes point and online errors are the dense
+    fit's bit for bit, whatever the budget."""
+    from distlearn.ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
+    from distlearn.learners.kernel import make_kernel as mk
+
+    X, y = _text(n=300, d=3000, seed=8)
+    kw = dict(random_state=0, n_estimators=5, base_params=dict(gamma=0.5, budget=budget, removal=removal))
+    a = distlearn.KernelOBPM(**kw).fit(X, y)
+    b = distlearn.KernelOBPM(**kw).fit(X.toarray(), y)
+    assert a._state.Zm[1] > 0 and b._state.Zm[1] == 0
+    assert sp.issparse(a.support_vectors_) and not sp.issparse(b.support_vectors_)
+    assert np.array_equal(a.support_vectors_.toarray(), b.support_vectors_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.online_errors_ == b.online_errors_ and np.array_equal(a.member_n_support_, b.member_n_support_)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-9, atol=1e-12)
+    # the engine alone, chunk by chunk: every member's pool rows and coefficients as the dense state's
+    st_s, st_d = (init_kernel_ensemble(3000, 4, 1, keep_retired=True) for _ in range(2))
+    rule, kern = make_rule("mira", beta=0.1), mk("rbf", gamma=0.7)
+    yi = (y > 0).astype(np.int64)
+    for c in np.array_split(np.arange(X.shape[0]), 3):
+        for st, Xc in ((st_s, X[c]), (st_d, X[c].toarray())):
+            learn_kernel_ensemble_chunk(rule, kern, st, Xc, yi[c], c, seed=1, tau=0.5, beta=0.1, budget=25)
+    assert st_s.Zm[1] > 0 and int(st_s.Zm[0]) > 0
+    for j in range(4):
+        (Ss, As, _), (Sd, Ad, _) = st_s.member_support(j), st_d.member_support(j)
+        assert np.array_equal(Ss, Sd) and np.array_equal(As, Ad)
+    Sb, Ab, _ = st_s.bayes_point(average=True)
+    Sc, Ac, _ = st_d.bayes_point(average=True)
+    assert sp.issparse(Sb) and np.array_equal(Sb.toarray(), Sc) and np.array_equal(Ab, Ac)
