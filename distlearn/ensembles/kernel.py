@@ -26,6 +26,7 @@ from ..learners import _budget as B
 from ..learners.kernel import (
     DENSE_CACHE_HINT,
     MIRROR_SPARSITY,
+    MirrorPool,
     RANDOM_REMOVAL_STREAM,
     REMOVALS,
     Kernel,
@@ -54,7 +55,7 @@ def member_seed(seed: int, j: int) -> int:
 
 
 @dataclass
-class KernelEnsembleState:
+class KernelEnsembleState(MirrorPool):
     """The pool (``P*``), the members' slots (``(N, slots)`` arrays) and the retired patterns."""
 
     n_features: int
@@ -88,6 +89,7 @@ class KernelEnsembleState:
     #: Whether the members' scores ``F`` are current (kept only under margin-based removal, as
     #: :class:`~distlearn.learners.kernel.BudgetState` keeps them).
     scores_kept: bool = True
+    _MIRROR_NAME = "the kernel ensemble's sparse mirror"
     #: The pool's sparse mirror (:class:`~distlearn.learners._budget.Mirror`: each pool pattern's nonzeros, a
     #: segment of ``Zi``/``Zv`` each; ``Zm[1] == 0``: off), turned on by a chunk of sparse rows
     #: (:meth:`mirror`): the pool keeps its dense rows, and kernel rows cost each pattern's nonzeros, the same
@@ -225,13 +227,11 @@ class KernelEnsembleState:
             a[: keep.size] = a[keep]
         self.palive[keep.size:n] = False
         if self.Zm[1]:  # the kept patterns' segments, in order, at the pool's front
-            lens = np.maximum(self.Zn[keep], 0)
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-            src = np.repeat(self.Zs[keep] - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-            self.Zi[: src.size], self.Zv[: src.size] = self.Zi[src], self.Zv[src]
-            self.Zn[: keep.size], self.Zs[: keep.size] = self.Zn[keep], starts
+            at, cnt = self._segments(keep)
+            self.Zi[: at.size], self.Zv[: at.size] = self.Zi[at], self.Zv[at]
+            self.Zn[: keep.size], self.Zs[: keep.size] = self.Zn[keep], np.cumsum(cnt) - cnt
             self.Zn[keep.size:] = -1
-            self.Zm[0] = src.size
+            self.Zm[0] = at.size
         self.pmeta[0] = keep.size
         for j in range(N):
             k = int(self.mmeta[j, 0])
@@ -249,20 +249,6 @@ class KernelEnsembleState:
         n = int(self.pmeta[0])
         self.reserve(int(np.count_nonzero(self.PS[:n])) if n else 0)
         B.fill_mirror(self.PS, n, self._mirror())
-
-    def reserve(self, nnz: int) -> None:
-        """Room in the mirror for ``nnz`` more nonzeros (a piece's rows: each round inserts at most its row)."""
-        need = int(self.Zm[0]) + int(nnz)
-        if self.Zm[1] and need > self.Zi.shape[0]:
-            n = max(need, 2 * self.Zi.shape[0], 1024)
-            check_allocation("the kernel ensemble's sparse mirror", (n,), 12, DENSE_CACHE_HINT)
-            used = int(self.Zm[0])
-            Zi, Zv = np.zeros(n, np.int32), np.zeros(n)
-            Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
-            self.Zi, self.Zv = Zi, Zv
-
-    def _mirror(self) -> B.Mirror:
-        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
 
     def record(self) -> EnsembleCache:
         """The state as the engine takes it (:class:`~distlearn.ensembles._budget.EnsembleCache`; the arrays,

@@ -150,8 +150,41 @@ def _mode(n_outputs: int, native: bool) -> int:
     return B.MODE_NATIVE if native else B.MODE_OVR
 
 
+class MirrorPool:
+    """The sparse mirror's pool of a kernel cache or an ensemble's pool of patterns (attributes ``Zi``, ``Zv``,
+    ``Zn``, ``Zs``, ``Zm``: :class:`~distlearn.learners._budget.Mirror`'s arrays): its record, room and segments."""
+
+    _MIRROR_NAME = "the kernel cache's sparse patterns"
+    Zi: np.ndarray
+    Zv: np.ndarray
+    Zn: np.ndarray
+    Zs: np.ndarray
+    Zm: np.ndarray
+
+    def _segments(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pool positions of the slots ``idx``'s nonzeros, in order, and each slot's count (0 unmirrored)."""
+        cnt = np.maximum(self.Zn[idx], 0)
+        total = int(cnt.sum())
+        starts = np.repeat(self.Zs[idx] - (np.cumsum(cnt) - cnt), cnt)
+        return starts + np.arange(total), cnt
+
+    def reserve(self, entries: int) -> None:
+        """Room for ``entries`` more nonzeros in the mirror's pool (doubling)."""
+        need = int(self.Zm[0]) + int(entries)
+        if self.Zm[1] and need > self.Zi.shape[0]:
+            new = max(need, 2 * self.Zi.shape[0], 1024)
+            check_allocation(self._MIRROR_NAME, (new,), 12, DENSE_CACHE_HINT)
+            used = int(self.Zm[0])
+            Zi, Zv = np.zeros(new, dtype=np.int32), np.zeros(new)
+            Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
+            self.Zi, self.Zv = Zi, Zv
+
+    def _mirror(self) -> B.Mirror:
+        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
+
+
 @dataclass
-class BudgetState:
+class BudgetState(MirrorPool):
     """The cache: live and (within a chunk) dead slots, plus the retired patterns.
 
     ``retired_*`` keep the patterns removed in earlier chunks with their
@@ -265,24 +298,6 @@ class BudgetState:
         self.Zn[k:n] = -1
         self.meta[0] = k
 
-    def _segments(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The pool positions of the slots ``idx``'s nonzeros, in order, and each slot's count (0 unmirrored)."""
-        cnt = np.maximum(self.Zn[idx], 0)
-        total = int(cnt.sum())
-        starts = np.repeat(self.Zs[idx] - (np.cumsum(cnt) - cnt), cnt)
-        return starts + np.arange(total), cnt
-
-    def reserve(self, entries: int) -> None:
-        """Room for ``entries`` more nonzeros in the mirror's pool (doubling)."""
-        need = int(self.Zm[0]) + int(entries)
-        if self.Zm[1] and need > self.Zi.shape[0]:
-            new = max(need, 2 * self.Zi.shape[0], 1024)
-            check_allocation("the kernel cache's sparse patterns", (new,), 12, DENSE_CACHE_HINT)
-            used = int(self.Zm[0])
-            Zi, Zv = np.zeros(new, dtype=np.int32), np.zeros(new)
-            Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
-            self.Zi, self.Zv = Zi, Zv
-
     @property
     def store(self) -> bool:
         """Whether the cache is a sparse store: ``S`` has no columns and the mirror holds every pattern."""
@@ -325,9 +340,6 @@ class BudgetState:
             check_allocation("the kernel cache's patterns", (self.S.shape[0], self.n_features), 8, DENSE_CACHE_HINT)
             self.S = self.rows(np.arange(self.S.shape[0]))
             self.Zm[1] = max(1, self.n_features // MIRROR_SPARSITY)
-
-    def _mirror(self) -> B.Mirror:
-        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
 
     def record(self) -> B.Cache:
         """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
