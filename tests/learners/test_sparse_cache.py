@@ -454,14 +454,19 @@ def test_kernel_obpm_on_text_mirrors_its_pool_and_matches_the_dense_fit(budget, 
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
     assert a.online_errors_ == b.online_errors_ and np.array_equal(a.member_n_support_, b.member_n_support_)
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-9, atol=1e-12)
-    # the engine alone, chunk by chunk: every member's pool rows and coefficients as the dense state's
+    # the engine alone, chunk by chunk: every member's pool rows and coefficients as the dense state's; two long
+    # documents (more nonzeros than the mirror takes a pattern: read from the dense pool) among the rows
+    X = X.tolil()
+    X[5, :400] = 0.3
+    X[77, 100:600] = -0.2
+    X = X.tocsr()
     st_s, st_d = (init_kernel_ensemble(3000, 4, 1, keep_retired=True) for _ in range(2))
     rule, kern = make_rule("mira", beta=0.1), mk("rbf", gamma=0.7)
     yi = (y > 0).astype(np.int64)
     for c in np.array_split(np.arange(X.shape[0]), 3):
         for st, Xc in ((st_s, X[c]), (st_d, X[c].toarray())):
             learn_kernel_ensemble_chunk(rule, kern, st, Xc, yi[c], c, seed=1, tau=0.5, beta=0.1, budget=25)
-    assert st_s.Zm[1] > 0 and int(st_s.Zm[0]) > 0
+    assert st_s.Zm[1] > 0 and int(st_s.Zm[0]) > 0 and st_s.retired
     for j in range(4):
         (Ss, As, _), (Sd, Ad, _) = st_s.member_support(j), st_d.member_support(j)
         assert np.array_equal(Ss, Sd) and np.array_equal(As, Ad)
