@@ -242,8 +242,8 @@ def test_kernel_obpm_has_no_linear_only_parameters_and_obpm_refuses_a_kernel_bas
 
 def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted(tmp_path):
     """kernel_obpm_before_issue27.npz was saved by OBPM(base=KernelMIRA(...)) before KernelOBPM existed: it
-    loads as a kernel model, and KernelOBPM with the same parameters is the same model: the same support
-    patterns and predictions, coefficients and scores at KERNEL_RTOL (the file predates kernel rows from
+    loads as a kernel model, and KernelOBPM with the same parameters is the same model: the same distinct support
+    patterns (a repeated one merged) and predictions, coefficients and scores at KERNEL_RTOL (the file predates kernel rows from
     squared norms, issue 29; a refit saved and loaded is the refit bit for bit)."""
     from pathlib import Path
 
@@ -257,8 +257,15 @@ def test_kernel_obpm_model_files_from_before_the_split_load_and_are_refitted(tmp
     assert isinstance(old, KernelModel) and old.meta["estimator"] == "OBPM"
     est = KernelOBPM(n_estimators=4, tau=0.5, base=KernelMIRA(gamma=0.5, budget=12), epochs=2,
                      random_state=7).fit(X[:100], y[:100])
-    assert np.array_equal(est.support_vectors_, old.support_vectors_)
-    np.testing.assert_allclose(est.dual_coef_, old.dual_coef_, rtol=KERNEL_RTOL, atol=1e-12)
+    # the old file lists a training row once per pooling; the refit lists each distinct row once, its
+    # coefficients summed (merge_repeated_patterns): the same expansion
+    from distlearn.estimators.kernel_bayes_point import merge_repeated_patterns
+
+    S_old, A_old, _ = merge_repeated_patterns(old.support_vectors_, old.dual_coef_.T, np.zeros(len(old.dual_coef_.T),
+                                                                                              dtype=np.int64))
+    assert len(S_old) < len(old.support_vectors_)
+    assert np.array_equal(est.support_vectors_, S_old)
+    np.testing.assert_allclose(est.dual_coef_, A_old.T, rtol=KERNEL_RTOL, atol=1e-12)
     np.testing.assert_allclose(est.decision_function(X[100:]), old.decision_function(X[100:]), rtol=KERNEL_RTOL,
                                atol=1e-9)
     assert np.array_equal(est.predict(X[100:]), old.predict(X[100:]))
@@ -373,7 +380,9 @@ def test_kernel_bases_by_name_and_where_they_do_not_apply():
     X, y = _data(n=80, k=2, seed=8)
     est = KernelOBPM(n_estimators=3, base="kernel-perceptron", base_params={"gamma": 0.5, "budget": 10},
                conversion="last", random_state=0).fit(X, y)
-    assert est.pool_size_ <= 30 and est.dual_coef_.shape == (1, est.pool_size_)
+    # the pool may hold a row twice (pooled in two rounds); the Bayes point lists it once
+    assert est.pool_size_ <= 30 and est.dual_coef_.shape[0] == 1
+    assert est.dual_coef_.shape[1] == len(np.unique(est.support_vectors_, axis=0)) <= est.pool_size_
     with pytest.raises(ValueError, match="a kernel learner has none"):
         ParameterMixing(base="kernel-mira").fit(X, y)
 
@@ -478,3 +487,30 @@ def test_kernel_permutation_bpm_refit_is_the_same_bits_in_process_on_one_worker_
     np.testing.assert_allclose(G, G1, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(R, R1, rtol=1e-12, atol=1e-12)
 
+
+
+def test_the_kernel_obpm_lists_each_distinct_pattern_once():
+    """A training row pooled again (a later pass, or after a removal) is one pattern of the Bayes point, its
+    coefficients summed: the same scores to rounding, fewer kernel rows per prediction; dense and CSR alike."""
+    import scipy.sparse as sp
+
+    from distlearn import KernelMIRA, KernelOBPM
+    from distlearn.estimators.kernel_bayes_point import merge_repeated_patterns
+
+    X, y = _data(n=160, k=3, seed=9)
+    est = KernelOBPM(n_estimators=6, tau=0.5, base=KernelMIRA(gamma=0.5, budget="variable"), epochs=3,
+                     random_state=2).fit(X, y)
+    S = est.support_vectors_
+    assert len(np.unique(S, axis=0)) == len(S)
+    raw, coef, lab = est._state.bayes_point(average=True)
+    assert len(raw) > len(S)  # the pool's keys did repeat rows
+    F = est.decision_function(X)
+    from distlearn.learners.kernel import kernel_decision
+    np.testing.assert_allclose(F, kernel_decision(est._kernel_obj, raw, coef, X), rtol=1e-9, atol=1e-12)
+    assert np.array_equal(est.n_support_, np.bincount(merge_repeated_patterns(raw, coef, lab)[2], minlength=3))
+    # CSR and -0.0: the same merge
+    Sc, Ac, _ = merge_repeated_patterns(sp.csr_matrix(raw), coef, lab)
+    assert sp.issparse(Sc) and np.array_equal(Sc.toarray(), S) and np.array_equal(Ac, est.dual_coef_.T)
+    Z = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, 2.0]])
+    Sz, Az, _ = merge_repeated_patterns(Z, np.array([[1.0], [2.0], [4.0]]), np.zeros(3, dtype=np.int64))
+    assert np.array_equal(Sz, [[0.0, 1.0], [0.0, 2.0]]) and np.array_equal(Az, [[3.0], [4.0]])
