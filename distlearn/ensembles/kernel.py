@@ -195,9 +195,9 @@ class KernelEnsembleState(MirrorPool):
         self.died, self.gdied = g(self.died, member_need, 1, -1), g(self.gdied, member_need, 1, -1)
         self.alive = g(self.alive, member_need, 1, False)
 
-    def compact(self) -> None:
+    def compact(self, full: bool = False) -> None:
         """Drop dead member slots (retired when ``keep_retired``) and dead pool patterns (with the mirror on, once
-        half the pool is dead); orders are kept."""
+        half the pool is dead, or ``full``: every dead pattern); orders are kept."""
         N = self.n_members
         for j in range(N):
             n = int(self.mmeta[j, 0])
@@ -219,7 +219,7 @@ class KernelEnsembleState(MirrorPool):
             self.mmeta[j, 0] = k
         n = int(self.pmeta[0])
         live = self.palive[:n]
-        if live.all() or (self.Zm[1] and 2 * int(live.sum()) > n):
+        if live.all() or (self.Zm[1] and not full and 2 * int(live.sum()) > n):
             # with the mirror on (text) the pool's dense rows move only once half of them are dead: moving d-wide
             # rows after every piece was most of a fit (1,500 RCV1-like rows: 90 of 136 s).  Dead slots are
             # skipped by every sum, and the live ones keep their order, so the bits are the same either way
@@ -394,7 +394,7 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     if any(p.t != t or p.n_outputs != first.n_outputs or p.n_features != first.n_features for p in parts):
         raise ValueError("learner groups of one kernel OBPM must have run the same rounds and outputs")
     for p in parts:
-        p.compact()
+        p.compact(full=True)  # the merged pool takes every slot below pmeta[0] as live
     N = sum(p.n_members for p in parts)
     K, d = first.n_outputs, first.n_features
     sizes = [int(p.pmeta[0]) for p in parts]

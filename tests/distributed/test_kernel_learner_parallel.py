@@ -130,3 +130,32 @@ def test_dask_cluster_bit_identical(stores, reference, dask_scheduler):
     with Client(dask_scheduler["address"]) as c:
         est2 = _obpm(scheduler=c, learner_groups=5, checkpoint_every=4, conversion="last").fit(stores["multi"])
     _same(est2, reference["last"])
+
+
+def test_a_sparse_store_gives_the_same_model_for_any_groups(tmp_path):
+    """Text in a CSR store: the pools mirror their nonzeros (and compact their dense rows lazily), the Bayes point
+    is CSR, and 1, 2 or 3 learner groups (merged by example, every dead pattern dropped first) give the same bits,
+    pool size included, as the same rows stored dense."""
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(3)
+    n, d = 240, 2000
+    X = sp.random(n, d, density=0.004, random_state=4, format="csr", data_rvs=lambda k: rs.uniform(0.1, 1, k))
+    X = sp.csr_matrix(X.toarray() + np.eye(n, d) * 0.5)  # every row nonzero
+    y = (np.asarray(X[:, :400].sum(axis=1)).ravel() > np.median(np.asarray(X[:, :400].sum(axis=1)))).astype(int)
+    path = create_dataset(tmp_path / "text.zarr", X, y, block_rows=40).path
+    kw = dict(n_estimators=6, tau=0.4, epochs=2, random_state=5, base=KernelMIRA(gamma=0.5, budget=15))
+    ref = KernelOBPM(learner_groups=1, **kw).fit(str(path))
+    assert sp.issparse(ref.support_vectors_)
+    for g in (2, 3):
+        got = KernelOBPM(learner_groups=g, **kw).fit(str(path))
+        assert sp.issparse(got.support_vectors_)
+        assert np.array_equal(got.support_vectors_.toarray(), ref.support_vectors_.toarray())
+        assert np.array_equal(got.dual_coef_, ref.dual_coef_)
+        assert (got.pool_size_, got.n_removed_) == (ref.pool_size_, ref.n_removed_)
+    # the same store read as dense rows: the same model (the mirror changes no bit)
+    dense = create_dataset(tmp_path / "dense.zarr", X.toarray(), y, block_rows=40).path
+    ref_dense = KernelOBPM(learner_groups=2, **kw).fit(str(dense))
+    assert not sp.issparse(ref_dense.support_vectors_)
+    assert np.array_equal(ref_dense.support_vectors_, ref.support_vectors_.toarray())
+    assert np.array_equal(ref_dense.dual_coef_, ref.dual_coef_) and ref_dense.pool_size_ == ref.pool_size_
