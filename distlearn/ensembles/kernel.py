@@ -341,10 +341,11 @@ class KernelEnsembleState(MirrorPool):
             out = np.zeros((w.size, self.n_features))
             pool = w >= 0
             out[pool] = self.PS[w[pool]]
-            for i in np.flatnonzero(~pool):
-                q = -1 - int(w[i])
-                g = int(np.searchsorted(bounds, q, side="right")) - 1
-                out[i] = retired[g][q - bounds[g]]
+            q = -1 - w  # a retired row's place in the stack, then by group (a compaction's member slots)
+            g = np.searchsorted(bounds, q, side="right") - 1
+            for k in np.unique(g[~pool]):
+                at = np.flatnonzero(~pool & (g == k))
+                out[at] = retired[k][q[at] - bounds[k]]
             return out
 
         if not self.Zm[1]:
