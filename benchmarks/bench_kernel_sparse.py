@@ -31,6 +31,12 @@ Rows:
   kmira-tols   the fit with ``compress=0``, then its expansion compressed at each of ``--tols`` as
                ``compress="auto"`` does (in parts above 6,144 patterns, the 99 % agreement guard), each scored on
                the test rows (``COMPRESS_AUTO_SPARSE`` was chosen from these)
+  kobpm        KernelOBPM() with its defaults (100 KernelPerceptron members, budget="variable") on the CSR rows:
+               the pool is a sparse store (each pattern's nonzeros, once, for every member)
+  kobpm-pool   the same fit with the pool's patterns kept as dense rows beside their sparse mirror (as before
+               the sparse store, 2026-11-27): kernel rows the same bits, memory d values a pooled pattern.
+               ``identical`` in the JSON compares the two fits' online errors, member sizes and Bayes points;
+               ``peak_rss_mib`` is each child's peak resident memory
   svc-1, svc-10  sklearn SVC(C=1 / 10, gamma="scale") on the same CSR matrix
 """
 
@@ -45,7 +51,7 @@ import sys
 import time
 from pathlib import Path
 
-ROWS = ("kmira", "kmira-dense", "kmira-tols", "svc-1", "svc-10")
+ROWS = ("kmira", "kmira-dense", "kmira-tols", "kobpm", "kobpm-pool", "svc-1", "svc-10")
 
 
 def _data(path: Path, n: int) -> None:
@@ -105,6 +111,15 @@ def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: l
         from sklearn.svm import SVC
 
         est = SVC(C=float(row.split("-")[1]), gamma="scale")
+    elif row.startswith("kobpm"):
+        import distlearn.ensembles.kernel as EK
+        from distlearn import KernelOBPM
+
+        if row == "kobpm-pool":  # the mirror on a dense pool: the store never turned on
+            mirror = EK.KernelEnsembleState.mirror
+            EK.KernelEnsembleState.mirror = lambda self, store=False: mirror(self)
+        KernelOBPM(random_state=0).fit(Xtr[:100], ytr[:100])  # compile, untimed
+        est = KernelOBPM(random_state=0)
     else:
         import distlearn.learners.kernel as LK
         from distlearn import KernelMIRA
@@ -118,8 +133,14 @@ def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: l
     cpu, wall = time.process_time() - t, time.perf_counter() - w
     err = float(np.mean(est.predict(Xte) != yte) * 100)
     sv = est.support_vectors_
-    res = {"row": row, "fit_cpu_s": cpu, "fit_wall_s": wall, "test_error_pct": err, "patterns": int(sv.shape[0])}
-    if not row.startswith("svc"):
+    import resource
+
+    res = {"row": row, "fit_cpu_s": cpu, "fit_wall_s": wall, "test_error_pct": err, "patterns": int(sv.shape[0]),
+           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if row.startswith("kobpm"):
+        res["online"] = [int(est.online_errors_), [int(v) for v in est.member_n_support_], int(est.pool_size_)]
+        res["bayes_point"] = [float(np.abs(est.dual_coef_).sum()), float(abs(sv).sum())]
+    elif not row.startswith("svc"):
         res["conversion"] = est.conversion_info_.get("conversion")
         res["online"] = [int(est.online_errors_), int(est.n_updates_), int(est.n_removed_), float(est.gamma_),
                          int(est.cache_size_[-1])]
@@ -163,7 +184,8 @@ def main() -> None:
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
             results[r].append(res)
             print(f"# {k} {r}: fit {res['fit_cpu_s']:.2f} CPU s ({res['fit_wall_s']:.2f} wall), "
-                  f"error {res['test_error_pct']:.2f} %, {res['patterns']} patterns"
+                  f"error {res['test_error_pct']:.2f} %, {res['patterns']} patterns, "
+                  f"peak {res['peak_rss_mib']:.0f} MiB"
                   + (f", conversion {res['conversion']}" if "conversion" in res else ""), flush=True)
             for c in res.get("tolerances", []):
                 print(f"#   compressed at {c['tol']:g}: error {c['test_error_pct']:.2f} %, {c['patterns']} patterns, "
@@ -174,17 +196,24 @@ def main() -> None:
     print(f"\n{a.n_train:,} train / {a.n_test:,} test rows, medians of {a.repeat}:")
     for r in rows:
         cpu = statistics.median(x["fit_cpu_s"] for x in results[r])
+        rss = statistics.median(x["peak_rss_mib"] for x in results[r])
         summary[r] = {"fit_cpu_s": cpu, "test_error_pct": results[r][0]["test_error_pct"],
-                      "patterns": results[r][0]["patterns"], "runs": results[r]}
+                      "patterns": results[r][0]["patterns"], "peak_rss_mib": rss, "runs": results[r]}
         ratio = f", {cpu / ref:.2f}x {svc[-1]}" if ref else ""
         print(f"  {r:12s} fit {cpu:8.2f} CPU s{ratio}   error {summary[r]['test_error_pct']:.2f} %   "
-              f"{summary[r]['patterns']} patterns")
+              f"{summary[r]['patterns']} patterns   peak {rss:.0f} MiB")
     if "kmira" in rows and "kmira-dense" in rows:
         same = all(x["online"] == z["online"] for x, z in zip(results["kmira"], results["kmira-dense"]))
         summary["identical"] = bool(same)
         print(f"  the sparse and dense caches' online fits are the same (mistakes, updates, removals, width, final "
               f"cache): {same}; conversions {results['kmira'][0]['conversion']} / "
               f"{results['kmira-dense'][0]['conversion']}")
+    if "kobpm" in rows and "kobpm-pool" in rows:
+        same = all(x["online"] == z["online"] and x["bayes_point"] == z["bayes_point"]
+                   for x, z in zip(results["kobpm"], results["kobpm-pool"]))
+        summary["identical_kobpm"] = bool(same)
+        print(f"  the sparse store and the dense pool give the same fit (online errors, member sizes, pool, Bayes "
+              f"point): {same}")
     if a.json:
         Path(a.json).write_text(json.dumps({"n_train": a.n_train, "n_test": a.n_test, "rows": summary}, indent=1))
 

@@ -87,7 +87,7 @@ SUB_DIM = 128
 class Pool(NamedTuple):
     """The patterns the members hold, each once (module docstring)."""
 
-    S: np.ndarray      #: (pool, d) the patterns
+    S: np.ndarray      #: (pool, d) the patterns; (pool, 0) for a sparse store (the mirror ``Z`` holds every one)
     sq: np.ndarray     #: (pool,) their squared norms
     kd: np.ndarray     #: (pool,) their self-kernels
     lab: np.ndarray    #: (pool,) classes
@@ -133,16 +133,17 @@ class KernelEnsembleLog(NamedTuple):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols, Dp, Dn):
+def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols, Dp, Dn, xw):
     """Member ``j`` removes its slot ``v`` (the single learner's removal, over the pool's rows; with
-    ``bounded``, its margin bounds grow as the single learner's do)."""
+    ``bounded``, its margin bounds grow as the single learner's do).  ``xw``: ``d`` zeros, the scratch row a
+    sparse store's removed pattern is densified into (empty otherwise)."""
     K = mem.A.shape[2]
     A = mem.A
     pv = mem.pidx[j, v]
     # with the pool's mirror on, the removed pattern's kernel row costs the other patterns' nonzeros (the same
-    # bits); the pool keeps its dense rows, so no scratch row is needed (learners/_budget.py: _remove_scores)
+    # bits); a sparse store's pattern goes through the scratch row (learners/_budget.py: _remove_scores)
     _remove_scores(v, mem.meta[j, 0] if keep_scores else 0, kern, mode, K, pool.S, pool.sq, mem.pidx[j], A[j], mem.F[j],
-                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, pool.Z, np.zeros(0))
+                   mem.lab[j], mem.alive[j], bounded, ub[j], cols, Dp, Dn, pool.Z, xw)
     mem.alive[j, v] = False
     mem.died[j, v] = t_member
     mem.gdied[j, v] = t_pool
@@ -200,7 +201,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     Per round (:class:`KernelEnsembleLog`): ``margin[ii]`` the summed member scores of the example
     before the round (``Abar`` form), ``updates`` member insertions, ``removed`` member removals,
     ``pool_size`` the live pool.  Returns -1, or the position of the first round with a non-finite
-    score (not applied).
+    score (not applied), or ``-2 - i`` when round ``i``'s row has no room in a sparse store's mirror (not
+    applied; the driver reserves the room first, so this is a broken invariant, never a silent zero row).
     """
     pool, mem = e.pool, e.members
     PS, palive, pmeta, Abar = pool.S, pool.alive, pool.meta, pool.Abar
@@ -218,6 +220,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     Xt = np.zeros((d + 1, ROW_BLOCK), dtype=np.float64)  # _next_mirrored's last row stays zero
     Z = pool.Z
     mirrored = Z.m[1] > 0
+    store = PS.shape[1] == 0  # a sparse store: the mirror alone holds the patterns
+    xw = np.zeros(d if store else 0, dtype=np.float64)
     cmap = np.full(d if mirrored else 0, d, dtype=np.int64)  # _next_mirrored's column positions (d: none)
     used = np.zeros(d if mirrored else 0, dtype=np.int64)
     dense_rows = Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
@@ -301,6 +305,13 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         ok, sqx, kxx = _self_kernel(kern, x)
         if not ok:
             return ii
+        if store and Z.i.shape[0] - Z.m[0] < d:  # room for the row in the mirror before any member acts
+            nz = 0
+            for jj in range(d):
+                if x[jj] != 0.0:
+                    nz += 1
+            if Z.i.shape[0] - Z.m[0] < nz:
+                return -2 - ii
         n_pool = pmeta[0]
         kpool = G[ii - b0]  # the round's kernel row against the pool: the block's values for the live slots < n0
         for i in range(n0, n_pool):
@@ -335,15 +346,16 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     for k in range(K):
                         m[k] -= A[j, v, k] * kpool[pidx[j, v]]
                     _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores, cols,
-                                   Dp, Dn)
+                                   Dp, Dn, xw)
                     n_rem += 1
                     mj_ok[j] = False
                     me_ok = False
                 if pt < 0:
                     pt = pmeta[0]
-                    for jj in range(d):
-                        PS[pt, jj] = x[jj]
-                    _mirror_row(Z, pt, x)
+                    if not store:
+                        for jj in range(d):
+                            PS[pt, jj] = x[jj]
+                    _mirror_row(Z, pt, x)  # a store has room (checked at the round's start)
                     pool.sq[pt] = sqx
                     pool.kd[pt] = kxx
                     pool.lab[pt] = yc
@@ -390,7 +402,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                         if v < 0:
                             break
                         _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, keep_scores,
-                                       cols, Dp, Dn)
+                                       cols, Dp, Dn, xw)
                         n_rem += 1
                         mj_ok[j] = False
                         me_ok = False

@@ -31,11 +31,13 @@ from ..learners.kernel import (
     REMOVALS,
     Kernel,
     budget_code,
+    _csr_rows,
     compacted_pieces,
     kernel_decision,
     keeps_scores,
     raise_kernel_non_finite,
     resolve_removal,
+    stack_patterns,
     step_rule,
 )
 from ..learners.linear import Rule
@@ -92,8 +94,10 @@ class KernelEnsembleState(MirrorPool):
     _MIRROR_NAME = "the kernel ensemble's sparse mirror"
     #: The pool's sparse mirror (:class:`~distlearn.learners._budget.Mirror`: each pool pattern's nonzeros, a
     #: segment of ``Zi``/``Zv`` each; ``Zm[1] == 0``: off), turned on by a chunk of sparse rows
-    #: (:meth:`mirror`): the pool keeps its dense rows, and kernel rows cost each pattern's nonzeros, the same
-    #: bits.  Derived from ``PS``, so not part of a checkpoint (a loaded state turns it on again).
+    #: (:meth:`mirror`): kernel rows cost each pattern's nonzeros, the same bits.  On an empty pool it is a
+    #: *sparse store* (:attr:`store`): ``PS`` has no columns and the mirror alone holds the patterns, so a text
+    #: pattern costs its nonzeros in memory too, not ``d``; a checkpoint then keeps them as CSR.  Otherwise the
+    #: pool keeps its dense rows and the mirror is derived from them (not part of a checkpoint).
     Zi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     Zv: np.ndarray = field(default_factory=lambda: np.zeros(0))
     Zn: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -106,25 +110,66 @@ class KernelEnsembleState(MirrorPool):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (a checkpoint's part, :mod:`distlearn.distributed.checkpoint`); the
-        retired slots as one set.  :meth:`from_arrays` builds the same state back."""
+        retired slots as one set.  A sparse store's pool patterns and retired patterns are CSR triples
+        (``pool_indptr``/``pool_indices``/``pool_data``, ``retired_indptr``/...), never ``d``-wide rows.
+        :meth:`from_arrays` builds the same state back."""
         out = {name: getattr(self, name) for name in self._ARRAYS}
+        store = self.store
         out["info"] = np.array([self.n_features, self.n_members, self.n_outputs, self.native, self.keep_retired,
-                                self.n_inserted, self.n_removed, self.scores_kept], dtype=np.int64)
-        empty = (np.zeros((0, self.n_features)), np.zeros((0, self.n_outputs)), np.zeros(0, np.int64),
+                                self.n_inserted, self.n_removed, self.scores_kept, store], dtype=np.int64)
+        width = 0 if store else self.n_features
+        empty = (np.zeros((0, width)), np.zeros((0, self.n_outputs)), np.zeros(0, np.int64),
                  np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-        for i, name in enumerate(self._RETIRED):
-            out[name] = np.concatenate([empty[i]] + [np.asarray(r[i].toarray() if sp.issparse(r[i]) else r[i])
-                                                     .astype(empty[i].dtype, copy=False) for r in self.retired])
+        for i, name in enumerate(self._RETIRED[1:], start=1):
+            out[name] = np.concatenate([empty[i]] + [np.asarray(r[i]).astype(empty[i].dtype, copy=False)
+                                                     for r in self.retired])
+        if not store:
+            out["retired_S"] = np.concatenate([empty[0]] + [np.asarray(r[0].toarray() if sp.issparse(r[0]) else r[0])
+                                                            for r in self.retired])
+            return out
+        R = sum(r[0].shape[0] for r in self.retired)
+        out["retired_S"] = np.zeros((R, 0))
+        n = int(self.pmeta[0])
+        retired = stack_patterns([r[0] for r in self.retired]) if self.retired else sp.csr_matrix((0, self.n_features))
+        for prefix, M in (("pool", self._pool_rows(np.arange(n))), ("retired", sp.csr_matrix(retired))):
+            out[f"{prefix}_indptr"] = M.indptr.astype(np.int64)
+            out[f"{prefix}_indices"] = M.indices.astype(np.int32)
+            out[f"{prefix}_data"] = M.data.astype(np.float64)
         return out
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> KernelEnsembleState:
-        d, N, K, native, keep, ins, rem, kept = (int(v) for v in arrays["info"])
+        info = [int(v) for v in arrays["info"]]
+        d, N, K, native, keep, ins, rem, kept = info[:8]
+        store = len(info) > 8 and bool(info[8])  # a checkpoint before the sparse store has 8
         st = cls(d, N, K, bool(native), bool(keep), **{name: np.array(arrays[name]) for name in cls._ARRAYS})
         retired = tuple(np.array(arrays[name]) for name in cls._RETIRED)
+        n = int(st.pmeta[0])
+        if store:
+            pool = _stored_csr(arrays, "pool", n, d)
+            retired = (_stored_csr(arrays, "retired", retired[0].shape[0], d), *retired[1:])
+            st._store_patterns(pool)
         st.retired = [retired] if retired[0].shape[0] else []
         st.n_inserted, st.n_removed, st.scores_kept = ins, rem, bool(kept)
+        _check_state(st)
         return st
+
+    @property
+    def store(self) -> bool:
+        """Whether the pool is a sparse store: ``PS`` has no columns and the mirror holds every pattern."""
+        return self.PS.shape[1] == 0 and self.n_features > 0
+
+    def _store_patterns(self, P: sp.csr_matrix) -> None:
+        """Make the pool a sparse store holding the patterns ``P`` (CSR, one row per pool slot below
+        ``pmeta[0]``, canonical: columns ascending, no stored zeros) in slots ``0 ..``."""
+        cap = max(self.PS.shape[0], P.shape[0])
+        self.PS = np.zeros((cap, 0))
+        cnt = np.diff(P.indptr).astype(np.int64)
+        self.Zi, self.Zv = P.indices.astype(np.int32), P.data.astype(np.float64)
+        self.Zn = np.full(cap, -1, dtype=np.int64)
+        self.Zs = np.zeros(cap, dtype=np.int64)
+        self.Zn[: P.shape[0]], self.Zs[: P.shape[0]] = cnt, P.indptr[:-1]
+        self.Zm = np.array([P.nnz, self.n_features], dtype=np.int64)
 
     def copy(self) -> KernelEnsembleState:
         """A deep copy (a learner-parallel task never modifies its input state)."""
@@ -136,7 +181,7 @@ class KernelEnsembleState(MirrorPool):
             n = int(self.mmeta[j, 0])
             live = np.flatnonzero(self.alive[j, :n])
             if live.size:
-                S = self.PS[self.pidx[j, live]]
+                S = self._pool_rows(self.pidx[j, live])
                 self.F[j, live] = kernel_decision(kernel, S, self.A[j, live], S).reshape(live.size, -1)
         self.scores_kept = True
 
@@ -242,10 +287,15 @@ class KernelEnsembleState(MirrorPool):
             k = int(self.mmeta[j, 0])
             self.pidx[j, :k] = remap[self.pidx[j, :k]]
 
-    def mirror(self) -> None:
+    def mirror(self, store: bool = False) -> None:
         """Turn the pool's sparse mirror on (rows with at most ``1 / MIRROR_SPARSITY`` of their columns nonzero
         arrived): the live patterns' nonzeros are gathered from ``PS``; a pattern with more than
-        ``d / MIRROR_SPARSITY`` of them, or one the mirror has no room for, is read from ``PS`` (the same bits)."""
+        ``d / MIRROR_SPARSITY`` of them, or one the mirror has no room for, is read from ``PS`` (the same bits).
+        ``store`` (an empty pool only): the mirror alone holds the patterns, ``PS`` of no columns (:attr:`store`);
+        every row a piece may pool then has its room reserved first."""
+        if store and int(self.pmeta[0]) == 0 and not self.retired and not self.store:
+            self._store_patterns(sp.csr_matrix((0, self.n_features)))
+            return
         if self.Zm[1]:
             return
         self.Zm[:] = (0, max(1, self.n_features // MIRROR_SPARSITY))
@@ -254,6 +304,19 @@ class KernelEnsembleState(MirrorPool):
         n = int(self.pmeta[0])
         self.reserve(int(np.count_nonzero(self.PS[:n])) if n else 0)
         B.fill_mirror(self.PS, n, self._mirror())
+
+    def densify(self) -> None:
+        """A sparse store back to dense rows (a chunk of dense rows arrived); the mirror stays on, so kernel
+        rows still cost the sparse patterns' nonzeros."""
+        if not self.store:
+            return
+        cap, d = self.PS.shape[0], self.n_features
+        check_allocation("the kernel ensemble's pool of patterns", (cap, d), 8, DENSE_CACHE_HINT)
+        n = int(self.pmeta[0])
+        PS = np.zeros((cap, d))
+        PS[:n] = self._pool_rows(np.arange(n)).toarray()
+        self.PS = PS
+        self.Zm[1] = max(1, d // MIRROR_SPARSITY)  # the retired patterns stay CSR, as a mirrored pool keeps them
 
     def _pool_rows(self, p: np.ndarray) -> Any:
         """Copies of the pool's patterns ``p``: dense rows, or with the mirror on a CSR matrix from their mirrored
@@ -264,6 +327,8 @@ class KernelEnsembleState(MirrorPool):
         out = sp.csr_matrix((self.Zv[at], self.Zi[at], np.concatenate([[0], np.cumsum(cnt)])),
                             shape=(p.size, self.n_features))
         bare = np.flatnonzero(self.Zn[p] < 0)  # too many nonzeros for the mirror: read from PS
+        if bare.size and self.store:
+            raise RuntimeError(f"the kernel ensemble's sparse store has no pattern in pool slots {p[bare][:5]}")
         if bare.size:
             out = out.tolil()
             out[bare] = self.PS[p[bare]]
@@ -284,7 +349,7 @@ class KernelEnsembleState(MirrorPool):
         n = int(self.mmeta[j, 0])
         s = np.flatnonzero(self.alive[j, :n])
         p = self.pidx[j, s]
-        return self.PS[p].copy(), self.A[j, s].copy(), self.plab[p].copy()
+        return self._pool_rows(p), self.A[j, s].copy(), self.plab[p].copy()
 
     def bayes_point(self, average: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Bayes point ``(1/N) sum_j f_j`` as one kernel expansion: patterns, coefficients, classes.
@@ -378,6 +443,51 @@ class KernelEnsembleState(MirrorPool):
         return self._rows(keep), coef[keep], self.plab[keep].copy()
 
 
+def _stored_csr(arrays: dict[str, np.ndarray], prefix: str, rows: int, d: int) -> sp.csr_matrix:
+    """A checkpoint's CSR triple ``prefix_indptr/_indices/_data`` of ``rows`` patterns of ``d`` features, its
+    structure checked in full (:func:`~distlearn.learners.kernel._csr_rows`) and its values finite: an index the
+    engine cannot use is refused here (a ValueError the checkpoint reader names), never read."""
+    ptr, idx, val = (np.asarray(arrays[f"{prefix}_{k}"]) for k in ("indptr", "indices", "data"))
+    if ptr.ndim != 1 or ptr.shape[0] != rows + 1 or idx.ndim != 1 or val.ndim != 1 or idx.shape != val.shape:
+        raise ValueError(f"{prefix}_indptr/_indices/_data do not hold {rows} CSR rows")
+    P = sp.csr_matrix((val.astype(np.float64), idx.astype(np.int64), ptr.astype(np.int64)), shape=(rows, d))
+    ptr, idx, val = _csr_rows(P)
+    if not np.all(np.isfinite(val)):
+        raise ValueError(f"{prefix}_data holds a non-finite value")
+    P = sp.csr_matrix((val, idx, ptr), shape=(rows, d))
+    P.eliminate_zeros()
+    return P
+
+
+def _check_state(st: KernelEnsembleState) -> None:
+    """The shapes and indices of a state built from arrays (a checkpoint), checked before the engine reads any:
+    every member slot's pool index within the pool's slots, every class within the outputs, the counters
+    within their arrays (a ValueError names the array)."""
+    cap, N, K = st.PS.shape[0], st.n_members, st.n_outputs
+    S = st.pidx.shape[1] if st.pidx.ndim == 2 else -1
+    want = {"psq": (cap,), "pkd": (cap,), "plab": (cap,), "pkey": (cap,), "pref": (cap,), "palive": (cap,),
+            "Abar": (cap, K), "pmeta": (3,), "mmeta": (N, 3), "pidx": (N, S), "A": (N, S, K), "F": (N, S, K),
+            "kdm": (N, S), "labm": (N, S), "born": (N, S), "died": (N, S), "gborn": (N, S), "gdied": (N, S),
+            "alive": (N, S)}
+    for name, shape in want.items():
+        if getattr(st, name).shape != shape:
+            raise ValueError(f"{name} has shape {getattr(st, name).shape}, the state needs {shape}")
+    if st.PS.ndim != 2 or st.PS.shape[1] not in (0, st.n_features) or min(N, K, st.n_features) < 1:
+        raise ValueError(f"PS has shape {st.PS.shape} for {st.n_features} features")
+    n = int(st.pmeta[0])
+    if not (0 <= n <= cap and 0 <= int(st.pmeta[1]) <= n):
+        raise ValueError(f"pmeta {st.pmeta.tolist()} outside the pool's {cap} slots")
+    m = st.mmeta[:, 0]
+    if np.any(m < 0) or np.any(m > S) or np.any(st.mmeta[:, 1] < 0) or np.any(st.mmeta[:, 1] > m):
+        raise ValueError(f"mmeta outside the members' {S} slots")
+    used = np.arange(S)[None, :] < m[:, None]
+    if np.any(used & ((st.pidx < 0) | (st.pidx >= n))):
+        raise ValueError(f"pidx points outside the pool's {n} patterns")
+    top = max(K, 2)
+    if np.any((st.plab[:n] < 0) | (st.plab[:n] >= top)) or np.any(used & ((st.labm < 0) | (st.labm >= top))):
+        raise ValueError(f"a class index outside 0..{top - 1}")
+
+
 def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleState:
     """One state of the members of contiguous learner groups (members in group order), each group
     run on its own pool over the same rounds.
@@ -394,8 +504,11 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     t = first.t
     if any(p.t != t or p.n_outputs != first.n_outputs or p.n_features != first.n_features for p in parts):
         raise ValueError("learner groups of one kernel OBPM must have run the same rounds and outputs")
+    store = all(p.store for p in parts)
     for p in parts:
         p.compact(full=True)  # the merged pool takes every slot below pmeta[0] as live
+        if not store:
+            p.densify()  # groups that saw the same rows agree; a mixed set merges dense
     N = sum(p.n_members for p in parts)
     K, d = first.n_outputs, first.n_features
     sizes = [int(p.pmeta[0]) for p in parts]
@@ -405,8 +518,12 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     cap = max(1, U)
     st = KernelEnsembleState(d, N, K, first.native, first.keep_retired)
     pool = lambda name: np.concatenate([getattr(p, name)[:n] for p, n in zip(parts, sizes)])  # noqa: E731
-    st.PS = np.zeros((cap, d))
-    st.PS[:U] = pool("PS")[at]
+    if store:  # each distinct pattern's nonzeros once, from the group that has it first
+        st.PS = np.zeros((cap, 0))
+        st._store_patterns(stack_patterns([p._pool_rows(np.arange(n)) for p, n in zip(parts, sizes)])[at])
+    else:
+        st.PS = np.zeros((cap, d))
+        st.PS[:U] = pool("PS")[at]
     st.psq, st.pkd, st.plab, st.pkey = (np.zeros(cap, dtype=getattr(first, a).dtype) for a in ("psq", "pkd", "plab", "pkey"))
     for a in ("psq", "pkd", "plab", "pkey"):
         getattr(st, a)[:U] = pool(a)[at]
@@ -436,9 +553,26 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     st.n_inserted = sum(p.n_inserted for p in parts)
     st.n_removed = sum(p.n_removed for p in parts)
     st.scores_kept = all(p.scores_kept for p in parts)
-    if any(p.Zm[1] for p in parts):  # the groups saw sparse rows: so does the merged pool (its support is CSR)
+    if not store and any(p.Zm[1] for p in parts):  # the groups saw sparse rows: so does the merged pool
         st.mirror()
     return st
+
+
+def _mirror_for(state: KernelEnsembleState, X: Any, order: np.ndarray) -> None:
+    """Before a chunk (:func:`~distlearn.learners.kernel.BudgetState`'s rule): sparse rows on average over the
+    chunk (at most ``1 / MIRROR_SPARSITY`` of the columns nonzero) turn the pool's mirror on, a sparse store when
+    the pool is empty; dense rows make a store dense again.  A dense chunk on a dense pool costs nothing."""
+    m = order.shape[0]
+    if not m or not (sp.issparse(X) or state.store):
+        return
+    if sp.issparse(X):  # one long document does not make text dense
+        nnz = int(np.diff(X.indptr)[order].sum())
+    else:
+        nnz = sum(int(np.count_nonzero(X[order[i:i + 1024]])) for i in range(0, m, 1024))
+    if nnz * MIRROR_SPARSITY <= X.shape[1] * m:
+        state.mirror(store=True)
+    else:
+        state.densify()
 
 
 def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, native: bool = False,
@@ -508,8 +642,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         # is shown), so its arrays are allocated once, not grown and copied piece by piece (at 100 members the
         # (N, slots, K) arrays are hundreds of MB; each copy faulted in fresh huge pages)
         state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
-    if sp.issparse(X) and m and int(np.diff(X.indptr)[order].sum()) * MIRROR_SPARSITY <= X.shape[1] * m:
-        state.mirror()  # sparse rows (on average over the chunk): kernel rows over the patterns' nonzeros
+    _mirror_for(state, X, order)
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
         mask = masks[lo:hi]
         if random:
@@ -525,6 +658,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             state.reserve(int(np.diff(X.indptr)[rows].sum()) if sp.issparse(X) else int(np.count_nonzero(Xd[od])))
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
                                           state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
+        if bad <= -2:  # the room reserved above covers every row: a broken invariant, never a silent zero row
+            raise RuntimeError(f"the kernel ensemble's sparse store had no room for row {int(rows[-2 - bad])}")
         state.scores_kept = keep
         done = (hi - lo) if bad < 0 else bad
         state.n_inserted += int(out.updates[lo:lo + done].sum())

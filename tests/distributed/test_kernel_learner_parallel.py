@@ -159,3 +159,34 @@ def test_a_sparse_store_gives_the_same_model_for_any_groups(tmp_path):
     assert not sp.issparse(ref_dense.support_vectors_)
     assert np.array_equal(ref_dense.support_vectors_, ref.support_vectors_.toarray())
     assert np.array_equal(ref_dense.dual_coef_, ref.dual_coef_) and ref_dense.pool_size_ == ref.pool_size_
+
+
+def test_a_sparse_store_checkpoint_resumes_to_the_same_model(tmp_path):
+    """Text in a CSR store, learner groups with checkpoints: each group's pool is a sparse store, its checkpoint
+    part keeps the patterns as CSR (no array of d columns), and a resumed fit is the uninterrupted fit's bits."""
+    import json
+
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(7)
+    n, d = 200, 3000
+    X = sp.random(n, d, density=0.003, random_state=8, format="csr", data_rvs=lambda k: rs.uniform(0.1, 1, k))
+    X = sp.csr_matrix(X.toarray() + np.eye(n, d) * 0.5)
+    y = (np.asarray(X[:, :500].sum(axis=1)).ravel() > np.median(np.asarray(X[:, :500].sum(axis=1)))).astype(int)
+    path = str(create_dataset(tmp_path / "text.zarr", X, y, block_rows=40).path)
+    kw = dict(n_estimators=4, tau=0.5, random_state=2, learner_groups=2, checkpoint_every=2, conversion="average",
+              base=KernelMIRA(gamma=0.5, budget="variable"))
+    whole = KernelOBPM(epochs=2, **kw).fit(path)
+    ck = tmp_path / "ck.zarr"
+    KernelOBPM(epochs=1, checkpoint=ck, **kw).fit(path)
+    parts = sorted(p for p in ck.rglob("g0*") if p.is_dir())
+    assert parts
+    for part in parts:  # every array of the part, as its manifest lists them
+        shapes = {k: v["shape"] for k, v in json.loads((part / "manifest.json").read_text())["arrays"].items()}
+        assert shapes["PS"][1] == 0 and shapes["pool_data"][0] > 0
+        assert all(len(s) < 2 or s[1] < d for s in shapes.values())
+    more = KernelOBPM(epochs=2, checkpoint=ck, resume=True, **kw).fit(path)
+    assert more.job_["resumed_from"] is not None
+    assert sp.issparse(more.support_vectors_)
+    assert (more.support_vectors_ != whole.support_vectors_).nnz == 0
+    assert np.array_equal(more.dual_coef_, whole.dual_coef_) and more.pool_size_ == whole.pool_size_

@@ -449,27 +449,117 @@ def test_kernel_obpm_on_text_mirrors_its_pool_and_matches_the_dense_fit(budget, 
     a = distlearn.KernelOBPM(**kw).fit(X, y)
     b = distlearn.KernelOBPM(**kw).fit(X.toarray(), y)
     assert a._state.Zm[1] > 0 and b._state.Zm[1] == 0
+    assert a._state.store and a._state.PS.shape[1] == 0 and not b._state.store  # text: its nonzeros, not d
     assert sp.issparse(a.support_vectors_) and not sp.issparse(b.support_vectors_)
     assert np.array_equal(a.support_vectors_.toarray(), b.support_vectors_)
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
     assert a.online_errors_ == b.online_errors_ and np.array_equal(a.member_n_support_, b.member_n_support_)
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X.toarray()), rtol=1e-9, atol=1e-12)
     # the engine alone, chunk by chunk: every member's pool rows and coefficients as the dense state's; two long
-    # documents (more nonzeros than the mirror takes a pattern: read from the dense pool) among the rows
+    # documents (more nonzeros than a mirrored dense pool takes a pattern: read from its dense rows; a sparse
+    # store holds them whole) among the rows
     X = X.tolil()
     X[5, :400] = 0.3
     X[77, 100:600] = -0.2
     X = X.tocsr()
-    st_s, st_d = (init_kernel_ensemble(3000, 4, 1, keep_retired=True) for _ in range(2))
     rule, kern = make_rule("mira", beta=0.1), mk("rbf", gamma=0.7)
     yi = (y > 0).astype(np.int64)
-    for c in np.array_split(np.arange(X.shape[0]), 3):
-        for st, Xc in ((st_s, X[c]), (st_d, X[c].toarray())):
-            learn_kernel_ensemble_chunk(rule, kern, st, Xc, yi[c], c, seed=1, tau=0.5, beta=0.1, budget=25)
-    assert st_s.Zm[1] > 0 and int(st_s.Zm[0]) > 0 and st_s.retired
-    for j in range(4):
-        (Ss, As, _), (Sd, Ad, _) = st_s.member_support(j), st_d.member_support(j)
-        assert np.array_equal(Ss, Sd) and np.array_equal(As, Ad)
-    Sb, Ab, _ = st_s.bayes_point(average=True)
-    Sc, Ac, _ = st_d.bayes_point(average=True)
-    assert sp.issparse(Sb) and np.array_equal(Sb.toarray(), Sc) and np.array_equal(Ab, Ac)
+    chunks = np.array_split(np.arange(X.shape[0]), 3)
+    # the store (every chunk sparse), a mirrored dense pool (a dense chunk first: "d" the same rows as an array), a
+    # store made dense again (a chunk of dense rows last, "D": every zero 0.01), each against the dense pool of
+    # the same rows: every member and the Bayes point the same bits
+    def rows(c, kind):
+        if kind == "s":
+            return X[c]
+        Xc = X[c].toarray()
+        if kind == "D":
+            Xc[Xc == 0] = 0.01
+        return Xc
+
+    plans = {"store": "sss", "mirrored": "dss", "densified": "ssD", "dense": "ddd", "dense-D": "ddD"}
+    states = {}
+    for name, plan in plans.items():
+        st = init_kernel_ensemble(3000, 4, 1, keep_retired=True)
+        for c, kind in zip(chunks, plan):
+            learn_kernel_ensemble_chunk(rule, kern, st, rows(c, kind), yi[c], c, seed=1, tau=0.5, beta=0.1, budget=25)
+        states[name] = st
+    assert states["store"].store and states["store"].PS.shape[1] == 0 and states["store"].retired
+    assert int(states["store"].Zm[0]) == sum(int(np.count_nonzero(states["dense"].PS[i]))
+                                             for i in range(int(states["dense"].pmeta[0])))
+    assert states["mirrored"].Zm[1] > 0 and not states["mirrored"].store and np.any(states["mirrored"].Zn < 0)
+    assert not states["densified"].store and states["densified"].PS.shape[1] == 3000
+    dense = lambda S: S.toarray() if sp.issparse(S) else S  # noqa: E731
+    for name, st in states.items():
+        ref = states["dense-D" if "D" in plans[name] else "dense"]
+        for j in range(4):
+            (Ss, As, _), (Sd, Ad, _) = st.member_support(j), ref.member_support(j)
+            assert np.array_equal(dense(Ss), Sd) and np.array_equal(As, Ad), (name, j)
+        Sb, Ab, _ = st.bayes_point(average=True)
+        Sc, Ac, _ = ref.bayes_point(average=True)
+        assert np.array_equal(dense(Sb), Sc) and np.array_equal(Ab, Ac), name
+        assert sp.issparse(Sb) == (st.Zm[1] > 0), name
+
+
+def _ensemble_on_text(n: int = 240, chunks: int = 2):
+    from distlearn.ensembles.kernel import init_kernel_ensemble, learn_kernel_ensemble_chunk
+    from distlearn.learners.kernel import make_kernel as mk
+
+    X, y = _text(n=n, d=2000, seed=31)
+    rule, kern = make_rule("mira", beta=0.1), mk("rbf", gamma=0.6)
+    yi = (y > 0).astype(np.int64)
+
+    def run(st, parts):
+        for c in parts:
+            learn_kernel_ensemble_chunk(rule, kern, st, X[c], yi[c], c, seed=3, tau=0.5, beta=0.1, budget="variable")
+        return st
+
+    parts = np.array_split(np.arange(n), 2 * chunks)
+    return init_kernel_ensemble(2000, 5, 1, keep_retired=True), run, parts[:chunks], parts[chunks:]
+
+
+def test_a_sparse_store_checkpoint_keeps_csr_and_resumes_to_the_same_bits():
+    """A kernel OBPM's sparse store saves its pool and retired patterns as CSR (no d-wide array in the
+    checkpoint), and the state built back from the arrays resumes to the uninterrupted run's bits."""
+    from distlearn.ensembles.kernel import KernelEnsembleState
+
+    st, run, first, second = _ensemble_on_text()
+    whole = run(run(st.copy(), first), second)
+    half = run(st, first)
+    arrays = half.to_arrays()
+    assert arrays["PS"].shape[1] == 0 and arrays["retired_S"].shape[1] == 0
+    assert arrays["pool_data"].size == int(half.Zm[0]) > 0 and arrays["retired_indptr"].shape[0] > 1
+    assert all(a.ndim < 2 or a.shape[1] < 2000 for a in arrays.values())
+    back = run(KernelEnsembleState.from_arrays({k: np.array(v) for k, v in arrays.items()}), second)
+    assert back.store
+    for average in (False, True):
+        (S1, A1, l1), (S2, A2, l2) = whole.bayes_point(average), back.bayes_point(average)
+        assert (S1 != S2).nnz == 0 and np.array_equal(A1, A2) and np.array_equal(l1, l2)
+    for j in range(5):
+        assert np.array_equal(whole.A[j], back.A[j]) and np.array_equal(whole.pidx[j], back.pidx[j])
+
+
+@pytest.mark.parametrize("crafted", ["column", "indptr", "nan", "pidx", "label", "pmeta", "shape"])
+def test_a_crafted_kernel_ensemble_checkpoint_is_refused_before_the_engine_reads_it(crafted):
+    """Arrays of a kernel OBPM state with an index the engine cannot use (a column past d, row pointers out of
+    order, a non-finite value, a member slot pointing past the pool, a class past the outputs, a counter past
+    its array, a wrong shape) are refused in one ValueError naming the array, never read."""
+    from distlearn.ensembles.kernel import KernelEnsembleState
+
+    st, run, first, _ = _ensemble_on_text(n=120, chunks=1)
+    arrays = {k: np.array(v) for k, v in run(st, first).to_arrays().items()}
+    if crafted == "column":
+        arrays["pool_indices"][3] = 2000
+    elif crafted == "indptr":
+        arrays["pool_indptr"][2] = arrays["pool_indptr"][-1] + 5
+    elif crafted == "nan":
+        arrays["pool_data"][0] = np.nan
+    elif crafted == "pidx":
+        arrays["pidx"][0, 0] = int(arrays["pmeta"][0]) + 3
+    elif crafted == "label":
+        arrays["labm"][1, 0] = 7
+    elif crafted == "pmeta":
+        arrays["pmeta"][0] = arrays["PS"].shape[0] + 1
+    else:
+        arrays["Abar"] = arrays["Abar"][:, :0]
+    with pytest.raises(ValueError):
+        KernelEnsembleState.from_arrays(arrays)
