@@ -31,8 +31,8 @@ Rows:
   kmira-tols   the fit with ``compress=0``, then its expansion compressed at each of ``--tols`` as
                ``compress="auto"`` does (in parts above 6,144 patterns, the 99 % agreement guard), each scored on
                the test rows (``COMPRESS_AUTO_SPARSE`` was chosen from these)
-  kobpm        KernelOBPM() with its defaults (100 KernelPerceptron members, budget="variable") on the CSR rows:
-               the pool is a sparse store (each pattern's nonzeros, once, for every member)
+  kobpm        KernelOBPM() with its defaults (20 kernel-perceptron members, tau 0.3, 10 passes, the average) on the
+               CSR rows: the pool is a sparse store (each pattern's nonzeros, once, for every member)
   kobpm-pool   the same fit with the pool's patterns kept as dense rows beside their sparse mirror (as before
                the sparse store, 2026-11-27): kernel rows the same bits, memory d values a pooled pattern.
                ``identical`` in the JSON compares the two fits' online errors, member sizes and Bayes points;
