@@ -39,6 +39,68 @@ SPLIT_EVERY = 8
 NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
 
 
+def package_source_stamp(root: str | os.PathLike[str] | None = None) -> bytes:
+    """sha256 of every ``.py`` file of the package (``root``: its directory), by relative path and content.
+
+    The freshness stamp of every cached compiled function of the package (:func:`_stamp_numba_caches`).
+    numba stamps a cached function by its own file's content alone, but the engines inline helpers from other
+    files (``ensembles/_budget.py`` compiles ``learners/_budget.py``'s ``_next_mirrored`` into its own code):
+    a changed helper left the inlining engine's cached machine code in use, silently computing with the old
+    helper (seen: the kernel OBPM's kernel rows, after an edit of the helper alone).  One stamp over all the
+    sources retires every cached function whenever any source changes (a new version, an edit)."""
+    import hashlib
+    from pathlib import Path
+
+    base = Path(root) if root is not None else Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(base.rglob("*.py")):
+        h.update(f.relative_to(base).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.digest()
+
+
+def _stamp_numba_caches() -> None:
+    """Make numba's cache stamp the package's compiled functions with :func:`package_source_stamp`: each locator
+    numba would choose for a file of this package (``$NUMBA_CACHE_DIR``, else ``__pycache__``: the places do not
+    change) answers the package's stamp instead of its own file's.  Functions of other packages are untouched;
+    ``$NUMBA_CACHE_LOCATOR_CLASSES`` (the user's own locators) bypasses this, as it bypasses numba's.  A numba
+    without the locator list turns the cache off (every process compiles: slower, never stale)."""
+    try:
+        from numba.core import caching
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    if impl is None or not isinstance(getattr(impl, "_locator_classes", None), list):
+        NUMBA_FLAGS["cache"] = False  # a numba whose cache cannot be stamped: compile afresh, never run stale code
+        return
+    if any(getattr(c, "_distlearn", False) for c in impl._locator_classes):
+        return
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    bases = list(impl._locator_classes)
+    stamp: list[bytes] = []
+
+    class _PackageStamped:
+        _distlearn = True
+
+        @classmethod
+        def from_function(cls, py_func, py_file):  # type: ignore[no-untyped-def]
+            if not os.path.abspath(py_file).startswith(here):
+                return None
+            for base in bases:
+                loc = base.from_function(py_func, py_file)
+                if loc is not None:
+                    if not stamp:
+                        stamp.append(package_source_stamp())
+                    loc.get_source_stamp = lambda: stamp[0]
+                    return loc
+            return None
+
+    impl._locator_classes = [_PackageStamped, *bases]
+
+
+if NUMBA_FLAGS["cache"]:
+    _stamp_numba_caches()
+
+
 #: The deadline of one block read seen from a thread that waits for it (the prefetch thread's read,
 #: or another thread's read of the same block): ``$DISTLEARN_READ_TIMEOUT`` seconds, default 900.
 #: A read stuck on a network file system or an object store then ends the job with one line

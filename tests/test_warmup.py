@@ -141,3 +141,66 @@ def test_warmup_jobs_cover_the_readme_models(capsys):
     assert "NUMBA_CACHE_DIR" in text and "read-only" in text
     assert main(["warmup", "--job", "linear-sparse", "--all"]) == 2
     assert "--job and --all exclude each other" in capsys.readouterr().err
+
+
+_HELPER = '''
+from numba import njit
+from ._config import NUMBA_FLAGS
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def helper(x):
+    return x + {value}
+'''
+_USER = '''
+from numba import njit
+from ._config import NUMBA_FLAGS
+from ._t_helper import helper
+
+
+@njit(**NUMBA_FLAGS)
+def engine(x):
+    return helper(x) * 2.0
+'''
+
+
+def test_a_changed_helper_retires_the_cached_engine_that_inlines_it(tmp_path):
+    """numba stamps a cached function by its own file alone; an engine that inlines a helper from another file
+    kept its machine code when only the helper changed, and computed with the old helper.  Every cached
+    function of the package is stamped with all its sources (``_config.package_source_stamp``): a package with
+    the package's ``_config.py`` and an engine and its inlined helper in two files, cached, then the helper
+    alone changed -- the next process computes with the new helper; unchanged sources load from the cache."""
+    import shutil
+
+    pkg = tmp_path / "src" / "stamped"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(ROOT / "distlearn" / "_config.py", pkg / "_config.py")
+    (pkg / "_t_user.py").write_text(_USER)
+    env = {k: v for k, v in os.environ.items() if k != "DISTLEARN_NUMBA_CACHE"}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path / "src"))
+    code = "import stamped._t_user as u; print(u.engine(1.0), sum(u.engine.stats.cache_hits.values()))"
+
+    def run(value: int) -> list[str]:
+        (pkg / "_t_helper.py").write_text(_HELPER.format(value=value))
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()
+
+    assert run(1) == ["4.0", "0"]  # compiled: (1 + 1) * 2
+    assert run(1) == ["4.0", "1"]  # the same sources: loaded from the cache
+    assert run(10) == ["22.0", "0"]  # the helper alone changed: compiled again, (1 + 10) * 2
+
+
+def test_the_package_stamp_follows_content_not_file_times(tmp_path):
+    """The stamp changes with any source's content, and not with a file's time alone."""
+    from distlearn._config import package_source_stamp
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    s0 = package_source_stamp(tmp_path)
+    os.utime(tmp_path / "a.py", (1, 1))
+    assert package_source_stamp(tmp_path) == s0
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    assert package_source_stamp(tmp_path) != s0

@@ -583,7 +583,8 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     with the tracked target lowered by the excess.  ``agree > 0``: the result must also predict at least that
     share of the patterns as ``f`` does (:func:`agreement`); below it the tolerance halves
     (:data:`COMPRESS_AGREE_LOWER`) and selection goes on from the patterns chosen, at most
-    :data:`COMPRESS_AGREE_ROUNDS` times (then every pattern is kept).  No data rows, no labels: ``O(|S|^2 |M|)`` time
+    :data:`COMPRESS_AGREE_ROUNDS` times (then every pattern is kept); a factor that rounding makes singular (a
+    zero pivot: wide RBF widths, nearly dependent columns) keeps every pattern too.  No data rows, no labels: ``O(|S|^2 |M|)`` time
     (``|S|^2 d`` for ``K``; ``norm="rkhs"`` needs no product: ``O(|S| |M|^2)``) and ``O(|S|^2)`` memory
     (``K`` and its float32 copy; the factor is ``|M| x |S|``).  Against the backward elimination it replaced
     (LETTER's fitted expansion, ``norm="data"``, ``tol=0.2``, alternating, ``benchmarks/bench_kernel_compress.py``):
@@ -591,6 +592,18 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     the float32 pool); 4,000: 2,073 instead of 2,052, 2.5x; 2,000: the same 1,341, 1.1x.  ``tol = 0`` (or ``f = 0``) keeps every pattern with ``A`` unchanged, as does a
     tolerance only every pattern meets.
     """
+    try:
+        return _greedy_selection(kernel, S, A, tol, norm, agree)
+    except np.linalg.LinAlgError:
+        # a factor that rounding made singular (a zero pivot of the picks' triangle, seen at wide RBF widths where
+        # many kernel columns are nearly dependent): keep the expansion, as the other failures of rounding do
+        m = S.shape[0]
+        return Compressed(np.arange(m), np.asarray(A, dtype=np.float64).reshape(m, -1), 0.0)
+
+
+def _greedy_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, norm: str,
+                      agree: float) -> Compressed:
+    """:func:`_compress_expansion`'s selection, which may raise ``LinAlgError`` on a singular factor."""
     import scipy.linalg as sla
 
     m = S.shape[0]

@@ -53,16 +53,17 @@ from ..learners._budget import (
     ROW_BLOCK,
     SLOT_BLOCK,
     Mirror,
-    Rows,
     _gathered_sums,
     _insert_scores,
+    _fill_block,
     _kfin,
+    _mirror_nonzeros,
     _mirror_row,
     _next_block,
     _next_mirrored,
     _pick_bounded,
     _remove_scores,
-    _self_kernel,
+    _round_self_kernel,
     _slot_dot,
     _steps,
     _victim,
@@ -190,8 +191,13 @@ def _block_sum(out, blocked, K, A, alive, idx, kv, at, hi):
 
 
 @njit(**NUMBA_FLAGS)
-def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log):
-    """All rounds of one dense block, in ``order``; member ``j`` is shown round ``ii`` iff ``mask[ii, j]``.
+def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log, R):
+    """All rounds of one block, in ``order``; member ``j`` is shown round ``ii`` iff ``mask[ii, j]``.
+
+    ``R`` (:class:`~distlearn.learners._budget.Rows`): empty for dense rows ``X``; else the rounds' CSR rows,
+    read by their nonzeros as the single learner reads them (a mirrored pool only: kernel rows over the
+    nonzeros, ``X`` the ``ROW_BLOCK``-row scratch each block of rounds is densified into, :func:`_fill_block`),
+    so no piece of ``d``-wide rows is ever built.
 
     ``e`` the state (:class:`EnsembleCache`), ``rule``, ``kern``, ``budget`` the single learner's
     records, ``mode`` its score mode (K = the columns of ``members.A``).  ``uniforms[ii, j]`` is
@@ -224,8 +230,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     xw = np.zeros(d if store else 0, dtype=np.float64)
     cmap = np.full(d if mirrored else 0, d, dtype=np.int64)  # _next_mirrored's column positions (d: none)
     used = np.zeros(d if mirrored else 0, dtype=np.int64)
-    dense_rows = Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
-                      np.zeros((0, 0)))
+    csr = R.p.shape[0] > 0
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((blk, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
@@ -273,7 +278,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             for sb in range(0, nb, ROW_BLOCK):  # the kernel rows against the pool as it stands at the block's start
                 if mirrored:  # each pattern's nonzeros against the block's columns: the same bits
                     _next_mirrored(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Z, sqt, G[sb:sb + ROW_BLOCK], Xt,
-                                   acc, cmap, used, dense_rows)
+                                   acc, cmap, used, R)
                 else:
                     _next_block(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
                                 live)
@@ -298,18 +303,23 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 for q in range(nr):
                     for k in range(K):
                         Mj[j, rows_j[q], k] = Mt[q * K + k]
+        if csr and ii % ROW_BLOCK == 0:
+            _fill_block(R.buf, R, ii, n_order)  # R.buf is X: this block's rows, densified
         r = order[ii]
         x = X[r]
-        yc = y[r]
+        yc = y[R.order[ii] if csr else r]
         t_pool = pmeta[2]
-        ok, sqx, kxx = _self_kernel(kern, x)
+        ok, sqx, kxx = _round_self_kernel(kern, x, R, ii, csr)
         if not ok:
             return ii
         if store and Z.i.shape[0] - Z.m[0] < d:  # room for the row in the mirror before any member acts
             nz = 0
-            for jj in range(d):
-                if x[jj] != 0.0:
-                    nz += 1
+            if csr:
+                nz = R.p[R.order[ii] + 1] - R.p[R.order[ii]]
+            else:
+                for jj in range(d):
+                    if x[jj] != 0.0:
+                        nz += 1
             if Z.i.shape[0] - Z.m[0] < nz:
                 return -2 - ii
         n_pool = pmeta[0]
@@ -355,7 +365,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     if not store:
                         for jj in range(d):
                             PS[pt, jj] = x[jj]
-                    _mirror_row(Z, pt, x)  # a store has room (checked at the round's start)
+                    if csr and store:  # a store has room (checked at the round's start)
+                        _mirror_nonzeros(Z, pt, R.j, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
+                    else:
+                        _mirror_row(Z, pt, x)
                     pool.sq[pt] = sqx
                     pool.kd[pt] = kxx
                     pool.lab[pt] = yc

@@ -31,6 +31,7 @@ from ..learners.kernel import (
     REMOVALS,
     Kernel,
     budget_code,
+    _NO_ROWS,
     _csr_rows,
     compacted_pieces,
     kernel_decision,
@@ -643,7 +644,10 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         # (N, slots, K) arrays are hundreds of MB; each copy faulted in fresh huge pages)
         state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
     _mirror_for(state, X, order)
-    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order):
+    # sparse rows on a mirrored pool: the engine reads them as CSR, a round costing its nonzeros (no piece of
+    # d-wide rows is densified: 128 MiB each on text)
+    csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] else None
+    for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order, densify=csr is None):
         mask = masks[lo:hi]
         if random:
             # member j's draw for its own round counter t_j, as the single learner keys them
@@ -656,8 +660,12 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         state._grow(int(state.pmeta[0]) + (hi - lo), int((state.mmeta[:, 0] + mask.sum(axis=0)).max(initial=0)), keep)
         if state.Zm[1]:  # the piece's rows' nonzeros (a stored zero counts: an upper bound)
             state.reserve(int(np.diff(X.indptr)[rows].sum()) if sp.issparse(X) else int(np.count_nonzero(Xd[od])))
+        R = _NO_ROWS
+        if csr is not None:  # the rounds' rows by position; Xd the engine's block of them, densified
+            Xd, yd, od = np.zeros((B.ROW_BLOCK, X.shape[1])), y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
+            R = B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), Xd)
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
-                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)))
+                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R)
         if bad <= -2:  # the room reserved above covers every row: a broken invariant, never a silent zero row
             raise RuntimeError(f"the kernel ensemble's sparse store had no room for row {int(rows[-2 - bad])}")
         state.scores_kept = keep

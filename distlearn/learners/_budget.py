@@ -487,8 +487,10 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
     and each one in the block's columns feeds all the rows' sums at once from ``Xt``'s row (``acc[0]``);
     a pattern without a mirror (``Z.n < 0``) is :func:`_dot` against each row.
 
-    With CSR rows ``R`` (:class:`Rows`, non-empty) the block's rows are read by their nonzeros (``X`` then holds
-    them densified by block, :func:`_fill_block`), so the block costs no pass over ``d`` columns.
+    With CSR rows ``R`` (:class:`Rows`, non-empty) the block's rows are read by their nonzeros alone, ``X`` never
+    (an unmirrored pattern too: its values at each row's nonzeros, the skipped products ``s * 0 = +-0``), so the
+    block costs no pass over ``d`` columns, and ``X`` need not hold the block's rows (the kernel OBPM computes
+    several blocks' rows at once).
 
     The same bits as :func:`_block_rows`: each pair's sum adds the pattern's products in column order, and a
     column some row lacks adds ``v * 0 = +-0``, which leaves a sum that started at +0.0 as it was."""
@@ -521,6 +523,13 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
             _column_sums(Z.i, Z.v, Z.s[i], Z.s[i] + n, cmap, Xt, a)
             for b in range(nb):
                 G[b, i] = _kfin(kern, a[b], sqi, sqt[b])
+        elif R.p.shape[0] > 0:  # a dense pattern against CSR rows: its values at the rows' nonzeros, in order
+            for b in range(nb):
+                rb = R.order[ii + b]
+                sdot = 0.0
+                for pp in range(R.p[rb], R.p[rb + 1]):
+                    sdot += S[i, R.j[pp]] * R.v[pp]
+                G[b, i] = _kfin(kern, sdot, sqi, sqt[b])
         else:
             for b in range(nb):
                 G[b, i] = _kfin(kern, _dot(S[i], X[order[ii + b]]), sqi, sqt[b])
@@ -1192,6 +1201,20 @@ def _self_kernel(kern, x):
     return True, sqx, _kfin(kern, sqx, sqx, sqx)
 
 
+@njit(inline="always", **NUMBA_FLAGS)
+def _round_self_kernel(kern, x, R, ii, csr):
+    """:func:`_self_kernel` of round ``ii``'s row: ``x``, or with ``csr`` its CSR row in ``R`` (``||x||^2`` over the
+    nonzeros: the same sum, the zeros add +0)."""
+    if not csr:
+        return _self_kernel(kern, x)
+    rr = R.order[ii]
+    lo, hi = R.p[rr], R.p[rr + 1]
+    sqx = _dot(R.v[lo:hi], R.v[lo:hi])
+    if _out_of_range(sqx, R.v, lo, hi):
+        return False, sqx, 0.0
+    return True, sqx, _kfin(kern, sqx, sqx, sqx)
+
+
 @njit(**NUMBA_FLAGS)
 def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, xw):
     """Remove slot ``v`` of the cache ``c`` at round ``t`` (:func:`_remove_scores`; ``ident`` the
@@ -1327,14 +1350,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         x = X[r]
         yc = y[R.order[ii] if csr else r]
         t = meta[2]
-        if csr:  # ||x||^2 over the row's nonzeros: the same sum (the zeros add +0)
-            rr = R.order[ii]
-            lo, hi = R.p[rr], R.p[rr + 1]
-            sqx = _dot(R.v[lo:hi], R.v[lo:hi])
-            ok = not _out_of_range(sqx, R.v, lo, hi)
-            kxx = _kfin(kern, sqx, sqx, sqx)
-        else:
-            ok, sqx, kxx = _self_kernel(kern, x)
+        ok, sqx, kxx = _round_self_kernel(kern, x, R, ii, csr)
         if not ok:
             return ii
         n_slots = meta[0]

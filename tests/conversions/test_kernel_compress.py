@@ -595,3 +595,42 @@ def test_the_guard_is_a_law(seed, k, tol, agree):
         return
     assert g.residual <= tol + 1e-12
     assert agreement(F, kernel_decision(kern, S[g.keep], g.coef, S)) >= agree
+
+
+def test_a_singular_factor_keeps_the_expansion_instead_of_raising(monkeypatch):
+    """A factor that rounding makes singular (the selection's triangular solve raises ``LinAlgError``) keeps every
+    pattern with its coefficients, as the compression's other failures of rounding do: the fit never raises."""
+    rs = np.random.default_rng(0)
+    S, A = rs.normal(size=(40, 3)), rs.normal(size=(40, 2))
+    kern = make_kernel("rbf", gamma=0.5)
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("singular matrix: resolution failed at diagonal 44")
+
+    monkeypatch.setattr(CK, "_greedy_selection", singular)
+    for c in (compress_expansion(kern, S, A, 0.2, norm="data", agree=0.99),
+              compress_in_parts(kern, S, A, 0.2, part=16, agree=0.99)):
+        assert np.array_equal(c.keep, np.arange(40)) and np.array_equal(c.coef, A) and c.residual == 0.0
+
+
+def test_a_wide_kernel_on_the_gaussian_quantiles_fits_with_compress_auto():
+    """The case that raised: KernelMIRA at a quarter of its race's width on the Gaussian quantiles (seeded
+    stratified 70/30 split, min-max scaled) made the compression's factor singular in float32 (a zero pivot after
+    the agreement guard lowered the tolerance) and the fit raised ``LinAlgError``.  Now it fits, and its model
+    predicts as the uncompressed one where the expansion was kept, or meets the guard where it was compressed."""
+    from sklearn.datasets import make_gaussian_quantiles
+    from sklearn.model_selection import train_test_split
+
+    X, y = make_gaussian_quantiles(n_samples=3000, n_features=5, n_classes=3, random_state=1)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=2, stratify=y)
+    lo, hi = Xtr.min(0), Xtr.max(0)
+    Xtr, Xte = (Xtr - lo) / (hi - lo), (Xte - lo) / (hi - lo)
+    kw = dict(budget="variable", gamma=4.775954639981364, random_state=0)
+    a = distlearn.KernelMIRA(compress="auto", **kw).fit(Xtr, ytr)
+    b = distlearn.KernelMIRA(compress=0, **kw).fit(Xtr, ytr)
+    info = a.conversion_info_
+    assert info["compressed_from"] == b.support_vectors_.shape[0]
+    if info["compress_residual"] == 0.0:  # kept whole
+        assert np.array_equal(a.predict(Xte), b.predict(Xte))
+    else:
+        assert info["compress_residual"] <= 0.2 and a.support_vectors_.shape[0] < b.support_vectors_.shape[0]
