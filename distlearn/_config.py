@@ -34,9 +34,20 @@ MAX_CLASSES = 10_000
 #: Fan-in of tree reductions (dask's ``split_every``).
 SPLIT_EVERY = 8
 
-#: One numba decorator setting for every kernel.  No fastmath: it lets the
-#: compiler reorder floating-point sums, and the merge tests compare sums exactly.
-NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
+#: One numba decorator setting for every kernel (``NUMBA_FLAGS``, through :func:`__getattr__`).  No fastmath: it
+#: lets the compiler reorder floating-point sums, and the merge tests compare sums exactly.
+_NUMBA_FLAGS = {"nogil": True, "cache": os.environ.get("DISTLEARN_NUMBA_CACHE", "1") != "0"}
+
+
+def __getattr__(name: str) -> object:
+    """``NUMBA_FLAGS``: read by every module that compiles, so the package's cache stamp
+    (:func:`_stamp_numba_caches`) is installed before the first decoration, and importing this module alone
+    imports no numba."""
+    if name == "NUMBA_FLAGS":
+        if _NUMBA_FLAGS["cache"]:
+            _stamp_numba_caches()
+        return _NUMBA_FLAGS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def package_source_stamp(root: str | os.PathLike[str] | None = None) -> bytes:
@@ -70,7 +81,7 @@ def _stamp_numba_caches() -> None:
         return
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     if impl is None or not isinstance(getattr(impl, "_locator_classes", None), list):
-        NUMBA_FLAGS["cache"] = False  # a numba whose cache cannot be stamped: compile afresh, never run stale code
+        _NUMBA_FLAGS["cache"] = False  # a numba whose cache cannot be stamped: compile afresh, never run stale code
         return
     if any(getattr(c, "_distlearn", False) for c in impl._locator_classes):
         return
@@ -96,9 +107,6 @@ def _stamp_numba_caches() -> None:
 
     impl._locator_classes = [_PackageStamped, *bases]
 
-
-if NUMBA_FLAGS["cache"]:
-    _stamp_numba_caches()
 
 
 #: The deadline of one block read seen from a thread that waits for it (the prefetch thread's read,
