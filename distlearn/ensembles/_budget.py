@@ -98,6 +98,8 @@ class Pool(NamedTuple):
     meta: np.ndarray   #: int64 [n_pool_slots, n_pool_alive, t_pool]
     Abar: np.ndarray   #: (pool, K) the members' coefficients summed
     Z: Mirror          #: the patterns' nonzeros by pool slot (on for sparse rows: kernel rows cost them, not d)
+    tid: np.ndarray    #: (pool,) int64 the global index of the slot's training row (-1: unknown)
+    canon: np.ndarray  #: (pool,) int64 the first live slot holding the same row (itself: its kernel values computed)
 
 
 class Members(NamedTuple):
@@ -155,6 +157,13 @@ def _member_remove(j, v, t_member, t_pool, kern, mode, pool, mem, bounded, ub, k
         pool.meta[1] -= 1
         for k in range(K):
             pool.Abar[pv, k] = 0.0
+        if pool.canon[pv] == pv:  # the copies of its row read their kernel values from the next live one
+            first = -1
+            for q in range(pv + 1, pool.meta[0]):
+                if pool.alive[q] and pool.canon[q] == pv:
+                    if first < 0:
+                        first = q
+                    pool.canon[q] = first
     else:
         for k in range(K):
             pool.Abar[pv, k] -= A[j, v, k]
@@ -191,8 +200,13 @@ def _block_sum(out, blocked, K, A, alive, idx, kv, at, hi):
 
 
 @njit(**NUMBA_FLAGS)
-def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log, R):
+def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget, mode, e, log, R, rtid):
     """All rounds of one block, in ``order``; member ``j`` is shown round ``ii`` iff ``mask[ii, j]``.
+
+    ``rtid[ii]``: the global index of round ``ii``'s row.  The pool holds a row once per pooling (members
+    insert it in different rounds and passes: 1,500 text rows, 10 passes, 20 members: 8,249 slots of 1,470
+    rows), so a slot whose row a live earlier slot holds (``pool.canon``) copies that slot's kernel values
+    instead of computing them: the same bits (a kernel value is one function of its pair).
 
     ``R`` (:class:`~distlearn.learners._budget.Rows`): empty for dense rows ``X``; else the rounds' CSR rows,
     read by their nonzeros as the single learner reads them (a mirrored pool only: kernel rows over the
@@ -235,6 +249,9 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
     G = np.zeros((blk, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
     live = np.zeros(PS.shape[0], dtype=np.int64)
+    calc = np.zeros(PS.shape[0], dtype=np.bool_)  # the live slots whose kernel values are computed (canonical)
+    dups = np.zeros(PS.shape[0], dtype=np.int64)  # the live slots that copy theirs
+    canon = pool.canon
     kpool = G[0]  # the round's kernel row against the pool (a row of G, the slots since the block's start added)
     m = np.zeros(K, dtype=np.float64)
     steps = np.zeros(K, dtype=np.float64)
@@ -275,13 +292,23 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
             b0 = ii
             n0 = pmeta[0]
             nb = min(blk, n_order - ii)
+            nd = 0
+            for i in range(n0):
+                calc[i] = palive[i] and canon[i] == i
+                if palive[i] and canon[i] != i:
+                    dups[nd] = i
+                    nd += 1
             for sb in range(0, nb, ROW_BLOCK):  # the kernel rows against the pool as it stands at the block's start
                 if mirrored:  # each pattern's nonzeros against the block's columns: the same bits
-                    _next_mirrored(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Z, sqt, G[sb:sb + ROW_BLOCK], Xt,
+                    _next_mirrored(kern, X, order, ii + sb, PS, pool.sq, calc, n0, Z, sqt, G[sb:sb + ROW_BLOCK], Xt,
                                    acc, cmap, used, R)
                 else:
-                    _next_block(kern, X, order, ii + sb, PS, pool.sq, palive, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
+                    _next_block(kern, X, order, ii + sb, PS, pool.sq, calc, n0, Xt, sqt, G[sb:sb + ROW_BLOCK], acc,
                                 live)
+            for q in range(nd):  # a copy of a row: its canonical slot's values (canonical slots come first)
+                i = dups[q]
+                for b in range(nb):
+                    G[b, i] = G[b, canon[i]]
             # the ensemble margins over the live pool, and each member's scores of its shown rows over its live
             # slots, their kernel values gathered from the pool's rows (_gathered_sums: one read of Abar, of A[j],
             # per six rows)
@@ -326,7 +353,10 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         kpool = G[ii - b0]  # the round's kernel row against the pool: the block's values for the live slots < n0
         for i in range(n0, n_pool):
             if palive[i]:
-                kpool[i] = _kfin(kern, _slot_dot(Z, i, PS, x), pool.sq[i], sqx)  # _kval's bits
+                if canon[i] != i:  # its row's canonical slot is earlier: already in kpool
+                    kpool[i] = kpool[canon[i]]
+                else:
+                    kpool[i] = _kfin(kern, _slot_dot(Z, i, PS, x), pool.sq[i], sqx)  # _kval's bits
         finite = math.isfinite(kxx)
         if me_ok:
             for k in range(K):
@@ -374,6 +404,12 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                     pool.lab[pt] = yc
                     pool.key[pt] = t_pool
                     pool.ref[pt] = 0
+                    pool.tid[pt] = rtid[ii]
+                    pool.canon[pt] = pt
+                    for q in range(pt):  # an earlier live slot of the same row: its kernel values serve this one
+                        if palive[q] and pool.tid[q] == rtid[ii] and canon[q] == q and rtid[ii] >= 0:
+                            pool.canon[pt] = q
+                            break
                     palive[pt] = True
                     kpool[pt] = kxx
                     for k in range(K):
@@ -383,6 +419,11 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 elif not palive[pt]:  # an earlier member inserted x_t this round and distilled it away
                     palive[pt] = True
                     pmeta[1] += 1
+                    pool.canon[pt] = pt  # its canonical slot may have left since: look again
+                    for q in range(pt):
+                        if palive[q] and pool.tid[q] == rtid[ii] and canon[q] == q and rtid[ii] >= 0:
+                            pool.canon[pt] = q
+                            break
                 s = mmeta[j, 0]
                 pidx[j, s] = pt
                 mem.kd[j, s] = kxx

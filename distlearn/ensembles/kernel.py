@@ -75,6 +75,11 @@ class KernelEnsembleState(MirrorPool):
     palive: np.ndarray = field(default=None)  # type: ignore[assignment]
     pmeta: np.ndarray = field(default=None)  # type: ignore[assignment]  [n_pool_slots, n_pool_alive, t_pool]
     Abar: np.ndarray = field(default=None)   # type: ignore[assignment]  (pool, K) summed coefficients
+    #: Each pool slot's training row (its global index; -1 unknown: a checkpoint from before) and the first live
+    #: slot holding the same row (``pcanon``, itself if none: the engine computes kernel values for those only
+    #: and copies them to the others -- a row is pooled once per member pass that inserts it)
+    ptid: np.ndarray = field(default=None)   # type: ignore[assignment]
+    pcanon: np.ndarray = field(default=None)  # type: ignore[assignment]
     pidx: np.ndarray = field(default=None)   # type: ignore[assignment]  (N, slots) pool index
     A: np.ndarray = field(default=None)      # type: ignore[assignment]  (N, slots, K)
     F: np.ndarray = field(default=None)      # type: ignore[assignment]  (N, slots, K)
@@ -109,12 +114,23 @@ class KernelEnsembleState(MirrorPool):
                "born", "died", "gborn", "gdied", "alive", "mmeta")
     _RETIRED = ("retired_S", "retired_A", "retired_key", "retired_life", "retired_lab", "retired_member")
 
+    def recanon(self) -> None:
+        """``pcanon`` from ``ptid``: each live slot's first live slot of the same row (itself when it is the first
+        or its row is unknown)."""
+        n = int(self.pmeta[0])
+        self.pcanon = np.arange(self.PS.shape[0], dtype=np.int64)
+        live = np.flatnonzero(self.palive[:n] & (self.ptid[:n] >= 0))
+        if live.size:
+            _, first, inv = np.unique(self.ptid[live], return_index=True, return_inverse=True)
+            self.pcanon[live] = live[first[inv]]
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (a checkpoint's part, :mod:`distlearn.distributed.checkpoint`); the
         retired slots as one set.  A sparse store's pool patterns and retired patterns are CSR triples
         (``pool_indptr``/``pool_indices``/``pool_data``, ``retired_indptr``/...), never ``d``-wide rows.
         :meth:`from_arrays` builds the same state back."""
         out = {name: getattr(self, name) for name in self._ARRAYS}
+        out["ptid"] = self.ptid
         store = self.store
         out["info"] = np.array([self.n_features, self.n_members, self.n_outputs, self.native, self.keep_retired,
                                 self.n_inserted, self.n_removed, self.scores_kept, store], dtype=np.int64)
@@ -144,6 +160,8 @@ class KernelEnsembleState(MirrorPool):
         d, N, K, native, keep, ins, rem, kept = info[:8]
         store = len(info) > 8 and bool(info[8])  # a checkpoint before the sparse store has 8
         st = cls(d, N, K, bool(native), bool(keep), **{name: np.array(arrays[name]) for name in cls._ARRAYS})
+        # a checkpoint from before the rows were recorded: every row unknown (kernel values computed per slot)
+        st.ptid = np.array(arrays["ptid"]) if "ptid" in arrays else np.full(st.PS.shape[0], -1, dtype=np.int64)
         retired = tuple(np.array(arrays[name]) for name in cls._RETIRED)
         n = int(st.pmeta[0])
         if store:
@@ -153,6 +171,7 @@ class KernelEnsembleState(MirrorPool):
         st.retired = [retired] if retired[0].shape[0] else []
         st.n_inserted, st.n_removed, st.scores_kept = ins, rem, bool(kept)
         _check_state(st)
+        st.recanon()
         return st
 
     @property
@@ -227,8 +246,9 @@ class KernelEnsembleState(MirrorPool):
                                                                           self.PS.shape[1]),
                              self.PS.dtype.itemsize, DENSE_CACHE_HINT)
         self.PS = g(self.PS, pool_need, 0)
-        self.psq, self.pkd, self.plab, self.pkey, self.pref = (g(a, pool_need, 0) for a in
-                                                               (self.psq, self.pkd, self.plab, self.pkey, self.pref))
+        self.psq, self.pkd, self.plab, self.pkey, self.pref, self.pcanon = (
+            g(a, pool_need, 0) for a in (self.psq, self.pkd, self.plab, self.pkey, self.pref, self.pcanon))
+        self.ptid = g(self.ptid, pool_need, 0, -1)
         self.palive = g(self.palive, pool_need, 0, False)
         self.Abar = g(self.Abar, pool_need, 0)
         if self.Zm[1]:
@@ -274,8 +294,10 @@ class KernelEnsembleState(MirrorPool):
         remap = np.full(n, -1, dtype=np.int64)
         remap[keep] = np.arange(keep.size)
         first = int(np.argmin(live))  # the slots before the first dead one stay where they are
-        for a in (self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.Abar):
+        for a in (self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.Abar, self.ptid,
+                  self.pcanon):
             a[first: keep.size] = a[keep[first:]]
+        self.pcanon[: keep.size] = remap[self.pcanon[: keep.size]]  # a live slot's canonical slot is live
         self.palive[keep.size:n] = False
         if self.Zm[1]:  # the kept patterns' segments, in order, at the pool's front
             at, cnt = self._segments(keep)
@@ -341,7 +363,7 @@ class KernelEnsembleState(MirrorPool):
         not copies)."""
         return EnsembleCache(
             Pool(self.PS, self.psq, self.pkd, self.plab, self.pkey, self.pref, self.palive, self.pmeta, self.Abar,
-                 self._mirror()),
+                 self._mirror(), self.ptid, self.pcanon),
             Members(self.pidx, self.A, self.F, self.kdm, self.labm, self.born, self.died, self.gborn, self.gdied,
                     self.alive, self.mmeta))
 
@@ -466,7 +488,7 @@ def _check_state(st: KernelEnsembleState) -> None:
     within their arrays (a ValueError names the array)."""
     cap, N, K = st.PS.shape[0], st.n_members, st.n_outputs
     S = st.pidx.shape[1] if st.pidx.ndim == 2 else -1
-    want = {"psq": (cap,), "pkd": (cap,), "plab": (cap,), "pkey": (cap,), "pref": (cap,), "palive": (cap,),
+    want = {"psq": (cap,), "pkd": (cap,), "ptid": (cap,), "plab": (cap,), "pkey": (cap,), "pref": (cap,), "palive": (cap,),
             "Abar": (cap, K), "pmeta": (3,), "mmeta": (N, 3), "pidx": (N, S), "A": (N, S, K), "F": (N, S, K),
             "kdm": (N, S), "labm": (N, S), "born": (N, S), "died": (N, S), "gborn": (N, S), "gdied": (N, S),
             "alive": (N, S)}
@@ -528,6 +550,8 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     st.psq, st.pkd, st.plab, st.pkey = (np.zeros(cap, dtype=getattr(first, a).dtype) for a in ("psq", "pkd", "plab", "pkey"))
     for a in ("psq", "pkd", "plab", "pkey"):
         getattr(st, a)[:U] = pool(a)[at]
+    st.ptid = np.full(cap, -1, dtype=np.int64)
+    st.ptid[:U] = pool("ptid")[at]
     st.pref = np.zeros(cap, dtype=np.int64)
     np.add.at(st.pref, inv, pool("pref"))
     st.Abar = np.zeros((cap, K))
@@ -556,7 +580,13 @@ def concat_kernel_states(parts: list[KernelEnsembleState]) -> KernelEnsembleStat
     st.scores_kept = all(p.scores_kept for p in parts)
     if not store and any(p.Zm[1] for p in parts):  # the groups saw sparse rows: so does the merged pool
         st.mirror()
+    st.recanon()
     return st
+
+
+def _round_tids(tids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The global index of each round's row: how the pool knows a row it already holds (``pcanon``)."""
+    return np.ascontiguousarray(tids[rows], dtype=np.int64)
 
 
 def _mirror_for(state: KernelEnsembleState, X: Any, order: np.ndarray) -> None:
@@ -583,7 +613,8 @@ def init_kernel_ensemble(n_features: int, n_members: int, n_outputs: int, *, nat
     st = KernelEnsembleState(d, N, K, bool(native) and K > 1, keep_retired)
     st.PS = np.zeros((cap, d))
     st.psq, st.pkd = np.zeros(cap), np.zeros(cap)
-    st.plab, st.pkey, st.pref = (np.zeros(cap, dtype=np.int64) for _ in range(3))
+    st.plab, st.pkey, st.pref, st.pcanon = (np.zeros(cap, dtype=np.int64) for _ in range(4))
+    st.ptid = np.full(cap, -1, dtype=np.int64)
     st.palive = np.zeros(cap, dtype=bool)
     st.pmeta = np.zeros(3, dtype=np.int64)
     st.Abar = np.zeros((cap, K))
@@ -665,7 +696,8 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             Xd, yd, od = np.zeros((B.ROW_BLOCK, X.shape[1])), y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
             R = B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), Xd)
         bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
-                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R)
+                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R,
+                                          _round_tids(tids, rows))
         if bad <= -2:  # the room reserved above covers every row: a broken invariant, never a silent zero row
             raise RuntimeError(f"the kernel ensemble's sparse store had no room for row {int(rows[-2 - bad])}")
         state.scores_kept = keep

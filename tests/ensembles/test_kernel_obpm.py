@@ -514,3 +514,41 @@ def test_the_kernel_obpm_lists_each_distinct_pattern_once():
     Z = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, 2.0]])
     Sz, Az, _ = merge_repeated_patterns(Z, np.array([[1.0], [2.0], [4.0]]), np.zeros(3, dtype=np.int64))
     assert np.array_equal(Sz, [[0.0, 1.0], [0.0, 2.0]]) and np.array_equal(Az, [[3.0], [4.0]])
+
+
+@pytest.mark.parametrize("budget,removal", [(None, "margin"), ("variable", "margin"), (12, "random"), (12, "margin")])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_row_pooled_again_reads_its_kernel_values_from_its_first_slot(monkeypatch, budget, removal, sparse):
+    """Over passes the members insert a row in different rounds, so the pool holds it in several slots; the engine
+    computes the kernel values of the first live slot of each row only (``pcanon``) and copies them to the others,
+    reassigning the first slot when it leaves.  Members, scores, online margins and Bayes points are the bits of
+    the engine that computes every slot (every row unknown), whatever the budget, dense or CSR rows."""
+    import scipy.sparse as sp
+
+    import distlearn.ensembles.kernel as EK
+
+    X, y = _data(n=90, d=6, k=3, seed=4)
+    if sparse:
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.9, X, 0.0))
+    rule, kern = make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.4)
+
+    def fit():
+        return _ensemble(rule, kern, X, y, 3, True, 6, 0.5, 3, budget, removal, 0.1, chunks=3, epochs=4,
+                         keep_retired=True)
+
+    st, logs = fit()
+    n = int(st.pmeta[0])
+    live = np.flatnonzero(st.palive[:n])
+    assert np.any(st.pcanon[live] != live)  # some rows are pooled more than once, and copied
+    assert np.all(st.palive[st.pcanon[live]]) and np.all(st.ptid[st.pcanon[live]] == st.ptid[live])
+    monkeypatch.setattr(EK, "_round_tids", lambda tids, rows: np.full(len(rows), -1, dtype=np.int64))
+    ref, ref_logs = fit()
+    assert np.all(ref.pcanon[live] == live)  # nothing known: every slot computed
+    for a, b in zip(logs, ref_logs):
+        assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    for name in ("A", "F", "pidx", "alive", "Abar", "pref", "palive", "mmeta"):
+        assert np.array_equal(getattr(st, name), getattr(ref, name)), name
+    for average in (False, True):
+        (S1, A1, l1), (S2, A2, l2) = st.bayes_point(average), ref.bayes_point(average)
+        S1, S2 = (s.toarray() if sp.issparse(s) else s for s in (S1, S2))
+        assert np.array_equal(S1, S2) and np.array_equal(A1, A2) and np.array_equal(l1, l2)
