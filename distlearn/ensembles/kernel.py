@@ -38,6 +38,7 @@ from ..learners.kernel import (
     keeps_scores,
     raise_kernel_non_finite,
     resolve_removal,
+    sparse_chunk,
     stack_patterns,
     step_rule,
 )
@@ -593,14 +594,9 @@ def _mirror_for(state: KernelEnsembleState, X: Any, order: np.ndarray) -> None:
     """Before a chunk (:func:`~distlearn.learners.kernel.BudgetState`'s rule): sparse rows on average over the
     chunk (at most ``1 / MIRROR_SPARSITY`` of the columns nonzero) turn the pool's mirror on, a sparse store when
     the pool is empty; dense rows make a store dense again.  A dense chunk on a dense pool costs nothing."""
-    m = order.shape[0]
-    if not m or not (sp.issparse(X) or state.store):
+    if not order.shape[0] or not (sp.issparse(X) or state.store):
         return
-    if sp.issparse(X):  # one long document does not make text dense
-        nnz = int(np.diff(X.indptr)[order].sum())
-    else:
-        nnz = sum(int(np.count_nonzero(X[order[i:i + 1024]])) for i in range(0, m, 1024))
-    if nnz * MIRROR_SPARSITY <= X.shape[1] * m:
+    if sparse_chunk(X, order):
         state.mirror(store=True)
     else:
         state.densify()

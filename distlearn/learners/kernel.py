@@ -573,15 +573,20 @@ def _mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) ->
     rows are not sparse.  A dense chunk on a dense cache costs nothing."""
     if not order.shape[0] or not (sp.issparse(X) or state.store):
         return
-    d = X.shape[1]
-    if sp.issparse(X):  # the chunk's nonzeros a row, on average: one long document does not make text dense
-        nnz = int(np.diff(X.indptr)[order].sum())
-    else:
-        nnz = sum(int(np.count_nonzero(X[order[i:i + 1024]])) for i in range(0, len(order), 1024))
-    if nnz * MIRROR_SPARSITY <= d * len(order):
+    if sparse_chunk(X, order):
         state.mirror(store=not merging)
     elif state.store:
         state.densify()
+
+
+def sparse_chunk(X: Any, order: np.ndarray) -> bool:
+    """Whether the rows ``X[order]`` are sparse for the kernel caches and pools: at most ``1 / MIRROR_SPARSITY``
+    of the columns nonzero, on average over the chunk (one long document does not make text dense)."""
+    if sp.issparse(X):
+        nnz = int(np.diff(X.indptr)[order].sum())
+    else:
+        nnz = sum(int(np.count_nonzero(X[order[i:i + 1024]])) for i in range(0, len(order), 1024))
+    return nnz * MIRROR_SPARSITY <= X.shape[1] * len(order)
 
 
 def _piece_nonzeros(X: Any, Xd: np.ndarray, od: np.ndarray, rows: np.ndarray, most: int) -> int:
