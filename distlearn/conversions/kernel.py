@@ -594,11 +594,131 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
     """
     try:
         return _greedy_selection(kernel, S, A, tol, norm, agree)
-    except np.linalg.LinAlgError:
-        # a factor that rounding made singular (a zero pivot of the picks' triangle, seen at wide RBF widths where
-        # many kernel columns are nearly dependent): keep the expansion, as the other failures of rounding do
+    except (np.linalg.LinAlgError, _Rounding):
+        # the factor of K K lost the problem to rounding (a zero pivot of the picks' triangle, a residual the
+        # coefficients do not reach, or no candidate left above the floor: wide RBF widths, where many kernel
+        # columns are nearly dependent and K K squares their condition): the selection again on the kernel
+        # columns themselves, orthogonalized one at a time (norm="data"); the rkhs norm keeps the expansion
         m = S.shape[0]
-        return Compressed(np.arange(m), np.asarray(A, dtype=np.float64).reshape(m, -1), 0.0)
+        A = np.asarray(A, dtype=np.float64).reshape(m, -1)
+        if norm == "data":
+            return _orthogonal_selection(kernel, S, A, tol, agree)
+        return Compressed(np.arange(m), A, 0.0)
+
+
+def _gram_and_scores(kernel: Kernel, S: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The selections' ``K = K_SS`` (made exactly symmetric) and the expansion's scores on its patterns ``K A``."""
+    S = as_patterns(S)
+    K = kernel_matrix(kernel, S, S)
+    K = (K + K.T) / 2.0
+    return K, K @ A
+
+
+def _guard_step(r2: float, agreed: Any, goal: float, room: float, lowered: int, repairs: int,
+                full: bool) -> tuple[str, float, float, int, int]:
+    """One check of a selection's refitted squared residual ``r2`` against its ``goal`` and its guard (``agreed()``),
+    and what the selection does next, with its new ``(goal, room, lowered, repairs)``: "done"; "lower" (the guard
+    failed: the goal quartered -- the tolerance halved, :data:`COMPRESS_AGREE_LOWER` -- and selection goes on from
+    the patterns chosen; after :data:`COMPRESS_AGREE_ROUNDS` of these, "keep": every pattern); "repair" (the tracked
+    residual was optimistic, rounding: the tracked target ``room`` lowered by the excess; after 8, or with a
+    residual not finite or every pattern chosen (``full``), "lost")."""
+    if r2 <= goal:
+        if agreed():
+            return "done", goal, room, lowered, repairs
+        lowered += 1
+        if lowered > COMPRESS_AGREE_ROUNDS:
+            return "keep", goal, room, lowered, repairs
+        goal *= COMPRESS_AGREE_LOWER ** 2
+        return "lower", goal, goal, lowered, repairs
+    repairs += 1
+    if not np.isfinite(r2) or full or repairs > 8:
+        return "lost", goal, room, lowered, repairs
+    return "repair", goal, room * goal / r2, lowered, repairs
+
+
+class _Rounding(ArithmeticError):
+    """:func:`_greedy_selection` lost its problem to rounding: the tracked residual and the coefficients' disagree
+    beyond repair, or every candidate left fell below :data:`COMPRESS_DEPENDENT` before the tolerance was met."""
+
+
+#: :func:`_orthogonal_selection` re-orthogonalizes each new column against the chosen ones this many times
+#: (classical Gram-Schmidt twice: "twice is enough", Giraud et al. 2005, orthogonal to working precision).
+COMPRESS_REORTHOGONALIZE = 2
+
+
+def _orthogonal_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, agree: float) -> Compressed:
+    """:func:`_compress_expansion`'s selection for ``norm="data"`` when the factor of ``G = K K`` fails to
+    rounding: the same greedy forward selection (each step the pattern whose column ``K_j`` removes most of the
+    residual ``||F - K_M b||^2``, ``F = K A``), with the chosen columns orthogonalized explicitly, so its
+    accuracy follows the condition of ``K_M`` instead of its square.
+
+    ``Q`` (``m x k``) is an orthonormal basis of the chosen columns, ``R = F - Q Q' F`` the residual, ``P = Q' K``
+    (each new row ``q' K``), ``c = K' R`` and ``d_j = ||K_j||^2 - ||P_j||^2``: adding ``j`` removes
+    ``||c_j||^2 / d_j``.  A candidate's ``d_j`` is recomputed from its orthogonalized column when it is picked
+    (the running one cancels), and one below :data:`COMPRESS_DEPENDENT` of its norm is set aside.  The
+    coefficients are the least-squares solution over ``K_M`` (SVD) and the residual returned is theirs; the
+    guard and the repairs are :func:`_greedy_selection`'s.  One pattern at a time, ``O(|S|^2 |M|)``: a fallback."""
+    m = S.shape[0]
+    everything = Compressed(np.arange(m), A, 0.0)
+    if tol <= 0 or m <= 1:
+        return everything
+    K, F = _gram_and_scores(kernel, S, A)
+    nf2 = float(np.sum(F * F))
+    if not nf2 > 0 or not np.isfinite(nf2):
+        return everything
+    goal = room = tol * tol * nf2
+    norms2 = np.einsum("ij,ij->i", K, K)
+    floor = COMPRESS_DEPENDENT * np.maximum(norms2, np.finfo(float).tiny)
+    R = F.copy()
+    c = K @ R  # K' R, K symmetric
+    d = norms2.copy()
+    Q = np.zeros((m, min(m, 256)))
+    chosen: list[int] = []
+    free = np.ones(m, dtype=bool)
+    res2 = nf2
+    lowered = repairs = 0
+    while True:
+        while res2 > room:
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                score = np.where(free & (d > floor), np.sum(c * c, axis=1) / d, -1.0)
+            j = int(np.argmax(score))
+            if not score[j] > 0:
+                return everything  # nothing left outside the span: rounding beyond repair
+            k = len(chosen)
+            v = K[:, j].copy()
+            for _ in range(COMPRESS_REORTHOGONALIZE):
+                v -= Q[:, :k] @ (Q[:, :k].T @ v)
+            nv2 = float(v @ v)
+            if not nv2 > floor[j]:
+                free[j] = False  # numerically in the span of the chosen columns
+                continue
+            q = v / math.sqrt(nv2)
+            if k == Q.shape[1]:
+                Q = np.pad(Q, ((0, 0), (0, min(m, 2 * k) - k)))
+            Q[:, k] = q
+            p = K @ q  # the new row of Q' K
+            alpha = q @ R
+            R -= np.outer(q, alpha)
+            c -= np.outer(p, alpha)
+            d -= p * p
+            free[j] = False
+            chosen.append(j)
+            res2 = float(np.sum(R * R))
+        M = np.array(chosen, dtype=np.int64)
+        KM = K[:, M]
+        coef = np.linalg.lstsq(KM, F, rcond=None)[0]
+        FM = KM @ coef
+        r2 = float(np.sum((FM - F) ** 2))
+        verdict, goal, room, lowered, repairs = _guard_step(
+            r2, lambda: agree <= 0 or agreement(F, FM) >= agree, goal, room, lowered, repairs, len(chosen) >= m)
+        if verdict == "done":
+            break
+        if verdict in ("keep", "lost"):
+            return everything
+    if len(M) >= m:
+        return everything
+    order = np.argsort(M)
+    return Compressed(M[order], coef[order], math.sqrt(max(0.0, r2) / nf2))
 
 
 def _greedy_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, norm: str,
@@ -611,10 +731,7 @@ def _greedy_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
     everything = Compressed(np.arange(m), A, 0.0)
     if tol <= 0 or m <= 1:
         return everything
-    S = as_patterns(S)
-    K = kernel_matrix(kernel, S, S)
-    K = (K + K.T) / 2.0
-    F = K @ A  # f(S)
+    K, F = _gram_and_scores(kernel, S, A)  # K_SS and f(S)
     if norm == "rkhs":
         t = F  # ||f||^2 = A' K A; the normal equations K b = F
         nf2 = float(np.sum(A * F))
@@ -719,8 +836,10 @@ def _greedy_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
                     Lc32 = _take_columns(Lc32, k + r, keep_c)
                 if Kx is not None:
                     Kc = Kx[cols]
-        if res2 > room or len(chosen) >= m:
+        if len(chosen) >= m:
             return everything
+        if res2 > room:  # no candidate left above the floor: the factor's rounding, the tolerance is always reachable
+            raise _Rounding("no candidate left")
         M = np.array(chosen)
         LMk = LM[:len(M), :len(M)]  # upper triangular: L_M'
         coef = sla.solve_triangular(LMk, Y, lower=False, check_finite=False)  # L_M' coef = Y
@@ -734,19 +853,14 @@ def _greedy_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, 
         else:
             FM = K[:, M] @ coef if agree > 0 else None  # read by the guard only
             r2 = nf2 - 2.0 * float(np.sum(coef * t[M])) + float(np.sum(coef * (K[np.ix_(M, M)] @ coef)))
-        if r2 <= goal and (agree <= 0 or agreement(F, FM) >= agree):
+        verdict, goal, room, lowered, repairs = _guard_step(
+            r2, lambda: agree <= 0 or agreement(F, FM) >= agree, goal, room, lowered, repairs, len(chosen) >= m)
+        if verdict == "done":
             break
-        if r2 <= goal:  # the guard: halve the tolerance and go on choosing from the patterns chosen so far
-            lowered += 1
-            if lowered > COMPRESS_AGREE_ROUNDS:
-                return everything
-            goal *= COMPRESS_AGREE_LOWER ** 2
-            room = goal
-            continue
-        repairs += 1
-        if not np.isfinite(r2) or len(chosen) >= m or repairs > 8:
-            return everything  # rounding beyond repair (a numerically rank-deficient K): keep the expansion
-        room *= goal / r2  # the tracked residual was optimistic (rounding): ask for the difference
+        if verdict == "keep":
+            return everything
+        if verdict == "lost":  # a numerically rank-deficient K K
+            raise _Rounding("the coefficients do not reach the tracked residual")
     order = np.argsort(M)
     M, coef = M[order], coef[order]
     return Compressed(M, coef, math.sqrt(max(0.0, r2) / nf2))
