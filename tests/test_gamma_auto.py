@@ -25,7 +25,8 @@ from distlearn import KernelMIRA, KernelOBPM, KernelPA, KernelPerceptron, Kernel
 from distlearn import rng
 from distlearn.cli import main
 from distlearn.data.store import create_dataset
-from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_WIDEN, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
+import distlearn.estimators.kernel as EK
+from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_WIDEN, GAMMA_WIDEN_SHORT, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
                                          race_length, race_winner)
 from distlearn.learners import make_rule
 from distlearn.learners._budget import shared_dots
@@ -96,8 +97,18 @@ def test_auto_keeps_the_lowest_progressive_error_to_one_standard_error(name, dat
     assert errs[win] <= min(errs[i] for i in alive) + np.sqrt(max(min(errs[i] for i in alive), 1))
     # the width kept: when the race had every row of the first pass (settled by its end, before its last stage),
     # one power of two wider than the winner if that one ran the whole race; else the winner
-    assert auto.gamma_ == auto.gammas_[_kept(win, rows, settled=rows.max() == n < race_length(len(GAMMA_POWERS)))]
+    if _short(est, n):  # the race ran as a pass of its own and the fit refitted at a quarter of its winner
+        assert auto.gamma_ == auto.gamma_race_winner_ * 2.0 ** -GAMMA_WIDEN_SHORT
+    else:
+        assert auto.gamma_ == auto.gammas_[_kept(win, rows, settled=rows.max() == n < race_length(len(GAMMA_POWERS)))]
     assert rows.max() == min(n, race_length(len(GAMMA_POWERS)))
+
+
+def _short(est, n):
+    """Whether ``gamma="auto"`` races as a pass of its own and refits (GAMMA_WIDEN_SHORT): epochs "auto", a variable
+    budget, an RBF or polynomial kernel and a first pass within the race's rows."""
+    return est.epochs == "auto" and est.budget == "variable" and est.kernel != "linear" \
+        and n <= race_length(len(GAMMA_POWERS))
 
 
 def _kept(win, rows, settled):
@@ -161,13 +172,97 @@ def test_a_race_that_ends_within_the_first_pass_hands_over_to_the_kept_width():
     _same_model(auto, KernelMIRA(budget="variable", epochs=2, gamma=auto.gamma_, random_state=1).fit(X, y))
 
 
+def _passes(est, X, y, gamma, most, share):
+    """The fits at ``gamma`` of 1 .. ``most`` passes, and the passes ``epochs="auto"`` asks for: the first whose
+    updates (the difference of consecutive fits' ``n_updates_``) are under ``share`` of the rows, else ``most``."""
+    fits = {e: clone(est).set_params(gamma=gamma, epochs=e).fit(X, y) for e in range(1, most + 1)}
+    upd = [fits[e].n_updates_ - (fits[e - 1].n_updates_ if e > 1 else 0) for e in fits]
+    return fits, next((e for e in fits if upd[e - 1] < share * len(y)), most)
+
+
+@pytest.mark.parametrize("n,most", [(1200, 2), (1500, 30)])
+def test_a_short_first_pass_races_alone_then_refits_a_quarter_of_the_winner(monkeypatch, n, most):
+    """``epochs="auto"``, ``budget="variable"`` and a first pass within the race's rows: the race runs as a pass
+    of its own (its record is a one-pass fit's), and the model is bit for bit a fit at a quarter of its winner's
+    width (``GAMMA_WIDEN_SHORT``; a runner's width or one wider than all) for the passes the short rule asks for: the first whose
+    update share is under ``AUTO_EPOCH_UPDATES_SHORT``, at most ``AUTO_EPOCHS_SHORT`` (here ``most``: 2 stops on the
+    cap, 30 on the share)."""
+    monkeypatch.setattr(EK, "AUTO_EPOCHS_SHORT", most)
+    X, y = _digits(n)
+    est = KernelMIRA(budget="variable", random_state=0)
+    auto = clone(est).fit(X, y)
+    race = clone(est).set_params(epochs=1).fit(X, y)
+    for name in ("gammas_", "gamma_online_errors_", "gamma_race_rows_"):
+        assert np.array_equal(getattr(auto, name), getattr(race, name)), name
+    assert auto.gamma_race_winner_ == race.gamma_race_winner_ and GAMMA_WIDEN_SHORT == 2
+    assert auto.gamma_ == race.gamma_race_winner_ / 4
+    fits, want = _passes(est, X, y, auto.gamma_, most, EK.AUTO_EPOCH_UPDATES_SHORT)
+    assert auto.n_iter_ == want and (want == most) == (most == 2)  # the cap, then the share, decided it
+    _same_model(auto, fits[want])
+    assert np.array_equal(auto.decision_function(X[:40]), fits[want].decision_function(X[:40]))
+
+
+@pytest.mark.parametrize("rows,want", [(2400, 4), (1, 3), (10**6, 6)])
+def test_a_short_fit_runs_at_most_the_passes_its_rows_allow(monkeypatch, rows, want):
+    """The short rule's passes are bounded by AUTO_ROWS_SHORT rows in all (at least AUTO_EPOCHS_MAX passes, at most
+    AUTO_EPOCHS_SHORT): 600 rows with a budget of 2,400 run 4; of 1, the floor of 3; of a million, the cap (6 here).
+    The update share is set to 0 so that only the caps stop it."""
+    monkeypatch.setattr(EK, "AUTO_ROWS_SHORT", rows)
+    monkeypatch.setattr(EK, "AUTO_EPOCHS_SHORT", 6)
+    monkeypatch.setattr(EK, "AUTO_EPOCH_UPDATES_SHORT", 0.0)
+    X, y = _digits(600)
+    auto = KernelMIRA(budget="variable", random_state=0).fit(X, y)
+    assert auto.n_iter_ == want and auto.gamma_ == auto.gamma_race_winner_ / 4
+
+
+def test_the_short_rule_applies_only_to_its_case(monkeypatch):
+    """A first pass longer than the race (here 256 rows: GAMMA_RACE_ROWS = 64), explicit epochs, or a budget
+    other than "variable": the race within the first pass, as before (gamma_ one of the runners' widths, at
+    most AUTO_EPOCHS_MAX passes)."""
+    monkeypatch.setattr(EK, "GAMMA_RACE_ROWS", 64)
+    assert race_length(len(GAMMA_POWERS)) == 256
+    X, y = _digits(400)
+    for est, n in [(KernelMIRA(budget="variable", random_state=0), 300),
+                   (KernelMIRA(budget="variable", epochs=3, random_state=0), 200),
+                   (KernelMIRA(budget=None, random_state=0), 200), (KernelMIRA(budget=60, random_state=0), 200)]:
+        auto = est.fit(X[:n], y[:n])
+        assert auto.gamma_ in auto.gammas_ and auto.n_iter_ <= EK.AUTO_EPOCHS_MAX, est
+    short = KernelMIRA(budget="variable", random_state=0).fit(X[:200], y[:200])
+    assert short.gamma_ == short.gamma_race_winner_ / 4 and short.gamma_race_rows_.max() == 200
+
+
+@pytest.mark.parametrize("fmt", ["csr", "dense"])
+def test_sparse_rows_keep_the_race_within_the_first_pass(fmt):
+    """Rows sparse by the kernel caches' rule (at most 1/16 of the columns nonzero on average: text, where the
+    short rule measured worse) keep the race within the first pass, whatever their format."""
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(0)
+    n, d = 300, 160
+    X = sp.random(n, d, density=0.05, random_state=1, format="csr")
+    y = (np.asarray(X[:, :20].sum(axis=1)).ravel() > 0.25).astype(int)
+    est = KernelMIRA(budget="variable", random_state=0)
+    auto = est.fit(X if fmt == "csr" else X.toarray(), y)
+    assert auto.gamma_ in auto.gammas_ and auto.n_iter_ <= EK.AUTO_EPOCHS_MAX
+    # the rule reads nonzeros, not the format (the widths themselves differ in the last bit: "scale"'s variance
+    # is summed differently over CSR and dense rows)
+    other = clone(est).fit(X.toarray() if fmt == "csr" else X, y)
+    assert other.gamma_ in other.gammas_ and other.n_iter_ <= EK.AUTO_EPOCHS_MAX
+    assert np.isclose(auto.gamma_, other.gamma_, rtol=1e-12) and auto.n_iter_ == other.n_iter_
+    # ... while the same rows with every zero shifted (dense by the rule) take the short rule
+    dense = KernelMIRA(budget="variable", random_state=0).fit(X.toarray() + 0.01 * rs.random((n, d)), y)
+    assert dense.gamma_ == dense.gamma_race_winner_ / 4
+
+
 def test_auto_on_a_store_is_streamed_and_bit_identical(tmp_path):
     X, y = _digits(1500)
     path = tmp_path / "d.zarr"
     create_dataset(path, X, y, block_rows=300, dtype="float64")
     auto = KernelMIRA(gamma="auto", budget="variable", random_state=0).fit(path)
     assert set(auto.gamma_race_rows_) <= {1200, 1500}  # a stage ends at a block's end (1024 -> 1200)
-    _same_model(auto, KernelMIRA(gamma=auto.gamma_, budget="variable", random_state=0).fit(path))
+    # 1,500 rows: the short rule (a pass of race, then a refit at a quarter of the winner), from the store as well
+    assert auto.gamma_ == auto.gamma_race_winner_ / 4
+    _same_model(auto, KernelMIRA(gamma=auto.gamma_, epochs=auto.n_iter_, budget="variable", random_state=0).fit(path))
     # the width scales "scale"'s, measured over the whole store, as for arrays
     assert np.allclose(auto.gammas_, KernelMIRA(gamma="auto").fit(X, y).gammas_)
 

@@ -652,12 +652,18 @@ def _orthogonal_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: flo
     residual ``||F - K_M b||^2``, ``F = K A``), with the chosen columns orthogonalized explicitly, so its
     accuracy follows the condition of ``K_M`` instead of its square.
 
-    ``Q`` (``m x k``) is an orthonormal basis of the chosen columns, ``R = F - Q Q' F`` the residual, ``P = Q' K``
-    (each new row ``q' K``), ``c = K' R`` and ``d_j = ||K_j||^2 - ||P_j||^2``: adding ``j`` removes
-    ``||c_j||^2 / d_j``.  A candidate's ``d_j`` is recomputed from its orthogonalized column when it is picked
-    (the running one cancels), and one below :data:`COMPRESS_DEPENDENT` of its norm is set aside.  The
-    coefficients are the least-squares solution over ``K_M`` (SVD) and the residual returned is theirs; the
-    guard and the repairs are :func:`_greedy_selection`'s.  One pattern at a time, ``O(|S|^2 |M|)``: a fallback."""
+    ``Q`` (``m x k``) is an orthonormal basis of the chosen columns, ``R = F - Q Q' F`` the residual, ``c = K R``
+    and ``d_j = ||K_j||^2 - ||Q' K_j||^2``: adding ``j`` removes ``||c_j||^2 / d_j``.  As in
+    :func:`_greedy_selection`, each step ranks every candidate by that, takes the best ``2 * block`` as a pool
+    (``block`` :data:`COMPRESS_BLOCK`, at most :data:`COMPRESS_GROWTH` of the chosen, at least one), orthogonalizes
+    the pool's columns against ``Q`` (twice: :data:`COMPRESS_REORTHOGONALIZE`), and picks greedily inside it on
+    those explicit columns, each pick orthogonalizing the rest; then one matrix product ``Q_new' K`` updates ``d``
+    and ``c``.  A candidate whose orthogonalized column keeps less than :data:`COMPRESS_DEPENDENT` of its squared
+    norm is set aside.  The coefficients solve ``T b = Q' F``, ``T = Q' K_M`` upper triangular, and the residual
+    returned is theirs, recomputed; the guard and the repairs are :func:`_greedy_selection`'s.
+    ``O(|S|^2 |M|)`` in matrix products, as the factor's selection."""
+    import scipy.linalg as sla
+
     m = S.shape[0]
     everything = Compressed(np.arange(m), A, 0.0)
     if tol <= 0 or m <= 1:
@@ -672,41 +678,71 @@ def _orthogonal_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: flo
     R = F.copy()
     c = K @ R  # K' R, K symmetric
     d = norms2.copy()
-    Q = np.zeros((m, min(m, 256)))
+    Q = np.zeros((m, min(m, 256)))  # the orthonormal basis, one column per pick
+    P = np.zeros((Q.shape[1], m))  # Q' K, one row per pick
     chosen: list[int] = []
     free = np.ones(m, dtype=bool)
     res2 = nf2
     lowered = repairs = 0
     while True:
         while res2 > room:
+            k = len(chosen)
+            block = min(int(COMPRESS_BLOCK), max(1, int(COMPRESS_GROWTH * k)))
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
                 score = np.where(free & (d > floor), np.sum(c * c, axis=1) / d, -1.0)
-            j = int(np.argmax(score))
-            if not score[j] > 0:
+            n_pos = int(np.count_nonzero(score > 0))
+            if n_pos == 0:
                 return everything  # nothing left outside the span: rounding beyond repair
-            k = len(chosen)
-            v = K[:, j].copy()
-            for _ in range(COMPRESS_REORTHOGONALIZE):
-                v -= Q[:, :k] @ (Q[:, :k].T @ v)
-            nv2 = float(v @ v)
-            if not nv2 > floor[j]:
-                free[j] = False  # numerically in the span of the chosen columns
+            n_pool = min(2 * block, n_pos)
+            pool = np.argpartition(-score, n_pool - 1)[:n_pool] if n_pool < m else np.flatnonzero(score > 0)
+            V = K[:, pool] - Q[:, :k] @ P[:k, pool]  # the pool's columns orthogonalized against Q (Q Q' K)
+            vn2 = np.einsum("ij,ij->j", V, V)
+            live = vn2 > floor[pool]
+            free[pool[~live]] = False  # numerically in the span of the chosen columns
+            new = []
+            Rb = R.copy()  # the residual as the picks inside the pool lower it (made exact after the block)
+            while len(new) < block and live.any():
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    gain = np.where(live, np.sum((V.T @ Rb) ** 2, axis=1) / vn2, -1.0)
+                i = int(np.argmax(gain))
+                if not gain[i] > 0:
+                    break
+                q = V[:, i] / math.sqrt(vn2[i])
+                Rb -= np.outer(q, q @ Rb)
+                V -= np.outer(q, q @ V)
+                vn2 = np.einsum("ij,ij->j", V, V)
+                live[i] = False
+                dead = live & ~(vn2 > floor[pool])
+                free[pool[dead]] = False
+                live &= ~dead
+                new.append((int(pool[i]), q))
+                if float(np.sum(Rb * Rb)) <= room:
+                    break
+            if not new:
                 continue
-            q = v / math.sqrt(nv2)
-            if k == Q.shape[1]:
-                Q = np.pad(Q, ((0, 0), (0, min(m, 2 * k) - k)))
-            Q[:, k] = q
-            p = K @ q  # the new row of Q' K
-            alpha = q @ R
-            R -= np.outer(q, alpha)
-            c -= np.outer(p, alpha)
-            d -= p * p
-            free[j] = False
-            chosen.append(j)
+            r = len(new)
+            if k + r > Q.shape[1]:
+                grow = min(m, max(2 * Q.shape[1], k + r)) - Q.shape[1]
+                Q, P = np.pad(Q, ((0, 0), (0, grow))), np.pad(P, ((0, grow), (0, 0)))
+            Qn = np.stack([q for _, q in new], axis=1)
+            # the second pass of Gram-Schmidt ("twice is enough"), against Q and in order within the block
+            Qn -= Q[:, :k] @ (Q[:, :k].T @ Qn)
+            for t in range(r):
+                Qn[:, t] -= Qn[:, :t] @ (Qn[:, :t].T @ Qn[:, t])
+                Qn[:, t] /= np.linalg.norm(Qn[:, t])
+            Q[:, k:k + r] = Qn
+            P[k:k + r] = Qn.T @ K
+            d -= np.einsum("ij,ij->j", P[k:k + r], P[k:k + r])
+            R -= Qn @ (Qn.T @ R)
+            c = K @ R
             res2 = float(np.sum(R * R))
+            idx = [j for j, _ in new]
+            free[idx] = False
+            chosen.extend(idx)
         M = np.array(chosen, dtype=np.int64)
         KM = K[:, M]
-        coef = np.linalg.lstsq(KM, F, rcond=None)[0]
+        T = np.triu(P[:len(M), M])  # Q' K_M: upper triangular, each column orthogonal to the later picks
+        coef = sla.solve_triangular(T, Q[:, :len(M)].T @ F, lower=False, check_finite=False)
         FM = KM @ coef
         r2 = float(np.sum((FM - F) ** 2))
         verdict, goal, room, lowered, repairs = _guard_step(

@@ -631,9 +631,10 @@ def test_a_factor_lost_to_rounding_falls_back_to_the_orthogonal_selection(monkey
 
 @pytest.mark.parametrize("K", [1, 3])
 @pytest.mark.parametrize("tol", [0.1, 0.35])
-def test_the_orthogonal_selection_is_the_brute_force_greedy(K, tol):
-    """The fallback chooses, one pattern at a time, exactly the patterns trying every addition by brute force
-    chooses, and its coefficients are that set's least squares."""
+def test_the_orthogonal_selection_is_the_brute_force_greedy(monkeypatch, K, tol):
+    """The fallback chooses, one pattern at a time, exactly the patterns that trying every addition by brute force
+    chooses (blocks of one: COMPRESS_BLOCK = 1), and its coefficients are that set's least squares."""
+    monkeypatch.setattr(CK, "COMPRESS_BLOCK", 1)
     S, A = _expansion(18, 3, K, seed=K + int(100 * tol))
     gamma = 0.4
     Kss = _rbf(S, S, gamma)
