@@ -152,7 +152,7 @@ AUTO_EPOCHS_MAX = 3
 #: Gaussian quantiles +2.13 -> +0.59 (207 -> 93 patterns; SVC 408), make_hastie_10_2 +2.48 -> +0.88 (395 -> 197;
 #: SVC 232), breast cancer +0.26 -> +0.09, wine +0.19 -> +0.37, iris -0.89 -> -0.67, digits splits +0.13 -> +0.44,
 #: two moons, two circles and the blobs within 0.2 of SVC as before, with 35-55 % fewer patterns; the update
-#: share 0.3 instead of 0.2 stopped hastie after 8-16 passes, +1.22.  The cost: 2.5-4x the fit (hastie 0.31 ->
+#: share 0.3 instead of 0.2 stopped hastie after 8-16 passes, +1.22.  The cost: about 3x the fit (hastie 0.31 ->
 #: 0.84 CPU s), under SVC's 3-fold grid search on every held-out set.
 GAMMA_WIDEN_SHORT = 2
 AUTO_EPOCHS_SHORT = 20
@@ -883,7 +883,8 @@ class KernelClassifier(OnlineLinearClassifier):
         self.summary_ = self.conversion
 
     def _n_epochs(self, n_rows: int) -> int:
-        """``epochs``, or for "auto" at most :data:`AUTO_EPOCHS_MAX` (:attr:`_halted` stops it sooner)."""
+        """``epochs``, or for "auto" at most :data:`AUTO_EPOCHS_MAX` (a short fit: :data:`AUTO_EPOCHS_SHORT`, and
+        :data:`AUTO_ROWS_SHORT` rows in all; :attr:`_halted` stops it sooner)."""
         self._epoch_rows_total = int(n_rows)
         if self.epochs != "auto":
             return int(self.epochs)
