@@ -598,7 +598,7 @@ def _compress_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float
         # the factor of K K lost the problem to rounding (a zero pivot of the picks' triangle, a residual the
         # coefficients do not reach, or no candidate left above the floor: wide RBF widths, where many kernel
         # columns are nearly dependent and K K squares their condition): the selection again on the kernel
-        # columns themselves, orthogonalized one at a time (norm="data"); the rkhs norm keeps the expansion
+        # columns themselves, orthogonalized explicitly (norm="data"); the rkhs norm keeps the expansion
         m = S.shape[0]
         A = np.asarray(A, dtype=np.float64).reshape(m, -1)
         if norm == "data":
@@ -637,13 +637,8 @@ def _guard_step(r2: float, agreed: Any, goal: float, room: float, lowered: int, 
 
 
 class _Rounding(ArithmeticError):
-    """:func:`_greedy_selection` lost its problem to rounding: the tracked residual and the coefficients' disagree
+    """:func:`_greedy_selection` lost its problem to rounding: the tracked residual and the coefficients' residual disagree
     beyond repair, or every candidate left fell below :data:`COMPRESS_DEPENDENT` before the tolerance was met."""
-
-
-#: :func:`_orthogonal_selection` re-orthogonalizes each new column against the chosen ones this many times
-#: (classical Gram-Schmidt twice: "twice is enough", Giraud et al. 2005, orthogonal to working precision).
-COMPRESS_REORTHOGONALIZE = 2
 
 
 def _orthogonal_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: float, agree: float) -> Compressed:
@@ -656,9 +651,10 @@ def _orthogonal_selection(kernel: Kernel, S: np.ndarray, A: np.ndarray, tol: flo
     and ``d_j = ||K_j||^2 - ||Q' K_j||^2``: adding ``j`` removes ``||c_j||^2 / d_j``.  As in
     :func:`_greedy_selection`, each step ranks every candidate by that, takes the best ``2 * block`` as a pool
     (``block`` :data:`COMPRESS_BLOCK`, at most :data:`COMPRESS_GROWTH` of the chosen, at least one), orthogonalizes
-    the pool's columns against ``Q`` (twice: :data:`COMPRESS_REORTHOGONALIZE`), and picks greedily inside it on
-    those explicit columns, each pick orthogonalizing the rest; then one matrix product ``Q_new' K`` updates ``d``
-    and ``c``.  A candidate whose orthogonalized column keeps less than :data:`COMPRESS_DEPENDENT` of its squared
+    the pool's columns against ``Q`` (through the stored ``Q' K``), and picks greedily inside it on those
+    explicit columns, each pick orthogonalizing the rest; the block's picks then take a second Gram-Schmidt pass
+    ("twice is enough", Giraud et al. 2005: orthogonal to working precision), and one matrix product ``Q_new' K``
+    updates ``d``, ``c`` and ``R``.  A candidate whose orthogonalized column keeps less than :data:`COMPRESS_DEPENDENT` of its squared
     norm is set aside.  The coefficients solve ``T b = Q' F``, ``T = Q' K_M`` upper triangular, and the residual
     returned is theirs, recomputed; the guard and the repairs are :func:`_greedy_selection`'s.
     ``O(|S|^2 |M|)`` in matrix products, as the factor's selection."""
