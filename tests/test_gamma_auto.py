@@ -29,7 +29,7 @@ import distlearn.estimators.kernel as EK
 from distlearn.estimators.kernel import (GAMMA_POWERS, GAMMA_RACE_ROWS, GAMMA_WIDEN, GAMMA_WIDEN_SHORT, GAMMA_SHARE_BYTES, GAMMA_SHARE_FEATURES,
                                          race_length, race_winner)
 from distlearn.learners import make_rule
-from distlearn.learners._budget import shared_dots
+from distlearn.learners._budget import shared_csr_dots, shared_dots
 from distlearn.learners.kernel import init_budget_state, learn_budget_chunk, make_kernel
 from distlearn.stream import array_order
 
@@ -522,17 +522,37 @@ def test_every_candidate_is_its_separate_run(est):
 
 
 def test_who_shares():
-    """The race shares on data of GAMMA_SHARE_FEATURES features or more whose race rows fit GAMMA_SHARE_BYTES
-    dense, without merging."""
+    """The race shares on data of GAMMA_SHARE_FEATURES features or more, without merging: dense rows while the
+    race's rows fit GAMMA_SHARE_BYTES dense, sparse rows (kept as CSR) at any width.  The race's first rows
+    decide the form, and later rows of the other form are converted to it."""
+    import scipy.sparse as sp
+
     rows = race_length(len(GAMMA_POWERS))
     widest = GAMMA_SHARE_BYTES // (8 * rows)
-    for d, est, shares in [(GAMMA_SHARE_FEATURES - 1, KernelMIRA(), False), (GAMMA_SHARE_FEATURES, KernelMIRA(), True),
-                           (widest, KernelPA(kernel="poly"), True), (widest + 1, KernelMIRA(), False),
-                           (64, KernelMIRA(budget=50), False), (64, KernelMIRA(budget=50, removal="margin"), True)]:
-        r = clone(est).set_params(gamma="auto")
-        r._start(np.arange(3), d)
-        r._set_gamma(1.0)
-        assert (r._race.R is not None) == shares, (d, est)
+    for d, est, dense, sparse in [
+            (GAMMA_SHARE_FEATURES - 1, KernelMIRA(), False, False), (GAMMA_SHARE_FEATURES, KernelMIRA(), True, True),
+            (widest, KernelPA(kernel="poly"), True, True), (widest + 1, KernelMIRA(), False, True),
+            (64, KernelMIRA(budget=50), False, False), (64, KernelMIRA(budget=50, removal="margin"), True, True)]:
+        for first, shares in [(np.eye(2, d), dense), (sp.csr_matrix(np.eye(2, d)), sparse)]:
+            r = clone(est).set_params(gamma="auto")
+            r._start(np.arange(3), d)
+            r._set_gamma(1.0)
+            race = r._race
+            assert race.shares(first) == shares, (d, est, type(first))
+            assert race.shares(sp.csr_matrix(np.eye(2, d)) if isinstance(first, np.ndarray) else np.eye(2, d)) \
+                == shares  # decided once, by the first rows
+            assert (race.P is not None) == (shares and sp.issparse(first))
+            assert (race.R is not None) == (shares and not sp.issparse(first))
+            if shares:  # the other form's rows join in the first one's
+                race.append(first, np.array([1, 0]))
+                race.rows += 2
+                other = sp.csr_matrix(np.eye(3, d, 1)) if not sp.issparse(first) else np.eye(3, d, 1)
+                race.append(other, np.array([2]))
+                race.rows += 1
+                got = race.rows_run()
+                assert sp.issparse(got) == sp.issparse(first)
+                want = np.vstack([np.eye(2, d)[[1, 0]], np.eye(3, d, 1)[[2]]])
+                assert np.array_equal(got.toarray() if sp.issparse(got) else got, want)
 
 
 def test_a_sparse_race_shares_and_equals_the_dense_one():
@@ -546,7 +566,7 @@ def test_a_sparse_race_shares_and_equals_the_dense_one():
     assert np.array_equal(dense.gamma_online_errors_, sparse.gamma_online_errors_)
     _same_model(dense, sparse)
     race, _ = _race_of(KernelMIRA(budget="variable", random_state=3), sp.csr_matrix(X), y, np.arange(len(y)))
-    assert race.R is not None and np.array_equal(race.R[:race.rows], X)
+    assert race.P is not None and np.array_equal(race.rows_run().toarray(), X)  # kept as CSR
 
 
 def test_dots_need_aligned_engine_calls():
@@ -561,3 +581,149 @@ def test_dots_need_aligned_engine_calls():
     with pytest.raises(ValueError, match="multiples of 16"):
         learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(d, 1), X, y,
                            dots=np.zeros((1, 1, 16)))
+
+
+# -- the shared dot products of sparse rows (text) ---------------------------------------------------------------
+
+
+def _text(n=1400, d=6000, seed=0):
+    """Sparse rows as text has them: ~25 of ``d`` columns nonzero a row (a Zipf-like column choice, so rows
+    share columns), nonnegative values, unit norm; 3 classes from a sparse linear rule with 5 % noise."""
+    rs = np.random.RandomState(seed)
+    import scipy.sparse as sp
+
+    rows, cols, vals = [], [], []
+    for r in range(n):
+        k = rs.randint(5, 45)
+        c = np.unique(np.minimum(rs.zipf(1.3, k) - 1, d - 1))
+        v = rs.rand(len(c)) + 0.1
+        rows += [r] * len(c)
+        cols += c.tolist()
+        vals += (v / np.linalg.norm(v)).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, d))
+    W = rs.randn(d, 3) * (rs.rand(d, 1) < 0.05)
+    y = np.argmax(X @ W + 0.05 * rs.randn(n, 3), axis=1)
+    flip = rs.rand(n) < 0.05
+    y[flip] = rs.randint(0, 3, flip.sum())
+    return X, y
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 70), d=st.integers(1, 40), density=st.sampled_from([0.05, 0.3, 1.0]),
+       t0=st.integers(0, 40), seed=st.integers(0, 2**31 - 1), zeros=st.booleans())
+def test_shared_csr_dots_are_the_dense_ones(n, d, density, t0, seed, zeros):
+    """shared_csr_dots on CSR rows is shared_dots on the same rows dense, bit for bit: every flagged entry below
+    its block's end (the last block's rows past m 0), every other entry left as it was.  Explicit zeros in the
+    CSR rows (``zeros``) change nothing."""
+    import scipy.sparse as sp
+
+    from distlearn.learners.kernel import _csr_rows
+
+    rs = np.random.RandomState(seed)
+    t0 = min(t0, n - 1)
+    m = n - t0
+    R = rs.randn(n, d) * (rs.rand(n, d) < density)
+    C = sp.csr_matrix(R)
+    if zeros and C.nnz:
+        C.data[rs.rand(C.nnz) < 0.3] = 0.0  # stored, zero
+        R = C.toarray()
+    p, j, v = _csr_rows(C)
+    cols = rs.rand(n) < 0.7
+    cols[t0:] = True
+    shape = (-(-m // 16), n, 16)
+    want = shared_dots(R, cols, t0, m, np.full(shape, np.nan))
+    got = shared_csr_dots(p, j, v, cols, t0, m, d, np.full(shape, np.nan))
+    assert np.array_equal(np.isnan(want), np.isnan(got))
+    assert np.array_equal(np.nan_to_num(want, nan=7.0), np.nan_to_num(got, nan=7.0))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(20, 200), k=st.sampled_from([2, 3]), seed=st.integers(0, 2**31 - 1),
+       kernel=st.sampled_from(["rbf", "poly"]), budget=st.sampled_from(["variable", None, 12]),
+       removal=st.sampled_from(["margin", "oldest", "random"]), dup=st.booleans())
+def test_shared_csr_dot_rows_are_the_learners_own(n, k, seed, kernel, budget, removal, dup):
+    """learn_budget_chunk on sparse rows (a sparse store: the engine reads them as CSR) reading shared products
+    from shared_csr_dots is, bit for bit, the learner computing its own rows: every round's decision, loss and
+    removals, and the cache."""
+    import scipy.sparse as sp
+
+    from distlearn.learners.kernel import _csr_rows
+
+    X, _ = _text(n, d=400, seed=seed % 1000)
+    if dup:
+        X = sp.vstack([X[: n - n // 2], X[: n // 2]]).tocsr()
+    rs = np.random.RandomState(seed)
+    y = rs.randint(0, k, n)
+    kern = make_kernel(kernel, gamma=float(rs.choice([0.5, 2.0])), degree=3, coef0=1.0)
+    rule = make_rule("mira", native=k > 2) if seed % 2 else make_rule("perceptron")
+    order = rs.permutation(n)
+    chunks = np.split(order, sorted(set(rs.randint(1, n, 3).tolist())))
+    kw = {"beta": 0.1, "budget": budget, "removal": removal, "seed": seed}
+
+    def run(share):
+        st_ = init_budget_state(X.shape[1], 1 if k == 2 else k, native=k > 2)
+        p, j, v = _csr_rows(X[np.concatenate(chunks)])
+        logs, t0 = [], 0
+        for rows in chunks:
+            m = len(rows)
+            dots = shared_csr_dots(p, j, v, np.ones(t0 + m, bool), t0, m, X.shape[1],
+                                   np.full((-(-m // 16), t0 + m, 16), np.nan)) if share else None
+            logs.append(learn_budget_chunk(rule, kern, st_, X, y, order=rows, dots=dots, **kw))
+            t0 += m
+        assert st_.store  # the rows were read as CSR, by the sparse store
+        return st_, logs
+
+    a, la = run(False)
+    b, lb = run(True)
+    for x, z in zip(la, lb):
+        for f in x._fields:
+            assert np.array_equal(getattr(x, f), getattr(z, f)), f
+    for p_, q in zip(a.support(), b.support()):
+        assert np.array_equal(p_.toarray() if hasattr(p_, "toarray") else p_,
+                              q.toarray() if hasattr(q, "toarray") else q)
+    assert a.t == b.t == n
+
+
+@pytest.mark.parametrize("est", [KernelMIRA(budget="variable", random_state=0),
+                                 KernelPerceptron(beta=0.1, budget=60, removal="random", random_state=2)],
+                         ids=["mira-variable", "perceptron-random"])
+def test_a_text_race_shares_as_csr_and_every_candidate_is_its_separate_run(est):
+    """Text too wide for dense race rows (GAMMA_SHARE_BYTES) races on shared products kept as CSR, and every
+    candidate -- losers where they were dropped, and the winner -- is bit for bit a separate learner of its
+    width over the same rows; the whole fit is the same model as with the candidates computing their own."""
+    import scipy.sparse as sp
+
+    X, y = _text()
+    assert 8 * X.shape[1] * race_length(len(GAMMA_POWERS)) > GAMMA_SHARE_BYTES  # too wide to keep dense
+    rows = np.random.RandomState(7).permutation(len(y))
+    race, r = _race_of(est, X, y, rows)
+    assert race.P is not None and race.R is None
+    assert (race.rows_run() != X[rows[:race.rows]]).nnz == 0
+    assert len(set(r.gamma_race_rows_.tolist())) > 1  # a cut was made
+    classes = np.unique(y)
+    for i, (g, n_rows) in enumerate(zip(r.gammas_, r.gamma_race_rows_)):
+        c = race.runners[i]
+        one = clone(est).set_params(gamma=float(g), epochs=1)
+        one._start(classes, X.shape[1])
+        one._prepare(X, len(y))
+        part = rows[:n_rows]
+        one._learn(X, np.searchsorted(classes, y).astype(np.int64), part, np.arange(len(part), dtype=np.int64), 0,
+                   True)
+        assert (c.online_errors_, c.n_updates_, c.n_removed_, c.t_) == \
+            (one.online_errors_, one.n_updates_, one.n_removed_, one.t_) == \
+            (r.gamma_online_errors_[i], one.n_updates_, one.n_removed_, n_rows)
+        for p, q in zip(c._state.support(), one._state.support()):
+            assert np.array_equal(p.toarray() if sp.issparse(p) else p, q.toarray() if sp.issparse(q) else q)
+        assert np.array_equal(np.concatenate(c._sizes), np.concatenate(one._sizes))
+    shared = clone(est).set_params(epochs=2).fit(X, y)
+    orig = EK.GAMMA_SHARE_FEATURES
+    EK.GAMMA_SHARE_FEATURES = 10**9  # nobody shares
+    try:
+        own = clone(est).set_params(epochs=2).fit(X, y)
+    finally:
+        EK.GAMMA_SHARE_FEATURES = orig
+    assert sp.issparse(shared.support_vectors_)
+    assert shared.gamma_ == own.gamma_ and np.array_equal(shared.gamma_online_errors_, own.gamma_online_errors_)
+    assert (shared.support_vectors_ != own.support_vectors_).nnz == 0
+    assert np.array_equal(shared.dual_coef_, own.dual_coef_)
+    assert np.array_equal(shared.cache_size_, own.cache_size_)

@@ -26,9 +26,10 @@ from ..learners import make_rule
 from ..conversions import Interval, Last, Suffix, Tree, Vote, Average, make_conversion
 from ..conversions.kernel import (VotedKernelHypothesis, compress_expansion, compress_in_parts, distil_expansion,
                                   history, kernel_conversion)
-from ..learners._budget import BUDGET_FIXED, BUDGET_VARIABLE, ROW_BLOCK, shared_dots
+from ..learners._budget import BUDGET_FIXED, BUDGET_VARIABLE, ROW_BLOCK, shared_csr_dots, shared_dots
 from ..learners.kernel import (
     MIRROR_SPARSITY,
+    _csr_rows,
     as_patterns,
     budget_code,
     init_budget_state,
@@ -74,8 +75,10 @@ GAMMA_WIDEN = 1
 #: with ``benchmarks/bench_kernel_rows.py --rows letter-race,digits-race,fashion-race --share-features 1``:
 #: LETTER (16 features) 0.99x, digits (64) 0.89x, Fashion-MNIST 10k (784) 0.70x.
 GAMMA_SHARE_FEATURES = 32
-#: ... and only while the race's rows, kept dense for the products (``race_length`` rows), take at most this
-#: many bytes (a densified piece of the engine's: 16 Mi values); wide sparse data races as before.
+#: ... and, for dense rows, only while the race's rows, kept dense for the products (``race_length`` rows), take at
+#: most this many bytes (a densified piece of the engine's: 16 Mi values).  Sparse rows share at any width: the
+#: race keeps them as CSR and the products are walks of their nonzeros (``shared_csr_dots``).  KernelMIRA's defaults
+#: on 1,500 RCV1-like rows (47,236 features), CPU s medians of 5: the race 0.5 -> 0.2 s of the fit, the same model.
 GAMMA_SHARE_BYTES = 8 * 2**24
 
 #: ``compress="auto"``'s tolerance with ``budget="variable"``: the relative residual of the fitted expansion's
@@ -210,27 +213,60 @@ def race_winner(errors: Sequence[int], rows: int) -> int:
 
 
 class _GammaRace:
-    """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run;
-    ``R``: the rows run, in race order (the rows of the runners' rounds), when the runners share their dot
-    products (:meth:`KernelClassifier._race_rows`), else None."""
+    """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run.
+    When the runners share their dot products (:meth:`KernelClassifier._race_rows`), the rows run in race order
+    (the rows of the runners' rounds) are kept: dense in ``R``, or, when the race's first rows are sparse, as CSR
+    in ``P``, ``J``, ``V`` (row pointers, columns, values); ``share`` says which sharing the data may take
+    (:meth:`KernelClassifier._set_gamma`), and the first rows decide (:meth:`shares`)."""
 
-    def __init__(self, runners: list[Any], share: bool) -> None:
+    def __init__(self, runners: list[Any], share: str | None) -> None:
         self.runners = runners
         self.alive = list(range(len(runners)))  # the contenders, ascending gamma
         self.shadow: int | None = None  # the width one power of two wider than the leader, if not a contender
         self.rows = 0
         self.stage_end = GAMMA_RACE_ROWS
-        self.R = np.zeros((0, runners[0]._state.n_features)) if share else None
+        self.share = share  # None: never; "sparse": sparse rows only; "any": dense or sparse rows
+        self.decided = share is None
+        self.R: np.ndarray | None = None
+        self.P: np.ndarray | None = None
+        self.J = np.zeros(0, np.int32)
+        self.V = np.zeros(0)
+
+    def shares(self, X: Any) -> bool:
+        """Whether the runners share their dot products: decided on the race's first rows ``X`` (a chunk), whose
+        form (dense or CSR) is the form the rows are kept in."""
+        if not self.decided:
+            self.decided = True
+            d = self.runners[0]._state.n_features
+            if sp.issparse(X):
+                self.P = np.zeros(1, np.int64)
+            elif self.share == "any":
+                self.R = np.zeros((0, d))
+        return self.R is not None or self.P is not None
 
     def append(self, X: Any, rows: np.ndarray) -> None:
-        """Append the rows ``X[rows]`` (float64, as the engine reads them) to ``R`` after ``self.rows``."""
+        """Append the rows ``X[rows]`` (float64, as the engine reads them) after ``self.rows``."""
+        part = X[rows]
         need = self.rows + len(rows)
+        if self.P is not None:  # CSR, structure checked (the engine's reading of a chunk)
+            p, j, v = _csr_rows(part if sp.issparse(part) else sp.csr_matrix(part))
+            self.P = np.concatenate([self.P[:self.rows + 1], self.P[self.rows] + p[1:]])
+            self.J = np.concatenate([self.J[:self.P[self.rows]], j])
+            self.V = np.concatenate([self.V[:self.P[self.rows]], v])
+            return
         if need > len(self.R):
             grown = np.zeros((max(need, 2 * len(self.R), GAMMA_RACE_ROWS), self.R.shape[1]))
             grown[:self.rows] = self.R[:self.rows]
             self.R = grown
-        part = X[rows]
         self.R[self.rows:need] = part.toarray() if sp.issparse(part) else part
+
+    def rows_run(self) -> Any:
+        """The rows run so far, in race order (dense, or CSR when kept so), or None without sharing."""
+        if self.P is not None:
+            n = self.rows
+            return sp.csr_matrix((self.V[:self.P[n]], self.J[:self.P[n]], self.P[:n + 1]),
+                                 shape=(n, self.runners[0]._state.n_features))
+        return None if self.R is None else self.R[:self.rows]
 
     @property
     def running(self) -> list[int]:
@@ -239,7 +275,8 @@ class _GammaRace:
 
     def dots(self, m: int) -> np.ndarray:
         """The dot products of the next ``m`` rows (appended) with every row a live runner has cached and
-        with those ``m`` (:func:`~distlearn.learners._budget.shared_dots`), computed once for every runner."""
+        with those ``m`` (:func:`~distlearn.learners._budget.shared_dots`, or
+        :func:`~distlearn.learners._budget.shared_csr_dots` for CSR rows), computed once for every runner."""
         t0 = self.rows
         cols = np.zeros(t0 + m, dtype=bool)
         cols[t0:] = True
@@ -248,6 +285,8 @@ class _GammaRace:
             n = int(st.meta[0])
             cols[st.born[:n][st.alive[:n]]] = True
         out = np.empty(((m + ROW_BLOCK - 1) // ROW_BLOCK, t0 + m, ROW_BLOCK))
+        if self.P is not None:
+            return shared_csr_dots(self.P, self.J, self.V, cols, t0, m, self.runners[0]._state.n_features, out)
         return shared_dots(self.R, cols, t0, m, out)
 
 
@@ -279,8 +318,8 @@ _KERNEL_DOC = """
         during the fit: the candidates ``gammas_`` are "scale"'s width times ``2**k``, ``k`` in
         :data:`GAMMA_POWERS` (-1 .. 5), one single learner each, all run side by side over the
         same rows of the first pass in the same order (each block read once; with at least
-        :data:`GAMMA_SHARE_FEATURES` features (and at most :data:`GAMMA_SHARE_BYTES` of race rows,
-        dense), the dot products of the rows with the patterns the
+        :data:`GAMMA_SHARE_FEATURES` features (dense rows: at most :data:`GAMMA_SHARE_BYTES` of race
+        rows, dense; sparse rows: any width, kept as CSR), the dot products of the rows with the patterns the
         candidates cache are computed once for all of them, a candidate's kernel value one ``exp``
         of its pair's -- not with ``removal="merge"``, whose merged patterns are no rows); a race keeps the
         better half, by progressive (online) mistakes, after ``GAMMA_RACE_ROWS`` (1024) rows,
@@ -698,8 +737,9 @@ class KernelClassifier(OnlineLinearClassifier):
             # are no row
             if race:
                 d = self._state.n_features
-                share = GAMMA_SHARE_FEATURES <= d and 8 * d * race_length(len(self.gammas_)) <= GAMMA_SHARE_BYTES \
-                    and not self._merging()
+                share = None
+                if GAMMA_SHARE_FEATURES <= d and not self._merging():
+                    share = "any" if 8 * d * race_length(len(self.gammas_)) <= GAMMA_SHARE_BYTES else "sparse"
                 self._race = _GammaRace([self._candidate(float(g)) for g in self.gammas_], share)
         self.gamma_online_errors_ = np.zeros(len(self.gammas_), np.int64)
         self.gamma_race_rows_ = np.zeros(len(self.gammas_), np.int64)
@@ -732,7 +772,7 @@ class KernelClassifier(OnlineLinearClassifier):
             while pos < cut:
                 end = int(bounds[np.searchsorted(bounds, pos, side="right")])
                 dots = None
-                if race.R is not None:
+                if race.shares(X):
                     race.append(X, order[pos:end])
                     dots = race.dots(end - pos)
                 for i in race.running:
@@ -848,7 +888,7 @@ class KernelClassifier(OnlineLinearClassifier):
         st = self._state
         conv = self._auto_conversion()
         self.__dict__.pop("hypothesis_", None)
-        scores = None
+        scores = gram = None
         if isinstance(conv, Last):
             S, A, lab = st.support()
             if st.scores_kept:  # f(S), kept by DistillCache: the compression in parts need not recompute it
@@ -868,13 +908,17 @@ class KernelClassifier(OnlineLinearClassifier):
                 Z, _, lab_z = st.support()
                 if isinstance(conv, Average) and self.distill and self.budget is not None and S.shape[0] > Z.shape[0]:
                     self.conversion_info_["distilled_from"] = S.shape[0]
-                    S, A, lab = Z, distil_expansion(self._kernel_obj, S, A, Z), lab_z
+                    # K_ZZ kept for the compression of the distilled expansion, when it compresses it whole
+                    whole = Z.shape[0] <= COMPRESS_AUTO_MAX
+                    B = distil_expansion(self._kernel_obj, S, A, Z, return_gram=whole)
+                    B, gram = B if whole else (B, None)
+                    S, A, lab = Z, B, lab_z
         if isinstance(self.conversion, str) and self.conversion.lower() == "auto":
             self.conversion_info_["conversion"] = type(conv).__name__.lower()
             if getattr(self, "_history_dropped", None) is not None:
                 self.conversion_info_["history_dropped"] = self._history_dropped
         if "hypothesis_" not in self.__dict__:
-            S, A, lab = self._compress(S, A, lab, scores)
+            S, A, lab = self._compress(S, A, lab, scores, gram)
         self.support_vectors_ = S
         self.dual_coef_ = np.ascontiguousarray(A.T)
         self.n_support_ = np.bincount(lab, minlength=len(self.classes_)).astype(np.int64)
@@ -925,10 +969,11 @@ class KernelClassifier(OnlineLinearClassifier):
             return self._compress_auto_binary if len(self.classes_) == 2 else COMPRESS_AUTO
         return float(self.compress)
 
-    def _compress(self, S: np.ndarray, A: np.ndarray, lab: np.ndarray,
-                  scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _compress(self, S: np.ndarray, A: np.ndarray, lab: np.ndarray, scores: np.ndarray | None = None,
+                  gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The expansion ``(S, A, lab)`` compressed as ``compress`` says (recorded in ``conversion_info_``);
-        ``scores``: its scores on its own patterns when the engine kept them."""
+        ``scores``: its scores on its own patterns when the engine kept them; ``gram``: ``K_SS`` when the
+        distillation computed it (read when the expansion is compressed whole)."""
         tol = self._compress_tol(sparse=sp.issparse(S))
         if tol <= 0 or S.shape[0] <= 1:
             return S, A, lab
@@ -937,7 +982,7 @@ class KernelClassifier(OnlineLinearClassifier):
             c = compress_in_parts(self._kernel_obj, S, A, tol, scores=scores, agree=agree)
             self.conversion_info_["compress_in_parts"] = True
         else:
-            c = compress_expansion(self._kernel_obj, S, A, tol, norm="data", agree=agree)
+            c = compress_expansion(self._kernel_obj, S, A, tol, norm="data", agree=agree, gram=gram)
         self.conversion_info_["compressed_from"] = S.shape[0]
         self.conversion_info_["compress_residual"] = c.residual
         return as_patterns(S[c.keep]), c.coef, lab[c.keep]

@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import (Boolean, Integral, NJobs, OptionalPath, RandomState, Real, Scheduler, effective_n_jobs,
                            in_memory)
 from .._urls import absolute
-from ..conversions.kernel import ridge_refit, ridge_sums
+from ..conversions.kernel import _unique_csr_rows, merge_repeated_patterns, ridge_refit, ridge_sums
 from ..data.store import open_dataset
 from ..distributed.learner_parallel import KernelObpmJob
 from ..distributed.runs import store_sums
@@ -60,48 +60,6 @@ def require_kernel(owner: str, linear: str, value: Any, base: Any) -> None:
                          f"({', '.join(sorted(KERNEL_ESTIMATORS))} or their estimators); a linear rule is "
                          f"{linear}(base={shown(value, base)}, ...)")
 
-
-def _unique_csr_rows(S: Any) -> tuple[Any, np.ndarray, np.ndarray]:
-    """``np.unique(S, axis=0, return_index=True, return_inverse=True)`` for a CSR matrix, the distinct rows in
-    the order they first appear (a row is its nonzeros: explicit zeros are dropped first)."""
-    S = sp.csr_matrix(S, dtype=np.float64)
-    S.eliminate_zeros()
-    S.sort_indices()
-    seen: dict[tuple[bytes, bytes], int] = {}
-    first, inv = [], np.empty(S.shape[0], dtype=np.int64)
-    for r in range(S.shape[0]):
-        lo, hi = S.indptr[r], S.indptr[r + 1]
-        key = (S.indices[lo:hi].tobytes(), S.data[lo:hi].tobytes())
-        j = seen.setdefault(key, len(first))
-        if j == len(first):
-            first.append(r)
-        inv[r] = j
-    first_at = np.asarray(first, dtype=np.int64)
-    return S[first_at], first_at, inv
-
-
-def merge_repeated_patterns(S: Any, coef: np.ndarray, lab: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
-    """One kernel expansion with each distinct pattern once: the rows of ``S`` (dense or CSR) that are the same
-    pattern merged at their first place, their coefficients summed in order (the same function, to rounding).
-    The kernel OBPM's Bayes point keys its patterns by the round that pooled them, so a training row pooled again
-    in a later pass or after its removal counts once per pooling: 7,919 patterns for 1,397 distinct rows on
-    digits (1,500 rows, KernelMIRA base, ``budget="variable"``), each one more kernel row per prediction."""
-    if S.shape[0] < 2:
-        return S, coef, lab
-    if sp.issparse(S):
-        uniq, first_at, inv = _unique_csr_rows(S)
-    else:
-        S = np.ascontiguousarray(S, dtype=np.float64) + 0.0  # -0.0 -> +0.0: one row, one key
-        seen: dict[bytes, int] = {}
-        inv = np.fromiter((seen.setdefault(r.tobytes(), len(seen)) for r in S), dtype=np.int64, count=S.shape[0])
-        first_at = np.full(len(seen), S.shape[0], dtype=np.int64)
-        np.minimum.at(first_at, inv, np.arange(S.shape[0]))
-        uniq = S[first_at]
-    if uniq.shape[0] == S.shape[0]:
-        return uniq, coef, lab
-    out = np.zeros((uniq.shape[0], coef.shape[1]))
-    np.add.at(out, inv, coef)
-    return uniq, out, lab[first_at]
 
 class KernelExpansion:
     """Prediction of a kernel Bayes point: one expansion ``dual_coef_ @ k(support_vectors_, x)`` (mixed

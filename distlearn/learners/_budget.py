@@ -107,7 +107,7 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots", "shared_csr_dots",
     "kernel_vote_counts", "kernel_finish", "kernel_scores",
 ]
 
@@ -446,6 +446,31 @@ def _gather_column(cmap, used, Xt, zero, u, j):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _csr_block_scratch(p, r0, n, d):
+    """The scratch of :func:`_gather_csr_block` for the CSR rows ``r0 .. r0 + n - 1`` in blocks of ``ROW_BLOCK``:
+    ``cmap`` (every column at the kept-zero row), ``used``, ``Xt`` (as many rows as a block's nonzeros at most,
+    and the zero row last) and a ``ROW_BLOCK`` accumulator."""
+    width = 1
+    for a in range(0, n, ROW_BLOCK):
+        width = max(width, p[r0 + min(n, a + ROW_BLOCK)] - p[r0 + a])
+    return (np.full(d, width, dtype=np.int32), np.zeros(width, dtype=np.int64),
+            np.zeros((width + 1, ROW_BLOCK), dtype=np.float64), np.zeros(ROW_BLOCK, dtype=np.float64))
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _gather_csr_block(p, j, v, r0, nb, cmap, used, Xt):
+    """The CSR rows ``r0 .. r0 + nb - 1`` gathered by column into ``Xt`` (:func:`_gather_column`; a repeated column
+    summed); the count of ``Xt``'s rows in use (``used``), which the caller resets in ``cmap`` after the block."""
+    zero = Xt.shape[0] - 1
+    u = 0
+    for b in range(nb):
+        for q in range(p[r0 + b], p[r0 + b + 1]):
+            qq, u = _gather_column(cmap, used, Xt, zero, u, j[q])
+            Xt[qq, b] += v[q]
+    return u
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _column_sums(zj, zv, lo, hi, cmap, Xt, a):
     """``a[b] = sum_p zv[p] * Xt[cmap[zj[p]], b]`` over ``p`` in ``[lo, hi)``, for the ``ROW_BLOCK`` (16) rows ``b``
     of a block gathered by column (:func:`_next_mirrored`, :func:`csr_dots`): a pattern's nonzeros walked once in
@@ -565,16 +590,22 @@ def _fill_block(Xb, R, ii, n):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _next_shared(kern, X, order, ii, dots, born, sq, alive, n0, sqt, G, acc):
-    """:func:`_next_block` from dot products already computed (:func:`shared_dots`): ``dots[ii // ROW_BLOCK,
-    born[i], b]`` is ``S[i] . x_b`` for a live slot ``i < n0`` that holds the row of the learner's round
-    ``born[i]`` (no merged pattern), so ``G[b, i]`` is :func:`_kfin` of it -- the same bits :func:`_block_rows`
-    computes (``shared_dots`` sums each pair as it does), one read and one ``exp`` per entry instead of ``d``
-    products.  A block's products lie in slot order, contiguous (slots are in round order).  ``acc``: scratch."""
+def _next_shared(kern, X, order, ii, dots, born, sq, alive, n0, sqt, G, acc, R):
+    """:func:`_next_block` from dot products already computed (:func:`shared_dots`, :func:`shared_csr_dots`):
+    ``dots[ii // ROW_BLOCK, born[i], b]`` is ``S[i] . x_b`` for a live slot ``i < n0`` that holds the row of the
+    learner's round ``born[i]`` (no merged pattern), so ``G[b, i]`` is :func:`_kfin` of it -- the same bits
+    :func:`_block_rows` computes (both sum each pair as it does), one read and one ``exp`` per entry instead of
+    ``d`` products.  A block's products lie in slot order, contiguous (slots are in round order).  ``acc``:
+    scratch.  With CSR rows ``R`` (non-empty) a row's squared norm is summed over its nonzeros, as
+    :func:`_next_mirrored` sums it (the same bits as over the densified row, whose zeros add +0)."""
     nb = min(ROW_BLOCK, order.shape[0] - ii)
     for b in range(nb):
-        xr = X[order[ii + b]]
-        sqt[b] = _dot(xr, xr)
+        if R.p.shape[0] > 0:
+            r = R.order[ii + b]
+            sqt[b] = _dot(R.v[R.p[r]:R.p[r + 1]], R.v[R.p[r]:R.p[r + 1]])
+        else:
+            xr = X[order[ii + b]]
+            sqt[b] = _dot(xr, xr)
     blk = dots[ii // ROW_BLOCK]
     out = acc[0]
     for i in range(n0):
@@ -614,6 +645,34 @@ def shared_dots(R, cols, t0, m, out):
                 for b in range(m - j0, ROW_BLOCK):
                     blk[c, b] = 0.0
         _next_block(lin, R, order, j0, R, sq, cols, n0, Xt, sqt, blk.T, acc, live)
+    return out
+
+
+@njit(**NUMBA_FLAGS)
+def shared_csr_dots(p, j, v, cols, t0, m, d, out):
+    """:func:`shared_dots` for rows held as CSR (``p`` int64 row pointers over at least ``t0 + m`` rows, ``j``
+    int32 columns in ``[0, d)``, ascending and distinct within a row, ``v`` float64 values; checked by the caller):
+    ``out[j // ROW_BLOCK, c, j % ROW_BLOCK] = R[c] . R[t0 + j]`` for the rows ``c`` flagged in ``cols`` below the
+    end of ``j``'s block, the last block's rows past ``m`` 0, the other entries left as they are.  Each block's
+    rows are gathered by column and each flagged row walks its nonzeros once against them (:func:`_column_sums`,
+    as :func:`csr_dots` and the engine's mirrored rows): a pair's products added in column order from +0.0, the
+    same bits as :func:`shared_dots` over the densified rows (whose other products are +-0).  Text's race: the
+    candidates' kernel rows each one ``exp`` of a product computed once, not a walk of every pattern's nonzeros
+    per candidate."""
+    cmap, used, Xt, acc = _csr_block_scratch(p, t0, m, d)
+    width = Xt.shape[0] - 1
+    for j0 in range(0, m, ROW_BLOCK):
+        nb = min(ROW_BLOCK, m - j0)
+        n0 = t0 + j0 + nb
+        u = _gather_csr_block(p, j, v, t0 + j0, nb, cmap, used, Xt)
+        blk = out[j0 // ROW_BLOCK]
+        for c in range(n0):
+            if cols[c]:
+                _column_sums(j, v, p[c], p[c + 1], cmap, Xt, acc)
+                for b in range(ROW_BLOCK):  # the rows past m: their columns were never gathered, so 0
+                    blk[c, b] = acc[b]
+        for k in range(u):
+            cmap[used[k]] = width
     return out
 
 
@@ -1281,7 +1340,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     ``R`` (:class:`Rows`; ``R.p`` empty for dense rows): the rounds' rows as CSR, ``R.order[ii]`` round ``ii``'s
     row (``order`` is then ``0 .. ROW_BLOCK - 1`` repeated: positions in the block) and ``X`` a zero
     ``(ROW_BLOCK, d)`` scratch the engine fills block by block (:func:`_fill_block`): a round costs its row's
-    nonzeros, never ``d`` (no shared ``dots``; the same bits as the densified rows).
+    nonzeros, never ``d`` (the same bits as the densified rows; shared ``dots`` from :func:`shared_csr_dots`).
 
     ``budget.code == BUDGET_PROJECTRON`` (Orabona, Keshet & Caputo 2009): ``c.Kinv`` holds
     the inverse Gram matrix of the cache (nothing is ever removed, so slots are
@@ -1340,7 +1399,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             b0 = ii
             n0 = meta[0]
             if dots.shape[0] > 0:
-                _next_shared(kern, X, order, ii, dots, c.born, c.sq, alive, n0, sqt, G, acc)
+                _next_shared(kern, X, order, ii, dots, c.born, c.sq, alive, n0, sqt, G, acc, R)
             elif mirrored:
                 _next_mirrored(kern, X, order, ii, S, c.sq, alive, n0, c.Z, sqt, G, Xt, acc, cmap, used, R)
             else:
@@ -1603,20 +1662,11 @@ def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
     zero row), where scipy's ``X @ S.T`` takes 1.0-1.1 s building a sparse matrix 99.9 % full."""
     n = xp.shape[0] - 1
     m = sp_.shape[0] - 1
-    width = 1
-    for r0 in range(0, n, ROW_BLOCK):
-        width = max(width, xp[min(n, r0 + ROW_BLOCK)] - xp[r0])
-    cmap = np.full(d, width, dtype=np.int32)
-    used = np.zeros(width, dtype=np.int64)
-    Xt = np.zeros((width + 1, ROW_BLOCK), dtype=np.float64)
-    acc = np.zeros(ROW_BLOCK, dtype=np.float64)
+    cmap, used, Xt, acc = _csr_block_scratch(xp, 0, n, d)
+    width = Xt.shape[0] - 1
     for r0 in range(0, n, ROW_BLOCK):
         nb = min(ROW_BLOCK, n - r0)
-        u = 0
-        for b in range(nb):
-            for p in range(xp[r0 + b], xp[r0 + b + 1]):
-                q, u = _gather_column(cmap, used, Xt, width, u, xj[p])
-                Xt[q, b] += xv[p]
+        u = _gather_csr_block(xp, xj, xv, r0, nb, cmap, used, Xt)
         for i in range(m):
             _column_sums(sj, sv, sp_[i], sp_[i + 1], cmap, Xt, acc)
             for b in range(nb):

@@ -479,7 +479,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     bit; ``False`` is one row per round, kept for the benchmark).  ``dots``: the chunk's dot products with
     the rows of the learner's rounds, shared by several learners that run these rounds (the ``gamma="auto"``
     race: :func:`~distlearn.learners._budget.shared_dots`, ``dots[i // ROW_BLOCK, r, i % ROW_BLOCK]`` = round
-    ``r``'s row . the row ``order[i]``), read instead of computed (the same bits); not with merging (a merged
+    ``r``'s row . the row ``order[i]``; :func:`~distlearn.learners._budget.shared_csr_dots` for rows kept as CSR),
+    read instead of computed (the same bits), dense rows or sparse; not with merging (a merged
     pattern is no row), and only when the engine calls start at multiples of ``ROW_BLOCK`` rounds.
     """
     bcode, n_budget = budget_code(budget)
@@ -507,8 +508,8 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                     np.zeros(m, dtype=np.int64))
     _mirror_for(state, X, order, merging)
     # sparse rows on a mirrored cache: the engine reads them as CSR, a round costing its nonzeros (no piece is
-    # densified); shared dot products come with dense rows
-    csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] and dots is None else None
+    # densified), shared dot products or not
+    csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] else None
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order, densify=csr is None):
         state.compact()
         state._grow(int(state.meta[0]) + (2 if merging else 1) * (hi - lo))

@@ -714,3 +714,50 @@ def test_a_wide_kernel_on_the_gaussian_quantiles_fits_with_compress_auto():
         assert np.array_equal(a.predict(Xte), b.predict(Xte))
     else:
         assert info["compress_residual"] <= 0.2 and a.support_vectors_.shape[0] < b.support_vectors_.shape[0]
+
+
+# -- the distillation hands its K_ZZ on; a history's repeated rows scored once -------------------------------------
+
+
+def test_a_given_gram_is_the_computed_one_bit_for_bit():
+    """compress_expansion(gram=K_SS) keeps the same patterns and coefficients, bit for bit, as computing K_SS itself
+    (the distillation's K_ZZ, return_gram, is that matrix); a gram of the wrong shape is refused."""
+    S, A = _expansion(60, 4, 3, 1)
+    k = make_kernel("rbf", gamma=0.3)
+    B, G = CK.distil_expansion(k, S, A, S[:40], return_gram=True)
+    assert np.array_equal(B, CK.distil_expansion(k, S, A, S[:40]))
+    assert np.array_equal(G, CK._gram(k, S[:40]))
+    for norm in ("data", "rkhs"):
+        own = compress_expansion(k, S[:40], B, 0.2, norm=norm, agree=0.9)
+        given_ = compress_expansion(k, S[:40], B, 0.2, norm=norm, agree=0.9, gram=G)
+        assert len(own.keep) < 40
+        assert np.array_equal(own.keep, given_.keep) and np.array_equal(own.coef, given_.coef)
+        assert own.residual == given_.residual
+    with pytest.raises(ValueError, match="K_SS of 40 patterns"):
+        compress_expansion(k, S[:40], B, 0.2, norm="data", gram=G[:39, :39])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_distillation_scores_each_distinct_pattern_once(monkeypatch, sparse):
+    """A history that lists rows several times (re-inserted) is scored over its distinct rows, coefficients
+    summed: the same projection to rounding, and the scores computed over the distinct rows only."""
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(3)
+    U = rs.normal(size=(30, 5)) * (rs.random((30, 5)) < 0.6)
+    reps = rs.integers(0, 30, 90)
+    S, A = U[reps], rs.normal(size=(90, 2))
+    Z = U[:20]
+    k = make_kernel("rbf", gamma=0.4)
+    seen = []
+    real = CK.kernel_decision
+
+    def spy(kernel, P, C, X, *a, **kw):
+        seen.append(P.shape[0])
+        return real(kernel, P, C, X, *a, **kw)
+
+    monkeypatch.setattr(CK, "kernel_decision", spy)
+    got = CK.distil_expansion(k, sp.csr_matrix(S) if sparse else S, A, sp.csr_matrix(Z) if sparse else Z)
+    assert seen == [len(np.unique(reps))]
+    want = np.linalg.solve(CK._ridged(_rbf(Z, Z, 0.4)), _rbf(Z, S, 0.4) @ A)  # the written-out projection
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
