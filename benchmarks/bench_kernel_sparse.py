@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_kernel_sparse.py                         # 5,000 train + 1,000 test rows
     .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 2000 --rows kmira,kmira-dense,svc-10 --repeat 3
     .venv/bin/python benchmarks/bench_kernel_sparse.py --json out.json
+    mkdir /tmp/before && git archive REV distlearn | tar -x -C /tmp/before
+    .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 1500 --n-test 500 --rows kmira,svc-10 --before /tmp/before
     .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 20000 --n-test 2000 --train-prefix 5000 \
         --rows kmira-tols,svc-1,svc-10 --repeat 1 --tols 0,0.05,0.1,0.2,0.4
 
@@ -15,6 +17,9 @@ Every measurement is one fresh child process (``--child ROW``) that loads the da
 (untimed) and times one fit in CPU seconds of the process (one thread everywhere: the engine, libsvm, OpenBLAS
 pinned), then scores the test rows.  The rows alternate (A B C A B C ...) so load from other jobs falls on all
 alike; medians and the ratios to SVC are printed; nothing is asserted.
+
+``--before DIR`` runs every KernelMIRA / KernelOBPM row a second time as ``ROW@before``, with the package from
+``DIR`` (a tree holding ``distlearn/``, e.g. ``git archive``'s) first on the path, alternating with the others.
 
 Rows:
 
@@ -160,6 +165,7 @@ def main() -> None:
                    "the file's last --n-test: one test set for several training sizes)")
     p.add_argument("--tols", default="0,0.05,0.1,0.2,0.4", help="kmira-tols: the compression tolerances")
     p.add_argument("--json")
+    p.add_argument("--before", help="a tree holding an older distlearn/: its rows run too, as ROW@before")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     data = Path(a.data_dir) / f"rcv1like-{a.n_train + a.n_test}.npz"
@@ -171,6 +177,10 @@ def main() -> None:
     for r in rows:
         if r not in ROWS:
             raise SystemExit(f"--rows: unknown row {r!r}; one of {', '.join(ROWS)}")
+    if a.before:
+        if not (Path(a.before) / "distlearn" / "__init__.py").is_file():
+            raise SystemExit(f"--before {a.before}: no distlearn/__init__.py there")
+        rows = [x for r in rows for x in ([r, f"{r}@before"] if not r.startswith("svc") else [r])]
     if not data.exists():
         data.parent.mkdir(parents=True, exist_ok=True)
         _data(data, a.n_train + a.n_test)
@@ -178,10 +188,12 @@ def main() -> None:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     for k in range(a.repeat):
         for r in rows:
-            cmd = [sys.executable, __file__, "--child", r, "--n-train", str(a.n_train), "--n-test", str(a.n_test),
+            name, _, tree = r.partition("@")
+            cenv = {**env, "PYTHONPATH": str(Path(a.before).resolve())} if tree else env
+            cmd = [sys.executable, __file__, "--child", name, "--n-train", str(a.n_train), "--n-test", str(a.n_test),
                    "--data-dir", a.data_dir, "--tols", a.tols] + (["--train-prefix", str(a.train_prefix)]
                                                                   if a.train_prefix else [])
-            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=cenv).stdout)
             results[r].append(res)
             print(f"# {k} {r}: fit {res['fit_cpu_s']:.2f} CPU s ({res['fit_wall_s']:.2f} wall), "
                   f"error {res['test_error_pct']:.2f} %, {res['patterns']} patterns, "
@@ -200,7 +212,7 @@ def main() -> None:
         summary[r] = {"fit_cpu_s": cpu, "test_error_pct": results[r][0]["test_error_pct"],
                       "patterns": results[r][0]["patterns"], "peak_rss_mib": rss, "runs": results[r]}
         ratio = f", {cpu / ref:.2f}x {svc[-1]}" if ref else ""
-        print(f"  {r:12s} fit {cpu:8.2f} CPU s{ratio}   error {summary[r]['test_error_pct']:.2f} %   "
+        print(f"  {r:19s} fit {cpu:8.2f} CPU s{ratio}   error {summary[r]['test_error_pct']:.2f} %   "
               f"{summary[r]['patterns']} patterns   peak {rss:.0f} MiB")
     if "kmira" in rows and "kmira-dense" in rows:
         same = all(x["online"] == z["online"] for x, z in zip(results["kmira"], results["kmira-dense"]))
