@@ -49,7 +49,7 @@ from .interval import best_interval
 
 __all__ = ["KernelHistory", "Spans", "VotedKernelHypothesis", "history", "span_expansion", "kernel_conversion",
            "distil_expansion", "compress_expansion", "compress_in_parts", "Compressed", "agreement", "COMPRESS_BLOCK", "COMPRESS_PART",
-           "ridge_targets", "ridge_sums", "ridge_refit"]
+           "ridge_targets", "ridge_sums", "ridge_refit", "merge_repeated_patterns"]
 
 
 class KernelHistory(NamedTuple):
@@ -276,16 +276,43 @@ def distil_expansion(kernel: Kernel, S: np.ndarray, A: np.ndarray, Z: np.ndarray
     if Z.shape[0] == 0:
         B = np.zeros((0, A.shape[1]))
         return (B, np.zeros((0, 0))) if return_gram else B
+    A = np.asarray(A, dtype=np.float64).reshape(S.shape[0], -1)
     with _one_blas_thread():
-        # f(Z) over each distinct pattern once: a history lists a row once per insertion (text, 1,500 rows:
-        # 3,669 patterns, 1,483 distinct; the scores 0.18 -> 0.07 s), the same function to rounding
-        S, A, _ = merge_repeated_patterns(S, np.asarray(A, dtype=np.float64).reshape(S.shape[0], -1),
-                                          np.zeros(S.shape[0], dtype=np.int64))
-        rhs = kernel_decision(kernel, S, A, Z)
-        G = kernel_matrix(kernel, Z, Z)
+        if sp.issparse(S) and sp.issparse(Z):
+            rhs, G = _sparse_scores_and_gram(kernel, S, A, Z)
+        else:
+            # f(Z) over each distinct pattern once: a history lists a row once per insertion, the same function
+            # to rounding
+            S, A, _ = merge_repeated_patterns(S, A, np.zeros(S.shape[0], dtype=np.int64))
+            rhs = kernel_decision(kernel, S, A, Z)
+            G = kernel_matrix(kernel, Z, Z)
         G = (G + G.T) / 2.0
         B = _gram_solve(G, rhs)
     return (B, G) if return_gram else B
+
+
+def _sparse_scores_and_gram(kernel: Kernel, S: Any, A: np.ndarray, Z: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``f(Z)`` (``f = sum_i A[i] k(S[i], .)``) and ``K_ZZ`` for CSR patterns, from one pass of kernel rows: the
+    rows of ``S`` and ``Z`` that are the same pattern are one column (:func:`_unique_csr_rows`, ``S``'s
+    coefficients summed on it), so ``Z``'s kernel rows against the distinct patterns hold both the scores and,
+    at the columns of ``Z``'s own patterns (a history holds its final cache), ``K_ZZ`` -- each entry the same
+    walk of nonzeros as ``kernel_matrix(Z, Z)``'s, the same bits.  Text, 1,500 rows: a history of 3,669
+    patterns is 1,483 distinct; the scores 0.18 -> 0.07 CPU s and no second pass for ``K_ZZ``.  Blocks of
+    ``Z``'s rows of about 4 Mi entries, as :func:`~distlearn.learners.kernel.kernel_decision`."""
+    n_s = S.shape[0]
+    U, _, inv = _unique_csr_rows(sp.vstack([S, Z], format="csr"))
+    AU = np.zeros((U.shape[0], A.shape[1]))
+    np.add.at(AU, inv[:n_s], A)
+    at = inv[n_s:]  # Z's patterns among the distinct ones
+    sqU = squared_norms(U)
+    rhs = np.empty((Z.shape[0], A.shape[1]))
+    G = np.empty((Z.shape[0], Z.shape[0]))
+    block = max(1, (1 << 22) // U.shape[0])
+    for lo in range(0, Z.shape[0], block):
+        Kb = kernel_matrix(kernel, Z[lo:lo + block], U, sqU)
+        rhs[lo:lo + block] = Kb @ AU
+        G[lo:lo + block] = Kb[:, at]
+    return rhs, G
 
 
 _BLAS_LOCK = threading.Lock()

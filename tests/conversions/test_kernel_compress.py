@@ -13,7 +13,7 @@ import distlearn
 import distlearn.conversions.kernel as CK
 from distlearn.conversions.kernel import compress_expansion, compress_in_parts
 from distlearn.data import create_dataset
-from distlearn.learners.kernel import kernel_decision, make_kernel
+from distlearn.learners.kernel import kernel_decision, kernel_matrix, make_kernel
 
 
 def _expansion(m, d, K, seed, spread=1.0):
@@ -756,8 +756,40 @@ def test_the_distillation_scores_each_distinct_pattern_once(monkeypatch, sparse)
         seen.append(P.shape[0])
         return real(kernel, P, C, X, *a, **kw)
 
+    # dense rows: the scores over the distinct patterns; CSR: one pass of kernel rows against the distinct patterns
+    # of the history and Z together (Z's first 20 rows are U's, so the same set), which also gives K_ZZ
     monkeypatch.setattr(CK, "kernel_decision", spy)
+    monkeypatch.setattr(CK, "kernel_matrix", lambda kernel, X, P, *a: (seen.append(P.shape[0]),
+                                                                       kernel_matrix(kernel, X, P, *a))[1])
     got = CK.distil_expansion(k, sp.csr_matrix(S) if sparse else S, A, sp.csr_matrix(Z) if sparse else Z)
-    assert seen == [len(np.unique(reps))]
+    assert seen == ([len(np.unique(np.concatenate([reps, np.arange(20)])))] if sparse
+                    else [len(np.unique(reps)), 20])
     want = np.linalg.solve(CK._ridged(_rbf(Z, Z, 0.4)), _rbf(Z, S, 0.4) @ A)  # the written-out projection
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+
+
+def test_sparse_distillation_reads_k_zz_off_its_scores_pass():
+    """On CSR patterns the distillation's K_ZZ comes from the scores' kernel rows (Z's columns among the distinct
+    patterns): bit for bit kernel_matrix(Z, Z) made symmetric, so compressing with it is compressing without it;
+    the coefficients equal the dense distillation's to rounding, repeated and explicit-zero rows included."""
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(5)
+    U = rs.random((40, 300)) * (rs.random((40, 300)) < 0.05)
+    U[:, 0] += 0.1  # no empty row
+    reps = rs.integers(0, 40, 120)
+    S, A, Z = U[reps], rs.normal(size=(120, 3)), U[:25]
+    Sc, Zc = sp.csr_matrix(S), sp.csr_matrix(Z)
+    C = Zc.tocoo()
+    free = np.setdiff1d(np.arange(300), Zc[24].indices)[0]
+    Zx = sp.csr_matrix((np.append(C.data, 0.0), (np.append(C.row, 24), np.append(C.col, free))), shape=Zc.shape)
+    assert Zx.nnz == Zc.nnz + 1  # an explicit zero stored in the last row
+    k = make_kernel("rbf", gamma=0.7)
+    for Zs in (Zc, Zx):
+        B, G = CK.distil_expansion(k, Sc, A, Zs, return_gram=True)
+        assert np.array_equal(G, CK._gram(k, Zs))
+        np.testing.assert_allclose(B, CK.distil_expansion(k, S, A, Z), rtol=1e-7, atol=1e-9)
+        own = compress_expansion(k, Zs, B, 0.3, norm="data", agree=0.9)
+        given_ = compress_expansion(k, Zs, B, 0.3, norm="data", agree=0.9, gram=G)
+        assert len(own.keep) < 25
+        assert np.array_equal(own.keep, given_.keep) and np.array_equal(own.coef, given_.coef)
