@@ -55,12 +55,14 @@ from ..learners._budget import (
     Mirror,
     _gathered_sums,
     _insert_scores,
+    _block_nonzeros,
     _fill_block,
     _kfin,
     _mirror_nonzeros,
     _mirror_row,
     _next_block,
     _next_mirrored,
+    csr_work_rows,
     _pick_bounded,
     _remove_scores,
     _round_self_kernel,
@@ -237,14 +239,21 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         nsub = max(1, min(SUB_BLOCKS, SUB_DIM // max(1, d),
                           BLOCK_ROW_BYTES // (ROW_BLOCK * 8 * max(1, PS.shape[0]))))
     blk = nsub * ROW_BLOCK
-    Xt = np.zeros((d + 1, ROW_BLOCK), dtype=np.float64)  # _next_mirrored's last row stays zero
     Z = pool.Z
     mirrored = Z.m[1] > 0
     store = PS.shape[1] == 0  # a sparse store: the mirror alone holds the patterns
-    xw = np.zeros(d if store else 0, dtype=np.float64)
-    cmap = np.full(d if mirrored else 0, d, dtype=np.int64)  # _next_mirrored's column positions (d: none)
-    used = np.zeros(d if mirrored else 0, dtype=np.int64)
     csr = R.p.shape[0] > 0
+    # as the single learner's engine: with CSR rows the gathered block has a row per nonzero of a block (and the
+    # zero row, last), and the column map and the removal's scratch row are the caller's (no call costs d)
+    Xt = np.zeros((csr_work_rows(_block_nonzeros(R, order.shape[0]), d) if csr and mirrored else d + 1, ROW_BLOCK),
+                  dtype=np.float64)
+    if csr:
+        xw = R.xw if store else R.xw[:0]
+        cmap = R.cmap if mirrored else R.cmap[:0]  # _next_mirrored's column positions (-1: none)
+    else:
+        xw = np.zeros(d if store else 0, dtype=np.float64)
+        cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)
+    used = np.zeros(Xt.shape[0] if mirrored else 0, dtype=np.int64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((blk, PS.shape[0]), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)

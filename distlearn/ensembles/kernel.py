@@ -32,6 +32,8 @@ from ..learners.kernel import (
     Kernel,
     budget_code,
     _NO_ROWS,
+    clear_csr_rows,
+    csr_rows_record,
     _csr_rows,
     compacted_pieces,
     kernel_decision,
@@ -689,11 +691,14 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             state.reserve(int(np.diff(X.indptr)[rows].sum()) if sp.issparse(X) else int(np.count_nonzero(Xd[od])))
         R = _NO_ROWS
         if csr is not None:  # the rounds' rows by position; Xd the engine's block of them, densified
-            Xd, yd, od = np.zeros((B.ROW_BLOCK, X.shape[1])), y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
-            R = B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), Xd)
-        bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
-                                          state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R,
-                                          _round_tids(tids, rows))
+            R = csr_rows_record(csr, rows, X.shape[1])
+            Xd, yd, od = R.buf, y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
+        try:
+            bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,
+                                              state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R,
+                                              _round_tids(tids, rows))
+        finally:
+            clear_csr_rows(R)
         if bad <= -2:  # the room reserved above covers every row: a broken invariant, never a silent zero row
             raise RuntimeError(f"the kernel ensemble's sparse store had no room for row {int(rows[-2 - bad])}")
         state.scores_kept = keep

@@ -30,6 +30,7 @@ from ..learners._budget import BUDGET_FIXED, BUDGET_VARIABLE, ROW_BLOCK, shared_
 from ..learners.kernel import (
     MIRROR_SPARSITY,
     _csr_rows,
+    csr_scratch,
     as_patterns,
     budget_code,
     init_budget_state,
@@ -286,7 +287,8 @@ class _GammaRace:
             cols[st.born[:n][st.alive[:n]]] = True
         out = np.empty(((m + ROW_BLOCK - 1) // ROW_BLOCK, t0 + m, ROW_BLOCK))
         if self.P is not None:
-            return shared_csr_dots(self.P, self.J, self.V, cols, t0, m, self.runners[0]._state.n_features, out)
+            return shared_csr_dots(self.P, self.J, self.V, cols, t0, m, csr_scratch(self.runners[0]._state.n_features)[1],
+                                   out)
         return shared_dots(self.R, cols, t0, m, out)
 
 

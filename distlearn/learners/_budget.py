@@ -107,7 +107,7 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots", "shared_csr_dots",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "csr_work_rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots", "shared_csr_dots",
     "kernel_vote_counts", "kernel_finish", "kernel_scores",
 ]
 
@@ -432,8 +432,8 @@ def _next_block(kern, X, order, ii, S, sq, alive, n0, Xt, sqt, G, acc, live):
 @njit(inline="always", **NUMBA_FLAGS)
 def _gather_column(cmap, used, Xt, zero, u, j):
     """Column ``j``'s row of a block gathered by column (:func:`_next_mirrored`, :func:`csr_dots`) and the count of
-    rows in use: ``cmap[j]``, or when ``j`` has none yet (``cmap[j] == zero``, the kept-zero row) the next free row
-    ``u``, cleared and listed in ``used``."""
+    rows in use: ``cmap[j]``, or when ``j`` has none yet (``cmap[j] == zero``: the kept-zero row, ``Xt``'s last, or
+    -1, which indexes it too) the next free row ``u``, cleared and listed in ``used``."""
     q = cmap[j]
     if q == zero:
         q = u
@@ -446,22 +446,23 @@ def _gather_column(cmap, used, Xt, zero, u, j):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _csr_block_scratch(p, r0, n, d):
-    """The scratch of :func:`_gather_csr_block` for the CSR rows ``r0 .. r0 + n - 1`` in blocks of ``ROW_BLOCK``:
-    ``cmap`` (every column at the kept-zero row), ``used``, ``Xt`` (as many rows as a block's nonzeros at most,
-    and the zero row last) and a ``ROW_BLOCK`` accumulator."""
+def _csr_block_scratch(p, r0, n):
+    """The scratch of :func:`_gather_csr_block` for the CSR rows ``r0 .. r0 + n - 1`` in blocks of ``ROW_BLOCK``
+    (beside a column map of -1s, the caller's): ``used``, ``Xt`` (as many rows as a block's nonzeros at most, and
+    the zero row last) and a ``ROW_BLOCK`` accumulator."""
     width = 1
     for a in range(0, n, ROW_BLOCK):
         width = max(width, p[r0 + min(n, a + ROW_BLOCK)] - p[r0 + a])
-    return (np.full(d, width, dtype=np.int32), np.zeros(width, dtype=np.int64),
-            np.zeros((width + 1, ROW_BLOCK), dtype=np.float64), np.zeros(ROW_BLOCK, dtype=np.float64))
+    return (np.zeros(width, dtype=np.int64), np.zeros((width + 1, ROW_BLOCK), dtype=np.float64),
+            np.zeros(ROW_BLOCK, dtype=np.float64))
 
 
 @njit(inline="always", **NUMBA_FLAGS)
 def _gather_csr_block(p, j, v, r0, nb, cmap, used, Xt):
-    """The CSR rows ``r0 .. r0 + nb - 1`` gathered by column into ``Xt`` (:func:`_gather_column`; a repeated column
-    summed); the count of ``Xt``'s rows in use (``used``), which the caller resets in ``cmap`` after the block."""
-    zero = Xt.shape[0] - 1
+    """The CSR rows ``r0 .. r0 + nb - 1`` gathered by column into ``Xt`` (:func:`_gather_column`, ``cmap``'s -1 the
+    zero row; a repeated column summed); the count of ``Xt``'s rows in use (``used``), which the caller resets to -1
+    in ``cmap`` after the block."""
+    zero = -1
     u = 0
     for b in range(nb):
         for q in range(p[r0 + b], p[r0 + b + 1]):
@@ -521,7 +522,9 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
     column some row lacks adds ``v * 0 = +-0``, which leaves a sum that started at +0.0 as it was."""
     nb = min(ROW_BLOCK, order.shape[0] - ii)
     d = X.shape[1]
-    zero = Xt.shape[0] - 1  # the zero row: cmap's value for a column none of the block's rows has
+    # cmap's value for a column none of the block's rows has: -1, which reads Xt's last row (kept zero) whatever
+    # Xt's size, so a map kept between engine calls stays valid (Rows.cmap)
+    zero = -1
     u = 0
     for b in range(nb):
         if R.p.shape[0] > 0:
@@ -572,6 +575,29 @@ class Rows(NamedTuple):
     v: np.ndarray      #: float64 values
     order: np.ndarray  #: int64 the rounds' rows
     buf: np.ndarray    #: the ``(ROW_BLOCK, d)`` zero scratch the engine densifies a block into: ``X`` itself
+    cmap: np.ndarray   #: int64 ``(d,)``, every entry -1: :func:`_next_mirrored`'s column map, left so on return
+    xw: np.ndarray     #: float64 ``(d,)`` zeros: a sparse store's removed pattern, densified, left zero on return
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def csr_work_rows(block_nonzeros, d):
+    """Rows of the gathered block (:func:`_next_mirrored`'s ``Xt``) for CSR rows whose ``ROW_BLOCK``-round blocks hold
+    at most ``block_nonzeros`` nonzeros: one per distinct column of a block (at most ``d``), and the zero row."""
+    return min(max(1, block_nonzeros), d) + 1
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _block_nonzeros(R, n):
+    """The most nonzeros of the CSR rows of any ``ROW_BLOCK`` consecutive rounds ``ii .. ii + ROW_BLOCK - 1`` (``ii`` a
+    multiple of ``ROW_BLOCK``, rounds ``< n``): the most distinct columns a gathered block can have."""
+    most = 0
+    for b0 in range(0, n, ROW_BLOCK):
+        w = 0
+        for ii in range(b0, min(n, b0 + ROW_BLOCK)):
+            r = R.order[ii]
+            w += R.p[r + 1] - R.p[r]
+        most = max(most, w)
+    return most
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -649,7 +675,7 @@ def shared_dots(R, cols, t0, m, out):
 
 
 @njit(**NUMBA_FLAGS)
-def shared_csr_dots(p, j, v, cols, t0, m, d, out):
+def shared_csr_dots(p, j, v, cols, t0, m, cmap, out):
     """:func:`shared_dots` for rows held as CSR (``p`` int64 row pointers over at least ``t0 + m`` rows, ``j``
     int32 columns in ``[0, d)``, ascending and distinct within a row, ``v`` float64 values; checked by the caller):
     ``out[j // ROW_BLOCK, c, j % ROW_BLOCK] = R[c] . R[t0 + j]`` for the rows ``c`` flagged in ``cols`` below the
@@ -658,9 +684,9 @@ def shared_csr_dots(p, j, v, cols, t0, m, d, out):
     as :func:`csr_dots` and the engine's mirrored rows): a pair's products added in column order from +0.0, the
     same bits as :func:`shared_dots` over the densified rows (whose other products are +-0).  Text's race: the
     candidates' kernel rows each one ``exp`` of a product computed once, not a walk of every pattern's nonzeros
-    per candidate."""
-    cmap, used, Xt, acc = _csr_block_scratch(p, t0, m, d)
-    width = Xt.shape[0] - 1
+    per candidate.  ``cmap``: int64, one -1 per column (a column map left so on return: the engines' thread scratch,
+    so a call costs its rows' nonzeros, not the width; hashed text has 2**24 columns)."""
+    used, Xt, acc = _csr_block_scratch(p, t0, m)
     for j0 in range(0, m, ROW_BLOCK):
         nb = min(ROW_BLOCK, m - j0)
         n0 = t0 + j0 + nb
@@ -672,7 +698,7 @@ def shared_csr_dots(p, j, v, cols, t0, m, d, out):
                 for b in range(ROW_BLOCK):  # the rows past m: their columns were never gathered, so 0
                     blk[c, b] = acc[b]
         for k in range(u):
-            cmap[used[k]] = width
+            cmap[used[k]] = -1
     return out
 
 
@@ -1352,16 +1378,25 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     K = c.A.shape[1]
     cap = c.S.shape[0]
     projectron = budget.code == BUDGET_PROJECTRON
-    Xt = np.zeros((d + 1, ROW_BLOCK), dtype=np.float64)  # _next_mirrored's last row stays zero
+    csr = R.p.shape[0] > 0
+    mirrored = c.Z.m[1] > 0
+    # _next_mirrored's gathered block (its last row stays zero): with CSR rows as many rows as a block has
+    # nonzeros, so no engine call costs d (hashed text: 2**20 columns); the column map and the removal's scratch
+    # row are then the caller's (Rows.cmap, Rows.xw: d each, kept clean between calls)
+    Xt = np.zeros((csr_work_rows(_block_nonzeros(R, order.shape[0]), d) if csr and mirrored else d + 1, ROW_BLOCK),
+                  dtype=np.float64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((ROW_BLOCK, cap), dtype=np.float64)
     acc = np.zeros((SLOT_BLOCK, ROW_BLOCK), dtype=np.float64)
     live = np.zeros(cap, dtype=np.int64)
     krow = np.zeros(cap, dtype=np.float64)  # the round's kernel row against the slots
-    xw = np.zeros(d if c.S.shape[1] == 0 else 0, dtype=np.float64)  # a sparse store's removed pattern, densified
-    mirrored = c.Z.m[1] > 0
-    cmap = np.full(d if mirrored else 0, d, dtype=np.int64)  # _next_mirrored's column positions (d: none)
-    used = np.zeros(d if mirrored else 0, dtype=np.int64)
+    if csr:
+        xw = R.xw if c.S.shape[1] == 0 else R.xw[:0]  # a sparse store's removed pattern, densified
+        cmap = R.cmap if mirrored else R.cmap[:0]  # _next_mirrored's column positions (-1: none)
+    else:
+        xw = np.zeros(d if c.S.shape[1] == 0 else 0, dtype=np.float64)
+        cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)
+    used = np.zeros(Xt.shape[0] if mirrored else 0, dtype=np.int64)
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
     b0 = 0
@@ -1391,7 +1426,6 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     ident = np.arange(cap)  # slot i holds row i (_remove_scores)
     offs = np.arange(ROW_BLOCK) * cap  # where row b of G starts, flat (_score_rows)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
-    csr = R.p.shape[0] > 0
     for ii in range(n_order):
         if csr and ii % ROW_BLOCK == 0:
             _fill_block(R.buf, R, ii, n_order)  # R.buf is X (written through the record: X may be read-only)
@@ -1662,8 +1696,8 @@ def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
     zero row), where scipy's ``X @ S.T`` takes 1.0-1.1 s building a sparse matrix 99.9 % full."""
     n = xp.shape[0] - 1
     m = sp_.shape[0] - 1
-    cmap, used, Xt, acc = _csr_block_scratch(xp, 0, n, d)
-    width = Xt.shape[0] - 1
+    cmap = np.full(d, -1, dtype=np.int64)
+    used, Xt, acc = _csr_block_scratch(xp, 0, n)
     for r0 in range(0, n, ROW_BLOCK):
         nb = min(ROW_BLOCK, n - r0)
         u = _gather_csr_block(xp, xj, xv, r0, nb, cmap, used, Xt)
@@ -1672,5 +1706,5 @@ def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
             for b in range(nb):
                 G[r0 + b, i] = acc[b]
         for k in range(u):
-            cmap[used[k]] = width
+            cmap[used[k]] = -1
     return G

@@ -49,6 +49,7 @@ oracle is the test suite's ``tests/naive_budget.py``.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -527,11 +528,14 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                 state.Kinv = K0
         R = _NO_ROWS
         if csr is not None:  # the rounds' rows by position; X the engine's block of them, densified
-            Xd, yd, od = np.zeros((B.ROW_BLOCK, X.shape[1])), y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
-            R = B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), Xd)
-        bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
-                                   BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
-                                   _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:], R)
+            R = csr_rows_record(csr, rows, X.shape[1])
+            Xd, yd, od = R.buf, y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
+        try:
+            bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
+                                       BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
+                                       _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:], R)
+        finally:
+            clear_csr_rows(R)
         state.scores_kept = keep
         if bad <= -2:  # cannot happen: the pool was reserved for every row of the piece
             raise RuntimeError(f"row {int(rows[-2 - bad])}: no room in the sparse cache's pool")
@@ -545,7 +549,46 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 
 _NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
 _NO_ROWS = B.Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
-                  np.zeros((0, 0)))  # dense rows
+                  np.zeros((0, 0)), np.zeros(0, np.int64), np.zeros(0))  # dense rows
+
+_WORK = threading.local()
+
+
+def csr_scratch(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's scratch for the kernel engines on CSR rows of ``d`` columns: the ``(ROW_BLOCK, d)`` block the
+    rounds are densified into (zeros), the column map (-1) and a removal's row (zeros).  Made once per thread and
+    width and kept clean between calls (the engines reset the map and the row, :func:`clear_csr_rows` the block), so
+    an engine call costs its rows' nonzeros, never ``d``: hashed text of 2**20 columns paid 290 MB of zeroed scratch
+    a call, one call per 16 rows (``_sub_rows``), and KernelMIRA's defaults on 1,500 such rows took 90 CPU s.  One
+    scratch per thread, the last width's: ``18 d`` values (144 MiB at 2**20 columns)."""
+    w = getattr(_WORK, "scratch", None)
+    if w is None or w[0].shape[1] != d:
+        _WORK.scratch = None  # the old width's first
+        check_allocation("the kernel engines' scratch for sparse rows", (B.ROW_BLOCK + 2, d), 8,
+                         "fewer features (hash them into fewer columns)")
+        w = (np.zeros((B.ROW_BLOCK, d)), np.full(d, -1, dtype=np.int64), np.zeros(d))
+        _WORK.scratch = w
+    return w
+
+
+def csr_rows_record(csr: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.ndarray, d: int) -> B.Rows:
+    """The engines' record of CSR rows (:class:`~distlearn.learners._budget.Rows`; ``csr`` from :func:`_csr_rows`,
+    ``rows`` the rounds' rows) with this thread's scratch (:func:`csr_scratch`)."""
+    return B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), *csr_scratch(d))
+
+
+def clear_csr_rows(R: B.Rows) -> None:
+    """Zero what an engine call may leave in ``R.buf``: the nonzeros of its rounds' rows at their places (round ``i``
+    at row ``i % ROW_BLOCK``; the engine clears each block but its last when it moves on).  Nothing for dense rows."""
+    if not R.p.shape[0] or not R.order.shape[0]:
+        return
+    lo, hi = R.p[R.order], R.p[R.order + 1]
+    counts = hi - lo
+    total = int(counts.sum())
+    if total:
+        pos = np.repeat(np.arange(R.order.shape[0]) % B.ROW_BLOCK, counts)
+        at = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        R.buf[pos, R.j[at]] = 0.0
 
 
 def _csr_rows(X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
