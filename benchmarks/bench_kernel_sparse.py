@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/bench_kernel_sparse.py --json out.json
     mkdir /tmp/before && git archive REV distlearn | tar -x -C /tmp/before
     .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 1500 --n-test 500 --rows kmira,svc-10 --before /tmp/before
+    .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 1500 --n-test 500 --rows kmira,svc-10 --hash-columns 1048576
     .venv/bin/python benchmarks/bench_kernel_sparse.py --n-train 20000 --n-test 2000 --train-prefix 5000 \
         --rows kmira-tols,svc-1,svc-10 --repeat 1 --tols 0,0.05,0.1,0.2,0.4
 
@@ -101,7 +102,8 @@ def _tolerances(est, Xte, yte, tols: list[float]) -> list[dict]:
     return out
 
 
-def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: list[float] | None = None) -> dict:
+def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: list[float] | None = None,
+          hash_columns: int | None = None) -> dict:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy as np
     import scipy.sparse as sp
@@ -109,6 +111,10 @@ def child(row: str, path: Path, n_train: int, prefix: int | None = None, tols: l
     z = np.load(path)
     X = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
     y = z["y"]
+    if hash_columns:  # every column to a random one of hash_columns (collisions summed), as feature hashing does
+        to = np.random.RandomState(0).randint(0, hash_columns, X.shape[1])
+        X = sp.csr_matrix((X.data, to[X.indices], X.indptr), shape=(X.shape[0], hash_columns))
+        X.sum_duplicates()
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
     if prefix:
         Xtr, ytr = Xtr[:prefix], ytr[:prefix]
@@ -166,12 +172,13 @@ def main() -> None:
     p.add_argument("--tols", default="0,0.05,0.1,0.2,0.4", help="kmira-tols: the compression tolerances")
     p.add_argument("--json")
     p.add_argument("--before", help="a tree holding an older distlearn/: its rows run too, as ROW@before")
+    p.add_argument("--hash-columns", type=int, help="hash the columns into this many (hashed text: 1048576)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     data = Path(a.data_dir) / f"rcv1like-{a.n_train + a.n_test}.npz"
     tols = [float(t) for t in a.tols.split(",")]
     if a.child:
-        print(json.dumps(child(a.child, data, a.n_train, a.train_prefix, tols)))
+        print(json.dumps(child(a.child, data, a.n_train, a.train_prefix, tols, a.hash_columns)))
         return
     rows = a.rows.split(",")
     for r in rows:
@@ -192,7 +199,8 @@ def main() -> None:
             cenv = {**env, "PYTHONPATH": str(Path(a.before).resolve())} if tree else env
             cmd = [sys.executable, __file__, "--child", name, "--n-train", str(a.n_train), "--n-test", str(a.n_test),
                    "--data-dir", a.data_dir, "--tols", a.tols] + (["--train-prefix", str(a.train_prefix)]
-                                                                  if a.train_prefix else [])
+                                                                  if a.train_prefix else []) \
+                + (["--hash-columns", str(a.hash_columns)] if a.hash_columns else [])
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=cenv).stdout)
             results[r].append(res)
             print(f"# {k} {r}: fit {res['fit_cpu_s']:.2f} CPU s ({res['fit_wall_s']:.2f} wall), "
