@@ -667,12 +667,14 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     masks = np.zeros((m, N), dtype=bool)
     draw_mask(np.uint64(rng.epoch_key(seed, epoch)), tids[order], np.uint64(rng.mask_threshold(tau)), first_member,
               masks)
+    # the pool's form first: an empty pool on sparse rows becomes a store before anything grows it (grown first, its
+    # 64 dense rows were copied into as many as the chunk's rows: 1.2 s and 5 GB of address space at 2**20 columns)
+    _mirror_for(state, X, order)
     if bcode == B.BUDGET_NONE:
         # nothing leaves a cache: room for the whole chunk at once (a member inserts at most once per round it
         # is shown), so its arrays are allocated once, not grown and copied piece by piece (at 100 members the
         # (N, slots, K) arrays are hundreds of MB; each copy faulted in fresh huge pages)
         state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
-    _mirror_for(state, X, order)
     # sparse rows on a mirrored pool: the engine reads them as CSR, a round costing its nonzeros (no piece of
     # d-wide rows is densified: 128 MiB each on text)
     csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] else None

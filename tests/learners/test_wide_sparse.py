@@ -107,3 +107,23 @@ def test_a_failed_call_leaves_the_scratch_clean():
     csr_scratch(7)  # another width in between: the scratch is made again
     b = KernelMIRA(gamma=0.5, budget="variable", random_state=0).fit(X, y)
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
+
+
+def test_a_kernel_obpm_pool_on_sparse_rows_is_a_store_before_it_grows(monkeypatch):
+    """Without a budget the kernel OBPM sizes its pool for the whole chunk at once: on sparse rows the empty pool is
+    made a store of nonzeros first, so no d-wide row is ever allocated or copied for it (at 2**20 columns the 64
+    dense rows it starts with were copied into as many as the chunk's rows: 1.2 s a chunk)."""
+    import distlearn.ensembles.kernel as EK
+
+    widths = []
+    grow = EK.KernelEnsembleState._grow
+
+    def spy(self, *a, **kw):
+        widths.append(self.PS.shape[1])
+        return grow(self, *a, **kw)
+
+    monkeypatch.setattr(EK.KernelEnsembleState, "_grow", spy)
+    X, y = _text(300, 2**20, 4)
+    est = KernelOBPM(n_estimators=3, epochs=2, base_params={"gamma": 0.6}, random_state=0).fit(X, y)
+    assert widths and set(widths) == {0}
+    assert sp.issparse(est.support_vectors_)
