@@ -632,7 +632,7 @@ def test_shared_csr_dots_are_the_dense_ones(n, d, density, t0, seed, zeros):
     cols[t0:] = True
     shape = (-(-m // 16), n, 16)
     want = shared_dots(R, cols, t0, m, np.full(shape, np.nan))
-    cmap = np.full(d, -1, dtype=np.int64)
+    cmap = np.full(d, -1, dtype=np.int32)
     got = shared_csr_dots(p, j, v, cols, t0, m, cmap, np.full(shape, np.nan))
     assert (cmap == -1).all()  # left as it was given
     assert np.array_equal(np.isnan(want), np.isnan(got))
@@ -668,7 +668,7 @@ def test_shared_csr_dot_rows_are_the_learners_own(n, k, seed, kernel, budget, re
         logs, t0 = [], 0
         for rows in chunks:
             m = len(rows)
-            dots = shared_csr_dots(p, j, v, np.ones(t0 + m, bool), t0, m, np.full(X.shape[1], -1, dtype=np.int64),
+            dots = shared_csr_dots(p, j, v, np.ones(t0 + m, bool), t0, m, np.full(X.shape[1], -1, dtype=np.int32),
                                    np.full((-(-m // 16), t0 + m, 16), np.nan)) if share else None
             logs.append(learn_budget_chunk(rule, kern, st_, X, y, order=rows, dots=dots, **kw))
             t0 += m

@@ -252,7 +252,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
         cmap = R.cmap if mirrored else R.cmap[:0]  # _next_mirrored's column positions (-1: none)
     else:
         xw = np.zeros(d if store else 0, dtype=np.float64)
-        cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)
+        cmap = np.full(d if mirrored else 0, -1, dtype=np.int32)
     used = np.zeros(Xt.shape[0] if mirrored else 0, dtype=np.int64)
     sqt = np.zeros(ROW_BLOCK, dtype=np.float64)
     G = np.zeros((blk, PS.shape[0]), dtype=np.float64)

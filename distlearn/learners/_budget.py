@@ -575,7 +575,7 @@ class Rows(NamedTuple):
     v: np.ndarray      #: float64 values
     order: np.ndarray  #: int64 the rounds' rows
     buf: np.ndarray    #: the ``(ROW_BLOCK, d)`` zero scratch the engine densifies a block into: ``X`` itself
-    cmap: np.ndarray   #: int64 ``(d,)``, every entry -1: :func:`_next_mirrored`'s column map, left so on return
+    cmap: np.ndarray   #: int32 ``(d,)``, every entry -1: :func:`_next_mirrored`'s column map, left so on return
     xw: np.ndarray     #: float64 ``(d,)`` zeros: a sparse store's removed pattern, densified, left zero on return
 
 
@@ -684,7 +684,7 @@ def shared_csr_dots(p, j, v, cols, t0, m, cmap, out):
     as :func:`csr_dots` and the engine's mirrored rows): a pair's products added in column order from +0.0, the
     same bits as :func:`shared_dots` over the densified rows (whose other products are +-0).  Text's race: the
     candidates' kernel rows each one ``exp`` of a product computed once, not a walk of every pattern's nonzeros
-    per candidate.  ``cmap``: int64, one -1 per column (a column map left so on return: the engines' thread scratch,
+    per candidate.  ``cmap``: int32, one -1 per column (a column map left so on return: the engines' thread scratch,
     so a call costs its rows' nonzeros, not the width; hashed text has 2**24 columns)."""
     used, Xt, acc = _csr_block_scratch(p, t0, m)
     for j0 in range(0, m, ROW_BLOCK):
@@ -1395,7 +1395,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         cmap = R.cmap if mirrored else R.cmap[:0]  # _next_mirrored's column positions (-1: none)
     else:
         xw = np.zeros(d if c.S.shape[1] == 0 else 0, dtype=np.float64)
-        cmap = np.full(d if mirrored else 0, -1, dtype=np.int64)
+        cmap = np.full(d if mirrored else 0, -1, dtype=np.int32)
     used = np.zeros(Xt.shape[0] if mirrored else 0, dtype=np.int64)
     dd = np.zeros(cap if projectron else 0, dtype=np.float64)
     n0 = 0
@@ -1696,7 +1696,7 @@ def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
     zero row), where scipy's ``X @ S.T`` takes 1.0-1.1 s building a sparse matrix 99.9 % full."""
     n = xp.shape[0] - 1
     m = sp_.shape[0] - 1
-    cmap = np.full(d, -1, dtype=np.int64)
+    cmap = np.full(d, -1, dtype=np.int32)
     used, Xt, acc = _csr_block_scratch(xp, 0, n)
     for r0 in range(0, n, ROW_BLOCK):
         nb = min(ROW_BLOCK, n - r0)

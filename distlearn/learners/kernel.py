@@ -549,7 +549,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 
 _NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
 _NO_ROWS = B.Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
-                  np.zeros((0, 0)), np.zeros(0, np.int64), np.zeros(0))  # dense rows
+                  np.zeros((0, 0)), np.zeros(0, np.int32), np.zeros(0))  # dense rows
 
 _WORK = threading.local()
 
@@ -560,13 +560,13 @@ def csr_scratch(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     width and kept clean between calls (the engines reset the map and the row, :func:`clear_csr_rows` the block), so
     an engine call costs its rows' nonzeros, never ``d``: hashed text of 2**20 columns paid 290 MB of zeroed scratch
     a call, one call per 16 rows (``_sub_rows``), and KernelMIRA's defaults on 1,500 such rows took 90 CPU s.  One
-    scratch per thread, the last width's: ``18 d`` values (144 MiB at 2**20 columns)."""
+    scratch per thread, the last width's: 17 d float64 and d int32 values (140 MiB at 2**20 columns)."""
     w = getattr(_WORK, "scratch", None)
     if w is None or w[0].shape[1] != d:
         _WORK.scratch = None  # the old width's first
         check_allocation("the kernel engines' scratch for sparse rows", (B.ROW_BLOCK + 2, d), 8,
                          "fewer features (hash them into fewer columns)")
-        w = (np.zeros((B.ROW_BLOCK, d)), np.full(d, -1, dtype=np.int64), np.zeros(d))
+        w = (np.zeros((B.ROW_BLOCK, d)), np.full(d, -1, dtype=np.int32), np.zeros(d))
         _WORK.scratch = w
     return w
 
