@@ -557,11 +557,13 @@ def test_predict_overwrite_cannot_tell_a_headerless_table_of_its_width(work, cap
 
 
 def test_a_kernel_cache_beyond_the_available_memory_is_one_line(tmp_path, capsys, monkeypatch):
-    """The kernel learners keep their patterns as dense rows, except a single learner's on sparse CSR rows (a
-    sparse store: a pattern costs its nonzeros): on wide dense data, or in the kernel OBPM's pool, the cache needs
-    8 d bytes a pattern.  A cache (or a fixed budget) that the machine cannot hold is refused before it is
+    """The kernel learners keep their patterns as dense rows, except on sparse CSR rows (a sparse store, the single
+    learner's cache and the kernel OBPM's pool alike: a pattern costs its nonzeros): on wide dense data the cache
+    needs 8 d bytes a pattern.  A cache (or a fixed budget) that the machine cannot hold is refused before it is
     allocated, in one line that says why and what to do, for the single learner and the kernel OBPM's pool alike
-    (the bound is the memory available, patched small here)."""
+    (the bound is the memory available, patched small here).  On the CSR rows both fit in that memory: the kernel
+    OBPM's pool becomes a store before it is sized for the chunk (until 2026-11-27 it grew dense first and was
+    refused here)."""
     import scipy.sparse as sp
 
     import distlearn._validation as V
@@ -573,7 +575,7 @@ def test_a_kernel_cache_beyond_the_available_memory_is_one_line(tmp_path, capsys
     monkeypatch.setattr(V, "available_memory", lambda: 64 * 50_000 * 8)  # room for 64 dense patterns
     for est, data in ((KernelMIRA(budget="variable", gamma=1.0, random_state=0), X.toarray()),
                       (KernelMIRA(budget=100, removal="margin", gamma=1.0, random_state=0), X.toarray()),
-                      (KernelOBPM(n_estimators=3, base=KernelMIRA(gamma=1.0), random_state=0), X)):
+                      (KernelOBPM(n_estimators=3, base=KernelMIRA(gamma=1.0), random_state=0), X.toarray())):
         with pytest.raises(ValueError, match=r"kernel (cache's|ensemble's pool of) patterns \(\d+ x 50,000, 8 bytes "
                                              r"each\) would need .* keep their patterns as dense rows .*: on wide "
                                              r"data bound the cache with budget=N, or use a linear model"):
@@ -581,6 +583,8 @@ def test_a_kernel_cache_beyond_the_available_memory_is_one_line(tmp_path, capsys
     # on the CSR rows a single learner's cache is a sparse store: the same memory holds it
     sparse = KernelMIRA(budget="variable", gamma=1.0, random_state=0).fit(X, y)
     assert sparse._state.store and sparse.support_vectors_.shape[1] == 50_000
+    pooled = KernelOBPM(n_estimators=3, base=KernelMIRA(gamma=1.0), random_state=0).fit(X, y)
+    assert sp.issparse(pooled.support_vectors_) and pooled.support_vectors_.shape[1] == 50_000
     monkeypatch.setattr(V, "available_memory", lambda: 10 * 2**30)
     assert KernelMIRA(budget=30, removal="margin", gamma=1.0, random_state=0).fit(X.toarray(), y) \
         .support_vectors_.shape[1] == 50_000  # with the memory, the same data fits dense too
