@@ -555,6 +555,43 @@ def test_who_shares():
                 assert np.array_equal(got.toarray() if sp.issparse(got) else got, want)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.integers(1, 40), min_size=1, max_size=30), d=st.integers(1, 3000),
+       sparse=st.booleans(), seed=st.integers(0, 2**16))
+def test_the_race_rows_grow_by_doubling_and_hold_every_piece(pieces, d, sparse, seed):
+    """The race's rows appended piece by piece are the rows run, in order (duplicated and unsorted CSR columns
+    summed and sorted as the engine reads them), and the buffers grow by doubling: appending n rows reallocates
+    O(log n) times, so it copies O(n) entries in all (a concatenation per piece copied O(n^2 / piece) at 2**24
+    columns, one row a piece)."""
+    import scipy.sparse as sp
+
+    g = np.random.default_rng(seed)
+    n = sum(pieces)
+    nnz = g.integers(0, 6, n)
+    p = np.concatenate([[0], np.cumsum(nnz)])
+    X = sp.csr_matrix((g.normal(size=p[-1]), g.integers(0, d, p[-1]), p), shape=(n, d))  # repeats, unsorted
+    order = g.permutation(n)
+    first = X if sparse else X.toarray()
+    r = KernelMIRA(gamma="auto")
+    r._start(np.arange(2), d)
+    r._set_gamma(1.0)
+    race = r._race
+    race.share = "any"
+    if not race.shares(first):
+        return  # too wide to keep dense rows: the "any" share falls back to none (test_who_shares)
+    grown, pos = 0, 0
+    for m in pieces:
+        before = race.P if sparse else race.R
+        race.append(first, order[pos:pos + m])
+        race.rows += m
+        pos += m
+        grown += (race.P if sparse else race.R) is not before
+    got = race.rows_run()
+    want = X[order].toarray()
+    assert np.array_equal(got.toarray() if sparse else got, want)
+    assert grown <= int(np.log2(n + 1)) + 2
+
+
 def test_a_sparse_race_shares_and_equals_the_dense_one():
     import scipy.sparse as sp
 

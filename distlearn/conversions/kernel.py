@@ -247,9 +247,15 @@ def merge_repeated_patterns(S: Any, coef: np.ndarray, lab: np.ndarray) -> tuple[
         uniq = S[first_at]
     if uniq.shape[0] == S.shape[0]:
         return uniq, coef, lab
-    out = np.zeros((uniq.shape[0], coef.shape[1]))
+    return uniq, _sum_onto(inv, coef, uniq.shape[0]), lab[first_at]
+
+
+def _sum_onto(inv: np.ndarray, coef: np.ndarray, n: int) -> np.ndarray:
+    """The coefficients ``coef`` of repeated patterns summed onto their distinct pattern ``inv`` (of ``n``), in
+    order."""
+    out = np.zeros((n, coef.shape[1]))
     np.add.at(out, inv, coef)
-    return uniq, out, lab[first_at]
+    return out
 
 
 #: The ridge of the distillation's Gram system, relative to the mean self-kernel: it only keeps the
@@ -301,8 +307,7 @@ def _sparse_scores_and_gram(kernel: Kernel, S: Any, A: np.ndarray, Z: Any) -> tu
     ``Z``'s rows of about 4 Mi entries, as :func:`~distlearn.learners.kernel.kernel_decision`."""
     n_s = S.shape[0]
     U, _, inv = _unique_csr_rows(sp.vstack([S, Z], format="csr"))
-    AU = np.zeros((U.shape[0], A.shape[1]))
-    np.add.at(AU, inv[:n_s], A)
+    AU = _sum_onto(inv[:n_s], A, U.shape[0])
     at = inv[n_s:]  # Z's patterns among the distinct ones
     sqU = squared_norms(U)
     rhs = np.empty((Z.shape[0], A.shape[1]))

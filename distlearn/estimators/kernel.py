@@ -213,6 +213,17 @@ def race_winner(errors: Sequence[int], rows: int) -> int:
     return next(k for k, e in enumerate(errors) if int(e) <= best + se)
 
 
+def _room(a: np.ndarray, size: int, keep: int, least: int = 0) -> np.ndarray:
+    """``a`` with room for ``size`` entries (rows), its first ``keep`` kept: ``a`` itself when it has room, else a new
+    array of at least twice its length and ``least`` (so appending ``n`` entries a piece at a time copies O(n)
+    entries in all)."""
+    if size <= len(a):
+        return a
+    grown = np.zeros((max(size, 2 * len(a), least), *a.shape[1:]), dtype=a.dtype)
+    grown[:keep] = a[:keep]
+    return grown
+
+
 class _GammaRace:
     """The runners of ``gamma="auto"`` (one learner per candidate width), those still racing, and the rows run.
     When the runners share their dot products (:meth:`KernelClassifier._race_rows`), the rows run in race order
@@ -238,27 +249,26 @@ class _GammaRace:
         form (dense or CSR) is the form the rows are kept in."""
         if not self.decided:
             self.decided = True
-            d = self.runners[0]._state.n_features
             if sp.issparse(X):
                 self.P = np.zeros(1, np.int64)
             elif self.share == "any":
-                self.R = np.zeros((0, d))
+                self.R = np.zeros((0, self.runners[0]._state.n_features))
         return self.R is not None or self.P is not None
 
     def append(self, X: Any, rows: np.ndarray) -> None:
         """Append the rows ``X[rows]`` (float64, as the engine reads them) after ``self.rows``."""
         part = X[rows]
         need = self.rows + len(rows)
-        if self.P is not None:  # CSR, structure checked (the engine's reading of a chunk)
+        if self.P is not None:  # CSR, structure checked (the engine's reading of a chunk), in buffers that double
             p, j, v = _csr_rows(part if sp.issparse(part) else sp.csr_matrix(part))
-            self.P = np.concatenate([self.P[:self.rows + 1], self.P[self.rows] + p[1:]])
-            self.J = np.concatenate([self.J[:self.P[self.rows]], j])
-            self.V = np.concatenate([self.V[:self.P[self.rows]], v])
+            start = int(self.P[self.rows])
+            end = start + len(j)
+            self.P = _room(self.P, need + 1, self.rows + 1)
+            self.J, self.V = _room(self.J, end, start), _room(self.V, end, start)
+            self.P[self.rows + 1:need + 1] = start + p[1:]
+            self.J[start:end], self.V[start:end] = j, v
             return
-        if need > len(self.R):
-            grown = np.zeros((max(need, 2 * len(self.R), GAMMA_RACE_ROWS), self.R.shape[1]))
-            grown[:self.rows] = self.R[:self.rows]
-            self.R = grown
+        self.R = _room(self.R, need, self.rows, GAMMA_RACE_ROWS)
         self.R[self.rows:need] = part.toarray() if sp.issparse(part) else part
 
     def rows_run(self) -> Any:
@@ -768,6 +778,7 @@ class KernelClassifier(OnlineLinearClassifier):
         one :func:`~distlearn.learners._budget._kfin` (RBF: an ``exp``) of them -- the same bits as its own."""
         race = self._race
         bounds = piece_bounds(X.shape[1], len(order))
+        csr = _csr_rows(X) if sp.issparse(X) else None  # checked once, not once a piece and runner
         pos = 0
         while pos < len(order) and self._race is not None:  # the last cut ends the race (self._race = None)
             cut = int(bounds[np.searchsorted(bounds, min(len(order), pos + race.stage_end - race.rows))])
@@ -778,7 +789,7 @@ class KernelClassifier(OnlineLinearClassifier):
                     race.append(X, order[pos:end])
                     dots = race.dots(end - pos)
                 for i in race.running:
-                    race.runners[i]._learn(X, yi, order[pos:end], tids[pos:end], epoch, True, dots=dots)
+                    race.runners[i]._learn(X, yi, order[pos:end], tids[pos:end], epoch, True, dots=dots, csr=csr)
                 race.rows += end - pos
                 pos = end
             if race.rows >= race.stage_end:
@@ -833,7 +844,8 @@ class KernelClassifier(OnlineLinearClassifier):
          self._sizes, self._logs, self._history_dropped) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
-               count: bool, dots: np.ndarray | None = None) -> None:
+               count: bool, dots: np.ndarray | None = None,
+               csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self._epoch_track(epoch, X.shape[0] if order is None else len(order))
         if getattr(self, "_race", None) is not None:
             if epoch > 0 or not count:
@@ -846,7 +858,7 @@ class KernelClassifier(OnlineLinearClassifier):
                 order, tids = order[done:], tids[done:]
         log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
                                  beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed,
-                                 eta=float(self.eta), dots=dots)
+                                 eta=float(self.eta), dots=dots, csr=csr)
         self.online_errors_ += int(log.mistake.sum()) if count else 0
         self.n_updates_ += int(log.updated.sum())
         self.n_removed_ += int(log.removed.sum())
