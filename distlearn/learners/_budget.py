@@ -1312,19 +1312,24 @@ def _remove(v, t, kern, mode, c, ident, bounded, ub, keep_scores, cols, Dp, Dn, 
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Z):
+def _twin(n_slots, x, sqx, yc, S, sq, lab, alive, Z, cols, vals, lo, hi):
     """The earliest live slot holding exactly the row ``x`` with class ``yc`` (-1 if none): an update on
     a cached pattern replaces that slot by one pattern with the summed coefficients, never a duplicate.
-    A sparse store (``S`` of no columns) compares the slot's nonzeros in the mirror with ``x``'s."""
+    A sparse store (``S`` of no columns) compares the slot's nonzeros in the mirror with ``x``'s: with CSR rows
+    (``hi >= 0``) ``x``'s entries ``lo:hi`` of ``cols``/``vals`` (columns ascending, stored zeros skipped), so the
+    test costs the row's nonzeros, not ``d`` (hashed text, 2**20 columns: every update on a cached row in a second
+    pass scanned the whole densified row, 0.3 ms each); dense rows their ``d`` values."""
     for i in range(n_slots):
         if alive[i] and lab[i] == yc and sq[i] == sqx:
             same = True
             if S.shape[1] == 0:
                 p = Z.s[i]
                 end = p + Z.n[i]
-                for j in range(x.shape[0]):
-                    if x[j] != 0.0:
-                        if p == end or Z.i[p] != j or Z.v[p] != x[j]:
+                for q in range(lo, hi) if hi >= 0 else range(x.shape[0]):
+                    j = cols[q] if hi >= 0 else q
+                    xj = vals[q] if hi >= 0 else x[q]
+                    if xj != 0.0:
+                        if p == end or Z.i[p] != j or Z.v[p] != xj:
                             same = False
                             break
                         p += 1
@@ -1522,7 +1527,9 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             # making room, inserting and distilling are the OBPM member's too (ensembles/_budget.py), through
             # the same helpers; only the removal differs (a member's also updates the pool), so these
             # few lines of control flow stay in each engine
-            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive, c.Z)
+            lo = R.p[R.order[ii]] if csr else 0  # the round's CSR row (hi -1: dense rows)
+            hi = R.p[R.order[ii] + 1] if csr else -1
+            v = -1 if projectron else _twin(n_slots, x, sqx, yc, S, c.sq, c.lab, alive, c.Z, R.j, R.v, lo, hi)
             for k in range(K):
                 carry[k] = 0.0
             if v >= 0:  # x is cached: its pattern leaves and returns with the summed coefficients (one slot)
