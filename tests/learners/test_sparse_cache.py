@@ -563,3 +563,31 @@ def test_a_crafted_kernel_ensemble_checkpoint_is_refused_before_the_engine_reads
         arrays["Abar"] = arrays["Abar"][:, :0]
     with pytest.raises(ValueError):
         KernelEnsembleState.from_arrays(arrays)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), case=st.sampled_from(CASES), chunks=st.integers(1, 4), k=st.sampled_from([2, 3]),
+       sparse=st.booleans())
+def test_when_the_cache_compacts_changes_no_bit(seed, case, chunks, k, sparse):
+    """Compacting at every engine call (share 0), at COMPACT_SHARE of dead slots, or only when every slot is dead
+    (share 1) gives the same model and logs: the engine skips dead slots, and the history is ordered by
+    insertion, never by slot.  The 16-row calls of wide rows (``_sub_rows``) make it count."""
+    import distlearn.learners.kernel as LK
+
+    budget, removal = case
+    X, y = _text(n=70, d=300, seed=seed, k=k)
+    X = X if sparse else X.toarray()
+    fits = []
+    for share in (0.0, LK.COMPACT_SHARE, 1.0):
+        old = LK.COMPACT_SHARE
+        LK.COMPACT_SHARE = share
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(LK, "_SUB_ROWS", 16)  # many engine calls, each one a chance to compact
+                fits.append(_fit(X, y, k, budget, removal, chunks=chunks))
+        finally:
+            LK.COMPACT_SHARE = old
+    assert _same(fits[0], fits[1]) and _same(fits[0], fits[2])
+    st0, st2 = fits[0][0], fits[2][0]
+    if st0.n_removed:  # the lazy caches did keep dead slots between calls
+        assert int(st2.meta[0]) > int(st2.meta[1])
