@@ -366,21 +366,27 @@ def test_cli_trains_with_gamma_auto(tmp_path, capsys):
     assert load_model(saved).meta["kernel_params"]["gamma"] == est.gamma_ != est.gammas_[0]
 
 
-@pytest.mark.parametrize("d", [16, 9000, 20000])
-def test_piece_bounds_are_the_engine_calls(d):
-    """A split at a bound starts a call whose pieces are the whole chunk's from there on."""
+@pytest.mark.parametrize("d", [16, 9000, 20000, 2**24])
+@pytest.mark.parametrize("csr", [False, True])
+def test_piece_bounds_are_the_engine_calls(d, csr):
+    """A split at a bound starts a call whose pieces are the whole chunk's from there on: rows cut by width (dense,
+    or CSR the engine densifies), and CSR rows read by their nonzeros, whose calls do not shrink with the width."""
+    import scipy.sparse as sp
+
     from distlearn.learners.kernel import compacted_pieces, piece_bounds
 
     m = 5000
-    X = np.zeros((1, d))
-    whole = [(lo, hi) for lo, hi, *_ in compacted_pieces(X, np.zeros(1, np.int64), np.zeros(m, np.int64))]
-    bounds = piece_bounds(d, m)
+    X = sp.csr_matrix((1, d)) if csr else np.zeros((1, 16 if d == 2**24 else d))
+    if d == 2**24 and not csr:
+        d = 16  # no dense row that wide here: the width's rule is the 20000 case's
+    y = np.zeros(1, np.int64)
+    whole = [(lo, hi) for lo, hi, *_ in compacted_pieces(X, y, np.zeros(m, np.int64), densify=not csr)]
+    bounds = piece_bounds(d, m, not csr)
     assert bounds[0] == 0 and bounds[-1] == m and set(bounds[:-1].tolist()) <= {lo for lo, _ in whole}
     for b in bounds[1:-1]:
-        rest = [(b + lo, b + hi) for lo, hi, *_ in compacted_pieces(X, np.zeros(1, np.int64),
-                                                                     np.zeros(m - b, np.int64))]
+        rest = [(b + lo, b + hi) for lo, hi, *_ in compacted_pieces(X, y, np.zeros(m - b, np.int64), densify=not csr)]
         assert rest == [p for p in whole if p[0] >= b], (d, b)
-    if d == 16:
+    if d == 16 or csr:
         assert bounds.tolist() == [0, 1024, 2048, 3072, 4096, 5000]
 
 
@@ -613,11 +619,14 @@ def test_dots_need_aligned_engine_calls():
 
     d = 20_000
     assert _sub_rows(d) % 16  # the densified pieces' length is no multiple of a block
-    X = sp.csr_matrix((_sub_rows(d) + 1, d))
+    # rows too dense for the sparse cache (7 % of the columns): densified, so cut by width
+    X = sp.random(_sub_rows(d) + 1, d, density=0.07, format="csr", random_state=0)
     y = np.zeros(X.shape[0], np.int64)
     with pytest.raises(ValueError, match="multiples of 16"):
         learn_budget_chunk(make_rule("perceptron"), make_kernel("rbf"), init_budget_state(d, 1), X, y,
                            dots=np.zeros((1, 1, 16)))
+    # sparse rows are read by their nonzeros, in calls that do not shrink with the width: no such cut
+    assert _sub_rows(d, by_width=False) % 16 == 0
 
 
 # -- the shared dot products of sparse rows (text) ---------------------------------------------------------------

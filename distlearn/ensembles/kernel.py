@@ -39,6 +39,7 @@ from ..learners.kernel import (
     kernel_decision,
     keeps_scores,
     raise_kernel_non_finite,
+    reads_csr,
     resolve_removal,
     sparse_chunk,
     stack_patterns,
@@ -677,7 +678,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
         state._grow(int(state.pmeta[0]) + m, int((state.mmeta[:, 0] + masks.sum(axis=0)).max(initial=0)), keep)
     # sparse rows on a mirrored pool: the engine reads them as CSR, a round costing its nonzeros (no piece of
     # d-wide rows is densified: 128 MiB each on text)
-    csr = _csr_rows(X) if sp.issparse(X) and state.Zm[1] else None
+    csr = _csr_rows(X) if reads_csr(state, X) else None
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order, densify=csr is None):
         mask = masks[lo:hi]
         if random:

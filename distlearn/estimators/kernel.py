@@ -37,7 +37,9 @@ from ..learners.kernel import (
     kernel_decision,
     learn_budget_chunk,
     make_kernel,
+    mirror_for,
     piece_bounds,
+    reads_csr,
     resolve_removal,
 )
 from ..stream import array_order, epoch_chunks, is_store
@@ -777,7 +779,13 @@ class KernelClassifier(OnlineLinearClassifier):
         candidate has cached are computed once (:meth:`_GammaRace.dots`) and each candidate's kernel rows are
         one :func:`~distlearn.learners._budget._kfin` (RBF: an ``exp``) of them -- the same bits as its own."""
         race = self._race
-        bounds = piece_bounds(X.shape[1], len(order))
+        # the chunk's form first, for every runner as in a fit of its own (its call's first step): whether the
+        # engine reads the rows as CSR decides where its calls start
+        merging = budget_code(self.budget)[0] == BUDGET_FIXED and \
+            resolve_removal(self.removal, self._kernel_obj, BUDGET_FIXED) == "merge"
+        for i in race.running:
+            mirror_for(race.runners[i]._state, X, order, merging)
+        bounds = piece_bounds(X.shape[1], len(order), not reads_csr(race.runners[race.running[0]]._state, X))
         csr = _csr_rows(X) if sp.issparse(X) else None  # checked once, not once a piece and runner
         pos = 0
         while pos < len(order) and self._race is not None:  # the last cut ends the race (self._race = None)

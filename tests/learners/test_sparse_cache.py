@@ -1,4 +1,4 @@
-"""The kernel cache's sparse mirror and sparse store (learners/kernel.py: ``BudgetState.mirror``, ``_mirror_for``;
+"""The kernel cache's sparse mirror and sparse store (learners/kernel.py: ``BudgetState.mirror``, ``mirror_for``;
 learners/_budget.py: ``_slot_dot``, ``_next_mirrored``): a pure speed and memory change, so every model, log and
 average must be the dense cache's bit for bit -- whatever the budget, removal, rule, kernel, chunking, blocking,
 or a switch between sparse and dense chunks."""

@@ -127,3 +127,31 @@ def test_a_kernel_obpm_pool_on_sparse_rows_is_a_store_before_it_grows(monkeypatc
     est = KernelOBPM(n_estimators=3, epochs=2, base_params={"gamma": 0.6}, random_state=0).fit(X, y)
     assert widths and set(widths) == {0}
     assert sp.issparse(est.support_vectors_)
+
+
+@pytest.mark.parametrize("est", [KernelMIRA(gamma=0.7, budget="variable", epochs=1, random_state=0),
+                                 KernelMIRA(budget="variable", epochs=1, random_state=1)], ids=["mira", "mira-race"])
+def test_engine_calls_on_sparse_rows_do_not_shrink_with_the_width(monkeypatch, est):
+    """CSR rows on a sparse cache are read by their nonzeros, never densified, so an engine call covers as many
+    rounds at 2**24 columns as at 300 (a call cut by width was one round there: each pattern's nonzeros walked for
+    one row instead of a block of 16), and the model is the narrow one's."""
+    import distlearn.learners._budget as B
+
+    calls = []
+    real = B.learn_budget_block
+
+    def counted(X, y, order, *rest):
+        calls.append(len(order))
+        return real(X, y, order, *rest)
+
+    monkeypatch.setattr(B, "learn_budget_block", counted)
+    X, y = _text(1500, 300, 4)
+    W, at = _spread(X, 2**24)
+    a = clone(est).fit(X, y)
+    narrow, calls[:] = list(calls), []
+    if getattr(est, "gamma", None) == "auto":  # the race's base width from the narrow fit ("scale" reads d)
+        monkeypatch.setattr(type(est), "_measure_gamma", lambda self, X_: a.gammas_[1])
+    b = clone(est).fit(W, y)
+    assert calls == narrow and max(calls) >= 1024 // (8 if est.gamma == "auto" else 1)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert np.array_equal(sp.csr_matrix(a.support_vectors_).toarray(), b.support_vectors_[:, at].toarray())
