@@ -57,6 +57,7 @@ from ..learners._budget import (
     _insert_scores,
     _block_nonzeros,
     _fill_block,
+    _slot_dot_row,
     _kfin,
     _mirror_nonzeros,
     _mirror_row,
@@ -66,7 +67,6 @@ from ..learners._budget import (
     _pick_bounded,
     _remove_scores,
     _round_self_kernel,
-    _slot_dot,
     _steps,
     _victim,
 )
@@ -339,7 +339,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 for q in range(nr):
                     for k in range(K):
                         Mj[j, rows_j[q], k] = Mt[q * K + k]
-        if csr and ii % ROW_BLOCK == 0:
+        if csr and ii % ROW_BLOCK == 0 and not store:  # a store reads its rows from R alone (_slot_dot_row)
             _fill_block(R.buf, R, ii, n_order)  # R.buf is X: this block's rows, densified
         r = order[ii]
         x = X[r]
@@ -365,7 +365,8 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                 if canon[i] != i:  # its row's canonical slot is earlier: already in kpool
                     kpool[i] = kpool[canon[i]]
                 else:
-                    kpool[i] = _kfin(kern, _slot_dot(Z, i, PS, x), pool.sq[i], sqx)  # _kval's bits
+                    kpool[i] = _kfin(kern, _slot_dot_row(Z, i, PS, x, R, R.order[ii] if csr else 0), pool.sq[i],
+                                     sqx)  # _kval's bits
         finite = math.isfinite(kxx)
         if me_ok:
             for k in range(K):

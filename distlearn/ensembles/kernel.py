@@ -701,7 +701,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
                                               state.record(), KernelEnsembleLog(*(a[lo:hi] for a in out)), R,
                                               _round_tids(tids, rows))
         finally:
-            clear_csr_rows(R)
+            clear_csr_rows(R, not state.store)
         if bad <= -2:  # the room reserved above covers every row: a broken invariant, never a silent zero row
             raise RuntimeError(f"the kernel ensemble's sparse store had no room for row {int(rows[-2 - bad])}")
         state.scores_kept = keep

@@ -293,6 +293,29 @@ def _slot_dot(Z, i, S, x):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
+def _slot_dot_row(Z, i, S, x, R, r):
+    """:func:`_slot_dot` of slot ``i`` and a round's row: with CSR rows (``R.p`` non-empty) and the slot mirrored,
+    the row ``r``'s nonzeros from ``R`` merged with the pattern's (both ascending by column), the products of the
+    columns both hold summed in the pattern's order -- the same bits (a skipped product is ``v * 0 = +-0``, as in
+    :func:`_slot_dot`), reading no densified row: a sparse store's engine never fills one (2**24 columns: 16
+    densified rows are 2 GiB of pages); otherwise :func:`_slot_dot` against ``x``."""
+    if R.p.shape[0] == 0 or Z.m[1] == 0 or Z.n[i] < 0:
+        return _slot_dot(Z, i, S, x)
+    acc = 0.0
+    q = R.p[r]
+    hi = R.p[r + 1]
+    for p in range(Z.s[i], Z.s[i] + Z.n[i]):
+        j = Z.i[p]
+        while q < hi and R.j[q] < j:
+            q += 1
+        if q == hi:
+            break
+        if R.j[q] == j:
+            acc += Z.v[p] * R.v[q]
+    return acc
+
+
+@njit(inline="always", **NUMBA_FLAGS)
 def _mirror_row(Z, s, row):
     """Append slot ``s``'s pattern ``row`` to the sparse mirror (its nonzeros in column order), or mark it
     unmirrored (-1) when it has more nonzeros than the mirror takes or the pool has room for; nothing when the
@@ -703,7 +726,7 @@ def shared_csr_dots(p, j, v, cols, t0, m, cmap, out):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs, Z):
+def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M, ident, offs, Z, R):
     """The scores ``M[b] = sum_{i < n_at} A[i] G[b, i]`` of the rounds ``order[ii:e]`` of the block starting at
     ``b0`` (``b = round - b0``), every column a sequential sum over the slots in order from +0.0.
 
@@ -718,11 +741,12 @@ def _score_rows(kern, X, order, ii, b0, e, S, sq, A, alive, n0, n_at, sqt, G, M,
     for rr in range(ii, e):
         gb = G[rr - b0]
         xr = X[order[rr]]
+        r = R.order[rr] if R.p.shape[0] > 0 else 0
         for i in range(n0):
             if not alive[i]:
                 gb[i] = 0.0
         for i in range(n0, n_at):
-            gb[i] = _kfin(kern, _slot_dot(Z, i, S, xr), sq[i], sqt[rr - b0]) if alive[i] else 0.0
+            gb[i] = _kfin(kern, _slot_dot_row(Z, i, S, xr, R, r), sq[i], sqt[rr - b0]) if alive[i] else 0.0
     _gathered_sums(A, ident, alive, n_at, G.reshape(G.shape[0] * G.shape[1]), offs, ii - b0, e - b0,
                    M.reshape(M.shape[0] * M.shape[1]))
 
@@ -1385,6 +1409,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     projectron = budget.code == BUDGET_PROJECTRON
     csr = R.p.shape[0] > 0
     mirrored = c.Z.m[1] > 0
+    store = c.S.shape[1] == 0  # a sparse store: every pattern in the mirror alone
     # _next_mirrored's gathered block (its last row stays zero): with CSR rows as many rows as a block has
     # nonzeros, so no engine call costs d (hashed text: 2**20 columns); the column map and the removal's scratch
     # row are then the caller's (Rows.cmap, Rows.xw: d each, kept clean between calls)
@@ -1432,7 +1457,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
     offs = np.arange(ROW_BLOCK) * cap  # where row b of G starts, flat (_score_rows)
     S, A, F, alive, meta = c.S, c.A, c.F, c.alive, c.meta
     for ii in range(n_order):
-        if csr and ii % ROW_BLOCK == 0:
+        if csr and ii % ROW_BLOCK == 0 and not store:  # a store reads its rows from R alone (_slot_dot_row)
             _fill_block(R.buf, R, ii, n_order)  # R.buf is X (written through the record: X may be read-only)
         if blocked and ii % ROW_BLOCK == 0:
             b0 = ii
@@ -1446,6 +1471,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
             sums_end = ii
         r = order[ii]
         x = X[r]
+        rrow = R.order[ii] if csr else 0  # the round's CSR row
         yc = y[R.order[ii] if csr else r]
         t = meta[2]
         ok, sqx, kxx = _round_self_kernel(kern, x, R, ii, csr)
@@ -1460,13 +1486,13 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                 n_at = n_slots
                 sums_end = min(b0 + ROW_BLOCK, n_order, ii + SUM_ROWS)
                 _score_rows(kern, X, order, ii, b0, sums_end, S, c.sq, A, alive, n0, n_at, sqt, G, M, ident, offs,
-                            c.Z)
+                            c.Z, R)
             kr = G[ii - b0]
             for k in range(K):
                 m[k] = M[ii - b0, k]
             for i in range(n_at, n_slots):  # inserted since the sums: summed last, in slot order
                 if alive[i]:
-                    kv = _kfin(kern, _slot_dot(c.Z, i, S, x), c.sq[i], sqx)
+                    kv = _kfin(kern, _slot_dot_row(c.Z, i, S, x, R, rrow), c.sq[i], sqx)
                     kr[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv
@@ -1483,7 +1509,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
         else:
             for i in range(n_slots):
                 if alive[i]:
-                    kv = _kfin(kern, _slot_dot(c.Z, i, S, x), c.sq[i], sqx)
+                    kv = _kfin(kern, _slot_dot_row(c.Z, i, S, x, R, rrow), c.sq[i], sqx)
                     krow[i] = kv
                     for k in range(K):
                         m[k] += A[i, k] * kv

@@ -542,7 +542,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                                        BudgetLog(*(a[lo:hi] for a in out)), bool(blocked),
                                        _NO_DOTS if dots is None or not blocked else dots[lo // B.ROW_BLOCK:], R)
         finally:
-            clear_csr_rows(R)
+            clear_csr_rows(R, not state.store)
         state.scores_kept = keep
         if bad <= -2:  # cannot happen: the pool was reserved for every row of the piece
             raise RuntimeError(f"row {int(rows[-2 - bad])}: no room in the sparse cache's pool")
@@ -584,10 +584,12 @@ def csr_rows_record(csr: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.nda
     return B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), *csr_scratch(d))
 
 
-def clear_csr_rows(R: B.Rows) -> None:
+def clear_csr_rows(R: B.Rows, filled: bool = True) -> None:
     """Zero what an engine call may leave in ``R.buf``: the nonzeros of its rounds' rows at their places (round ``i``
-    at row ``i % ROW_BLOCK``; the engine clears each block but its last when it moves on).  Nothing for dense rows."""
-    if not R.p.shape[0] or not R.order.shape[0]:
+    at row ``i % ROW_BLOCK``; the engine clears each block but its last when it moves on).  Nothing for dense rows,
+    nor when the call did not fill it (``filled`` False: a sparse store's engine reads its rows from ``R`` alone,
+    and a write here would fault in the pages of ``ROW_BLOCK`` rows of ``d`` values, 2 GiB at 2**24 columns)."""
+    if not filled or not R.p.shape[0] or not R.order.shape[0]:
         return
     lo, hi = R.p[R.order], R.p[R.order + 1]
     counts = hi - lo
