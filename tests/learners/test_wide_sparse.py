@@ -5,7 +5,7 @@ made once per thread and width (``csr_scratch``) and kept clean between calls; t
 block's nonzeros.  What is proved here: the scratch is reused and clean after every call (a failed one too), and
 the model of rows spread over 2**22 columns is the model of the same rows in their own few columns, bit for bit
 (the kernel values are sums of the same products in the same order).  The time (1,500 hashed RCV1-like rows at
-2**20 columns: 90 -> 3.7 CPU s) is in ``benchmarks/README.md``, not here.
+2**20 columns: 90 -> 1.15 CPU s; 2**24: 41 -> 1.6 s) is in ``benchmarks/README.md``, not here.
 """
 
 from __future__ import annotations
