@@ -786,7 +786,6 @@ class KernelClassifier(OnlineLinearClassifier):
         for i in race.running:
             mirror_for(race.runners[i]._state, X, order, merging)
         bounds = piece_bounds(X.shape[1], len(order), not reads_csr(race.runners[race.running[0]]._state, X))
-        csr = _csr_rows(X) if sp.issparse(X) else None  # checked once, not once a piece and runner
         pos = 0
         while pos < len(order) and self._race is not None:  # the last cut ends the race (self._race = None)
             cut = int(bounds[np.searchsorted(bounds, min(len(order), pos + race.stage_end - race.rows))])
@@ -797,7 +796,7 @@ class KernelClassifier(OnlineLinearClassifier):
                     race.append(X, order[pos:end])
                     dots = race.dots(end - pos)
                 for i in race.running:
-                    race.runners[i]._learn(X, yi, order[pos:end], tids[pos:end], epoch, True, dots=dots, csr=csr)
+                    race.runners[i]._learn(X, yi, order[pos:end], tids[pos:end], epoch, True, dots=dots)
                 race.rows += end - pos
                 pos = end
             if race.rows >= race.stage_end:
@@ -852,8 +851,7 @@ class KernelClassifier(OnlineLinearClassifier):
          self._sizes, self._logs, self._history_dropped) = snap
 
     def _learn(self, X: Any, yi: np.ndarray, order: np.ndarray | None, tids: np.ndarray, epoch: int,
-               count: bool, dots: np.ndarray | None = None,
-               csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+               count: bool, dots: np.ndarray | None = None) -> None:
         self._epoch_track(epoch, X.shape[0] if order is None else len(order))
         if getattr(self, "_race", None) is not None:
             if epoch > 0 or not count:
@@ -866,7 +864,7 @@ class KernelClassifier(OnlineLinearClassifier):
                 order, tids = order[done:], tids[done:]
         log = learn_budget_chunk(self._rule_obj, self._kernel_obj, self._state, X, yi, order=order,
                                  beta=self._beta(), budget=self.budget, removal=self.removal, seed=self._seed,
-                                 eta=float(self.eta), dots=dots, csr=csr)
+                                 eta=float(self.eta), dots=dots)
         self.online_errors_ += int(log.mistake.sum()) if count else 0
         self.n_updates_ += int(log.updated.sum())
         self.n_removed_ += int(log.removed.sum())

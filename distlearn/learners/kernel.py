@@ -473,8 +473,7 @@ def resolve_removal(removal: str, kernel: Kernel, bcode: int, *, pool: bool = Fa
 def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y: np.ndarray, *,
                        order: np.ndarray | None = None, beta: float = 0.0, budget: None | str | int = None,
                        removal: str = "margin", seed: int = 0, blocked: bool = True, eta: float = 0.1,
-                       dots: np.ndarray | None = None,
-                       csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> BudgetLog:
+                       dots: np.ndarray | None = None) -> BudgetLog:
     """Run every round of a chunk (dense or CSR rows ``X``, class indices ``y``) in ``order``.
 
     ``beta`` is the removal threshold (and the perceptron's update margin);
@@ -487,8 +486,6 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     ``r``'s row . the row ``order[i]``; :func:`~distlearn.learners._budget.shared_csr_dots` for rows kept as CSR),
     read instead of computed (the same bits), dense rows or sparse; not with merging (a merged
     pattern is no row), and only when the engine calls start at multiples of ``ROW_BLOCK`` rounds.
-    ``csr``: CSR ``X``'s arrays as :func:`_csr_rows` gives them, when the caller makes many calls on one chunk (the
-    race: one call per piece and runner) and has checked it once; otherwise each call checks ``X`` in full.
     """
     bcode, n_budget = budget_code(budget)
     removal = resolve_removal(removal, kernel, bcode)
@@ -514,7 +511,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     mirror_for(state, X, order, merging)
     # sparse rows on a mirrored cache: the engine reads them as CSR, a round costing its nonzeros (no piece is
     # densified), shared dot products or not
-    csr = (csr or _csr_rows(X)) if reads_csr(state, X) else None
+    csr = _csr_rows(X) if reads_csr(state, X) else None
     sub = _sub_rows(X.shape[1], csr is None)
     if dots is not None and m > sub and sub % B.ROW_BLOCK:
         raise ValueError(f"dots: the chunk's engine calls must start at multiples of {B.ROW_BLOCK} rounds")
