@@ -37,6 +37,7 @@ from ..learners.kernel import (
     kernel_decision,
     learn_budget_chunk,
     make_kernel,
+    merges,
     mirror_for,
     piece_bounds,
     reads_csr,
@@ -649,8 +650,7 @@ class KernelClassifier(OnlineLinearClassifier):
     def _merging(self) -> bool:
         """Whether the budget is a fixed cache maintained by merging (``removal`` "merge", or "auto" that
         resolves to it); the removal's rule reads the kernel's kind, not its width."""
-        bcode = budget_code(self.budget)[0]
-        return bcode == BUDGET_FIXED and resolve_removal(self.removal, make_kernel(self.kernel), bcode) == "merge"
+        return merges(self.budget, self.removal, make_kernel(self.kernel))
 
     # -- state ----------------------------------------------------------------------
     def _start(self, classes: np.ndarray, n_features: int) -> None:
@@ -781,8 +781,7 @@ class KernelClassifier(OnlineLinearClassifier):
         race = self._race
         # the chunk's form first, for every runner as in a fit of its own (its call's first step): whether the
         # engine reads the rows as CSR decides where its calls start
-        merging = budget_code(self.budget)[0] == BUDGET_FIXED and \
-            resolve_removal(self.removal, self._kernel_obj, BUDGET_FIXED) == "merge"
+        merging = self._merging()
         for i in race.running:
             mirror_for(race.runners[i]._state, X, order, merging)
         bounds = piece_bounds(X.shape[1], len(order), not reads_csr(race.runners[race.running[0]]._state, X))

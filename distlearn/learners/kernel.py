@@ -76,6 +76,7 @@ __all__ = [
     "resolve_removal",
     "compacted_pieces",
     "dense_pieces",
+    "merges",
     "mirror_for",
     "piece_bounds",
     "reads_csr",
@@ -494,7 +495,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
         state.refresh_scores(kernel)
     if bcode == B.BUDGET_PROJECTRON and not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
-    merging = bcode == B.BUDGET_FIXED and removal == "merge"
+    merging = merges(budget, removal, kernel)
     if dots is not None and merging:
         raise ValueError("dots (shared dot products) need cached patterns that are rows: not with removal='merge'")
     if merging and kernel.name != "rbf":
@@ -629,6 +630,12 @@ def mirror_for(state: BudgetState, X: Any, order: np.ndarray, merging: bool) -> 
         state.densify()
 
 
+def merges(budget: None | str | int, removal: str, kernel: Kernel) -> bool:
+    """Whether a cache of this ``budget`` makes room by merging (a fixed budget, ``removal`` resolving to "merge")."""
+    bcode = budget_code(budget)[0]
+    return bcode == B.BUDGET_FIXED and resolve_removal(removal, kernel, bcode) == "merge"
+
+
 def reads_csr(state: Any, X: Any) -> bool:
     """Whether the engine reads the rows of ``X`` as CSR, by their nonzeros (no piece densified): sparse rows on a
     cache (or pool) with a sparse mirror."""
@@ -664,7 +671,7 @@ _COMPACT_ROWS = 1024
 #: compaction moves every live slot and its pool segment, so compacting at every call cost O(cache) per call --
 #: on hashed text (2**20 columns, 16 rows a call) 0.2 of 1.9 CPU s.  Waiting for an eighth of the slots makes it
 #: O(1) per removal; the engine skips dead slots, and the history is ordered by insertion, never by slot, so the
-#: model is the same bits (``tests/learners/test_wide_sparse.py``: the same rows at 300 and 2**22 columns).
+#: model is the same bits (``tests/learners/test_sparse_cache.py``: shares 0, 1/8 and 1 give the same model).
 COMPACT_SHARE = 1 / 8
 
 
