@@ -406,7 +406,7 @@ def learn_kernel_ensemble_block(X, y, order, mask, uniforms, rule, kern, budget,
                         for jj in range(d):
                             PS[pt, jj] = x[jj]
                     if csr and store:  # a store has room (checked at the round's start)
-                        _mirror_nonzeros(Z, pt, R.j, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
+                        _mirror_nonzeros(Z, pt, R.j, R.k, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
                     else:
                         _mirror_row(Z, pt, x)
                     pool.sq[pt] = sqx

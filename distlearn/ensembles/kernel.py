@@ -113,6 +113,9 @@ class KernelEnsembleState(MirrorPool):
     Zn: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     Zs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     Zm: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))
+    Zk: np.ndarray | None = None
+    Zkt: np.ndarray | None = None
+    Zkn: int = 0
 
     _ARRAYS = ("PS", "psq", "pkd", "plab", "pkey", "pref", "palive", "pmeta", "Abar", "pidx", "A", "F", "kdm", "labm",
                "born", "died", "gborn", "gdied", "alive", "mmeta")
@@ -194,6 +197,7 @@ class KernelEnsembleState(MirrorPool):
         self.Zs = np.zeros(cap, dtype=np.int64)
         self.Zn[: P.shape[0]], self.Zs[: P.shape[0]] = cnt, P.indptr[:-1]
         self.Zm = np.array([P.nnz, self.n_features], dtype=np.int64)
+        self.unkey()
 
     def copy(self) -> KernelEnsembleState:
         """A deep copy (a learner-parallel task never modifies its input state)."""
@@ -306,6 +310,8 @@ class KernelEnsembleState(MirrorPool):
         if self.Zm[1]:  # the kept patterns' segments, in order, at the pool's front
             at, cnt = self._segments(keep)
             self.Zi[: at.size], self.Zv[: at.size] = self.Zi[at], self.Zv[at]
+            if self.Zk is not None:
+                self.Zk[: at.size] = self.Zk[at]
             self.Zn[: keep.size], self.Zs[: keep.size] = self.Zn[keep], np.cumsum(cnt) - cnt
             self.Zn[keep.size:] = -1
             self.Zm[0] = at.size
@@ -344,6 +350,7 @@ class KernelEnsembleState(MirrorPool):
         PS[:n] = self._pool_rows(np.arange(n)).toarray()
         self.PS = PS
         self.Zm[1] = max(1, d // MIRROR_SPARSITY)  # the retired patterns stay CSR, as a mirrored pool keeps them
+        self.unkey()
 
     def _pool_rows(self, p: np.ndarray) -> Any:
         """Copies of the pool's patterns ``p``: dense rows, or with the mirror on a CSR matrix from their mirrored
@@ -679,6 +686,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
     # sparse rows on a mirrored pool: the engine reads them as CSR, a round costing its nonzeros (no piece of
     # d-wide rows is densified: 128 MiB each on text)
     csr = _csr_rows(X) if reads_csr(state, X) else None
+    keys = state.key_columns(csr[1]) if csr is not None else None
     for lo, hi, rows, Xd, yd, od in compacted_pieces(X, y, order, densify=csr is None):
         mask = masks[lo:hi]
         if random:
@@ -694,7 +702,7 @@ def learn_kernel_ensemble_chunk(rule: Rule, kernel: Kernel, state: KernelEnsembl
             state.reserve(int(np.diff(X.indptr)[rows].sum()) if sp.issparse(X) else int(np.count_nonzero(Xd[od])))
         R = _NO_ROWS
         if csr is not None:  # the rounds' rows by position; Xd the engine's block of them, densified
-            R = csr_rows_record(csr, rows, X.shape[1])
+            R = csr_rows_record(csr, keys, rows, X.shape[1])
             Xd, yd, od = R.buf, y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
         try:
             bad = learn_kernel_ensemble_block(Xd, yd, od, mask, uniforms, rec_rule, rec_kern, spec, state.mode,

@@ -107,7 +107,7 @@ __all__ = [
     "BUDGET_NONE", "BUDGET_VARIABLE", "BUDGET_FIXED", "BUDGET_PROJECTRON",
     "REMOVE_MARGIN", "REMOVE_OLDEST", "REMOVE_RANDOM", "REMOVE_MERGE", "GS_ITERS", "merge_step",
     "PERCEPTRON", "MIRA", "PA", "PA1", "PA2", "MC_MIRA", "MC_PA", "MC_PA1", "MC_PA2",
-    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "csr_work_rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots", "shared_csr_dots",
+    "KernelParams", "StepRule", "BudgetSpec", "Cache", "Mirror", "Rows", "csr_work_rows", "fill_mirror", "BudgetLog", "learn_budget_block", "shared_dots", "shared_csr_dots", "key_columns", "rekey_table",
     "kernel_vote_counts", "kernel_finish", "kernel_scores",
 ]
 
@@ -172,6 +172,11 @@ class Mirror(NamedTuple):
     n: np.ndarray  #: (slots,) int64 each slot's count; -1: not mirrored (read ``S``)
     s: np.ndarray  #: (slots,) int64 each slot's segment start
     m: np.ndarray  #: int64 [pool entries used, the most nonzeros a mirrored pattern may have (0: off)]
+    #: (pool,) int32 each nonzero's *key*, the index the engine's column map and removal row use: its column
+    #: (the same array as ``i``), or for a sparse store its place among the columns the call meets, in column
+    #: order (:meth:`~distlearn.learners.kernel.MirrorPool.key_columns`), so the map is as wide as those columns,
+    #: not ``d`` (hashed text: 2**24)
+    k: np.ndarray
 
 
 class BudgetLog(NamedTuple):
@@ -286,9 +291,9 @@ def _slot_dot(Z, i, S, x):
     if Z.m[1] == 0 or Z.n[i] < 0:
         return _dot(S[i], x)
     acc = 0.0
-    zi, zv = Z.i, Z.v
+    zk, zv = Z.k, Z.v
     for p in range(Z.s[i], Z.s[i] + Z.n[i]):
-        acc += zv[p] * x[zi[p]]
+        acc += zv[p] * x[zk[p]]
     return acc
 
 
@@ -331,6 +336,7 @@ def _mirror_row(Z, s, row):
                 Z.n[s] = -1
                 return
             Z.i[p] = j
+            Z.k[p] = j  # a dense row meets no store: its keys are its columns
             Z.v[p] = row[j]
             p += 1
     Z.s[s] = start
@@ -339,8 +345,9 @@ def _mirror_row(Z, s, row):
 
 
 @njit(inline="always", **NUMBA_FLAGS)
-def _mirror_nonzeros(Z, s, cols, vals, lo, hi):
-    """:func:`_mirror_row` of a CSR row (its entries ``lo:hi``, columns ascending; stored zeros skipped)."""
+def _mirror_nonzeros(Z, s, cols, keys, vals, lo, hi):
+    """:func:`_mirror_row` of a CSR row (its entries ``lo:hi``, columns ascending, ``keys`` theirs: :class:`Rows`;
+    stored zeros skipped)."""
     start = Z.m[0]
     stop = min(Z.i.shape[0], start + Z.m[1])
     p = start
@@ -350,6 +357,7 @@ def _mirror_nonzeros(Z, s, cols, vals, lo, hi):
                 Z.n[s] = -1
                 return
             Z.i[p] = cols[pp]
+            Z.k[p] = keys[pp]
             Z.v[p] = vals[pp]
             p += 1
     Z.s[s] = start
@@ -552,11 +560,11 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
     for b in range(nb):
         if R.p.shape[0] > 0:
             r = R.order[ii + b]
-            lo, hi, vals, cols = R.p[r], R.p[r + 1], R.v, R.j
+            lo, hi, vals, cols = R.p[r], R.p[r + 1], R.v, R.k
             sqt[b] = _dot(vals[lo:hi], vals[lo:hi])
         else:
             xr = X[order[ii + b]]
-            lo, hi, vals, cols = 0, d, xr, R.j
+            lo, hi, vals, cols = 0, d, xr, R.k
             sqt[b] = _dot(xr, xr)
         for pp in range(lo, hi):
             v = vals[pp]
@@ -571,7 +579,7 @@ def _next_mirrored(kern, X, order, ii, S, sq, alive, n0, Z, sqt, G, Xt, acc, cma
         sqi = sq[i]
         n = Z.n[i]
         if n >= 0:
-            _column_sums(Z.i, Z.v, Z.s[i], Z.s[i] + n, cmap, Xt, a)
+            _column_sums(Z.k, Z.v, Z.s[i], Z.s[i] + n, cmap, Xt, a)
             for b in range(nb):
                 G[b, i] = _kfin(kern, a[b], sqi, sqt[b])
         elif R.p.shape[0] > 0:  # a dense pattern against CSR rows: its values at the rows' nonzeros, in order
@@ -598,8 +606,11 @@ class Rows(NamedTuple):
     v: np.ndarray      #: float64 values
     order: np.ndarray  #: int64 the rounds' rows
     buf: np.ndarray    #: the ``(ROW_BLOCK, d)`` zero scratch the engine densifies a block into: ``X`` itself
-    cmap: np.ndarray   #: int32 ``(d,)``, every entry -1: :func:`_next_mirrored`'s column map, left so on return
-    xw: np.ndarray     #: float64 ``(d,)`` zeros: a sparse store's removed pattern, densified, left zero on return
+    cmap: np.ndarray   #: int32, every entry -1, one per key: :func:`_next_mirrored`'s column map, left so on return
+    xw: np.ndarray     #: float64 zeros, one per key: a sparse store's removed pattern, left zero on return
+    #: int32 each nonzero's key (:attr:`Mirror.k`): its column, or for a sparse store its place among the columns
+    #: the call meets -- the index into ``cmap`` and ``xw``, which are then as wide as those columns, not ``d``
+    k: np.ndarray
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -1241,7 +1252,7 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
     vr = idx[v]
     if store:
         for p in range(Z.s[vr], Z.s[vr] + Z.n[vr]):
-            xw[Z.i[p]] = Z.v[p]
+            xw[Z.k[p]] = Z.v[p]
         xv = xw
     sqv = sq[idx[v]]
     nz = _nonzero_columns(K, A[v], cols)
@@ -1297,7 +1308,7 @@ def _remove_scores(v, n_slots, kern, mode, K, rows, sq, idx, A, F, lab, alive, b
         ng = 0
     if store:
         for p in range(Z.s[vr], Z.s[vr] + Z.n[vr]):
-            xw[Z.i[p]] = 0.0
+            xw[Z.k[p]] = 0.0
 
 
 @njit(inline="always", **NUMBA_FLAGS)
@@ -1586,7 +1597,7 @@ def learn_budget_block(X, y, order, uniforms, rule, kern, budget, mode, c, log, 
                 for j in range(x.shape[0]):
                     S[s, j] = x[j]
             if csr and S.shape[1] == 0:
-                _mirror_nonzeros(c.Z, s, R.j, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
+                _mirror_nonzeros(c.Z, s, R.j, R.k, R.v, R.p[R.order[ii]], R.p[R.order[ii] + 1])
             else:
                 _mirror_row(c.Z, s, x)
             if c.Z.n[s] < 0 and S.shape[1] == 0:  # a sparse store without room for the row: the driver reserves it
@@ -1719,8 +1730,10 @@ def kernel_scores(X, S, sq, coef, kern, out):
 
 @njit(**NUMBA_FLAGS)
 def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
-    """``G[r, i] = x_r . s_i`` for CSR rows ``(xp, xj, xv)`` and CSR patterns ``(sp_, sj, sv)`` of ``d``
-    columns, their structure checked by the caller (every column in ``[0, d)``, pointers monotone).
+    """``G[r, i] = x_r . s_i`` for CSR rows ``(xp, xj, xv)`` and CSR patterns ``(sp_, sj, sv)`` whose columns are
+    keyed in ``[0, d)`` (the caller's :func:`~distlearn.learners.kernel.dense_keys`: ``d`` the columns met; a key
+    only names a column, the sums run in each row's order), their structure checked by the caller (every key in
+    ``[0, d)``, pointers monotone).
 
     As the engine's mirrored rows (:func:`_next_mirrored`): ``ROW_BLOCK`` rows are gathered by column
     (``Xt[cmap[j], b]`` the values of a column nonzero in any of them, summed for a repeated column; the last
@@ -1741,3 +1754,63 @@ def csr_dots(xp, xj, xv, sp_, sj, sv, d, G):
         for k in range(u):
             cmap[used[k]] = -1
     return G
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _log2(size):
+    """``log2`` of a power of two."""
+    bits = 0
+    while (1 << bits) < size:
+        bits += 1
+    return bits
+
+
+@njit(inline="always", **NUMBA_FLAGS)
+def _key_slot(c, shift):
+    """The home slot of column ``c`` in a key table of ``2**(64 - shift)`` entries (Fibonacci hashing: the top
+    bits of ``c`` times 2**64 / phi, so columns that share their low bits -- hashed ones do not, stride ones do --
+    still spread)."""
+    return np.int64((np.uint64(c) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift))
+
+
+@njit(**NUMBA_FLAGS)
+def key_columns(table, n_keys, cols, out):
+    """``out[q]`` = the key of column ``cols[q]`` in ``table`` (open addressing, linear probing; an entry is
+    ``column << 32 | key``, -1 empty), a column not in it given the next key ``n_keys, n_keys + 1, ...`` in the
+    order met; returns the new count of keys, or ``-1 - count`` when the table would be more than half full (the
+    caller doubles it, :func:`rekey_table`, and calls again with that count: the keys already given stay).  A chunk's columns keyed in
+    one pass over its nonzeros, a table of about 4 entries per key: no sort, no ``d``-wide map."""
+    size = table.shape[0]
+    mask = size - 1
+    shift = 64 - _log2(size)
+    for q in range(cols.shape[0]):
+        c = np.int64(cols[q])
+        h = _key_slot(c, shift)
+        while True:
+            e = table[h]
+            if e == -1:
+                if 2 * (n_keys + 1) > size:
+                    return -1 - n_keys
+                table[h] = (c << 32) | n_keys
+                out[q] = n_keys
+                n_keys += 1
+                break
+            if (e >> 32) == c:
+                out[q] = np.int32(e & 0xFFFFFFFF)
+                break
+            h = (h + 1) & mask
+    return n_keys
+
+
+@njit(**NUMBA_FLAGS)
+def rekey_table(old, new):
+    """Every entry of the key table ``old`` in the larger empty table ``new`` (:func:`key_columns`)."""
+    mask = new.shape[0] - 1
+    shift = 64 - _log2(new.shape[0])
+    for e in old:
+        if e != -1:
+            h = _key_slot(e >> 32, shift)
+            while new[h] != -1:
+                h = (h + 1) & mask
+            new[h] = e
+    return new

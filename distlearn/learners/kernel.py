@@ -164,6 +164,40 @@ class MirrorPool:
     Zn: np.ndarray
     Zs: np.ndarray
     Zm: np.ndarray
+    #: A sparse store's *keys* (:attr:`~distlearn.learners._budget.Mirror.k`): each nonzero's number among the
+    #: columns the store has met, in the order met, kept beside ``Zi`` as the pool grows and compacts; ``Zkt`` the
+    #: table from column to key (:func:`~distlearn.learners._budget.key_columns`), ``Zkn`` how many keys.  None:
+    #: not keyed yet (built from ``Zi`` when next needed)
+    Zk: np.ndarray | None
+    Zkt: np.ndarray | None
+    Zkn: int
+
+    @property
+    def store(self) -> bool:
+        raise NotImplementedError
+
+    def unkey(self) -> None:
+        """Forget the keys (``Zi`` rewritten, or the pool no longer a store): :meth:`key_columns` builds them anew."""
+        self.Zk = self.Zkt = None
+        self.Zkn = 0
+
+    def key_columns(self, cols: np.ndarray) -> tuple[np.ndarray, int]:
+        """The keys of a chunk's CSR columns ``cols`` (int32) and how many keys there are: a column the store has
+        not met gets the next number.  The engine's column map and a removal's row are then as wide as the columns
+        met, not ``d``: a map of 2**24 columns (hashed text) was read at random for every nonzero of every pattern
+        against every block of rows, 1.5-1.9x the fit of the same rows with their columns renumbered
+        (``benchmarks/README.md``).  A key only names a column (no sum runs in key order), so every sum adds the
+        same products in the same order: the same bits.  Not a store: the keys are the columns."""
+        if not self.store:
+            self.unkey()
+            return cols, int(self.n_features)  # type: ignore[attr-defined]
+        if self.Zk is None:
+            used = int(self.Zm[0])
+            self.Zk = np.zeros(self.Zi.shape[0], dtype=np.int32)
+            self.Zkt, self.Zkn = key_into(None, 0, self.Zi[:used], self.Zk[:used])
+        keys = np.empty(cols.shape[0], dtype=np.int32)
+        self.Zkt, self.Zkn = key_into(self.Zkt, self.Zkn, cols, keys)
+        return keys, max(1, self.Zkn)
 
     def _segments(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pool positions of the slots ``idx``'s nonzeros, in order, and each slot's count (0 unmirrored)."""
@@ -182,9 +216,18 @@ class MirrorPool:
             Zi, Zv = np.zeros(new, dtype=np.int32), np.zeros(new)
             Zi[:used], Zv[:used] = self.Zi[:used], self.Zv[:used]
             self.Zi, self.Zv = Zi, Zv
+            if self.Zk is not None:
+                Zk = np.zeros(new, dtype=np.int32)
+                Zk[:used] = self.Zk[:used]
+                self.Zk = Zk
 
     def _mirror(self) -> B.Mirror:
-        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm)
+        keys = self.Zi
+        if self.store:  # keyed by key_columns before the chunk, then kept beside Zi
+            keys = self.Zk
+            if keys is None or keys.shape != self.Zi.shape:
+                raise RuntimeError("a sparse store reached the engine without its columns keyed (key_columns)")
+        return B.Mirror(self.Zi, self.Zv, self.Zn, self.Zs, self.Zm, keys)
 
 
 @dataclass
@@ -225,6 +268,9 @@ class BudgetState(MirrorPool):
     Zn: np.ndarray = field(default=None)       # type: ignore[assignment]
     Zs: np.ndarray = field(default=None)       # type: ignore[assignment]
     Zm: np.ndarray = field(default=None)       # type: ignore[assignment]
+    Zk: np.ndarray | None = None
+    Zkt: np.ndarray | None = None
+    Zkn: int = 0
     n_inserted: int = 0
     n_removed: int = 0
     #: Whether ``F`` holds the current scores: kept only by the calls whose removal reads them
@@ -294,6 +340,8 @@ class BudgetState(MirrorPool):
         if self.Zm[1]:  # the live slots' segments, in slot order, to the front of the pool
             at, cnt = self._segments(keep)
             self.Zi[: at.size], self.Zv[: at.size] = self.Zi[at], self.Zv[at]
+            if self.Zk is not None:
+                self.Zk[: at.size] = self.Zk[at]
             self.Zs[:k] = np.cumsum(cnt) - cnt
             self.Zm[0] = at.size
         for a in (self.S, self.sq, self.kd, self.A, self.F, self.Ac, self.lab, self.born, self.died, self.alive,
@@ -303,7 +351,7 @@ class BudgetState(MirrorPool):
         self.Zn[k:n] = -1
         self.meta[0] = k
 
-    @property
+    @property  # type: ignore[override]
     def store(self) -> bool:
         """Whether the cache is a sparse store: ``S`` has no columns and the mirror holds every pattern."""
         return self.S.shape[1] == 0
@@ -332,6 +380,7 @@ class BudgetState(MirrorPool):
         if store and int(self.meta[0]) == 0 and not self.retired_S and not self.store:
             self.S = np.zeros((self.S.shape[0], 0))
             self.Zm[1] = self.n_features
+            self.unkey()
         if self.Zm[1]:
             return
         self.Zm[1] = max(1, self.n_features // MIRROR_SPARSITY)
@@ -345,6 +394,7 @@ class BudgetState(MirrorPool):
             check_allocation("the kernel cache's patterns", (self.S.shape[0], self.n_features), 8, DENSE_CACHE_HINT)
             self.S = self.rows(np.arange(self.S.shape[0]))
             self.Zm[1] = max(1, self.n_features // MIRROR_SPARSITY)
+            self.unkey()
 
     def record(self) -> B.Cache:
         """The cache as the engine takes it (:class:`~distlearn.learners._budget.Cache`; the arrays, not copies)."""
@@ -513,6 +563,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
     # sparse rows on a mirrored cache: the engine reads them as CSR, a round costing its nonzeros (no piece is
     # densified), shared dot products or not
     csr = _csr_rows(X) if reads_csr(state, X) else None
+    keys = state.key_columns(csr[1]) if csr is not None else None
     sub = _sub_rows(X.shape[1], csr is None)
     if dots is not None and m > sub and sub % B.ROW_BLOCK:
         raise ValueError(f"dots: the chunk's engine calls must start at multiples of {B.ROW_BLOCK} rounds")
@@ -533,7 +584,7 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
                 state.Kinv = K0
         R = _NO_ROWS
         if csr is not None:  # the rounds' rows by position; X the engine's block of them, densified
-            R = csr_rows_record(csr, rows, X.shape[1])
+            R = csr_rows_record(csr, keys, rows, X.shape[1])
             Xd, yd, od = R.buf, y, np.arange(hi - lo, dtype=np.int64) % B.ROW_BLOCK
         try:
             bad = B.learn_budget_block(Xd, yd, od, uniforms, rec_rule, rec_kern, spec, state.mode, state.record(),
@@ -554,32 +605,41 @@ def learn_budget_chunk(rule: Rule, kernel: Kernel, state: BudgetState, X: Any, y
 
 _NO_DOTS = np.zeros((0, 0, 0))  # learn_budget_block's "no shared dot products"
 _NO_ROWS = B.Rows(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int64),
-                  np.zeros((0, 0)), np.zeros(0, np.int32), np.zeros(0))  # dense rows
+                  np.zeros((0, 0)), np.zeros(0, np.int32), np.zeros(0), np.zeros(0, np.int32))  # dense rows
 
 _WORK = threading.local()
 
 
-def csr_scratch(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def csr_scratch(d: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """This thread's scratch for the kernel engines on CSR rows of ``d`` columns: the ``(ROW_BLOCK, d)`` block the
-    rounds are densified into (zeros), the column map (-1) and a removal's row (zeros).  Made once per thread and
-    width and kept clean between calls (the engines reset the map and the row, :func:`clear_csr_rows` the block), so
-    an engine call costs its rows' nonzeros, never ``d``: hashed text of 2**20 columns paid 290 MB of zeroed scratch
-    a call, one call per 16 rows (``_sub_rows``), and KernelMIRA's defaults on 1,500 such rows took 90 CPU s.  One
-    scratch per thread, the last width's: 17 d float64 and d int32 values (140 MiB at 2**20 columns)."""
+    rounds are densified into (zeros), and for ``width`` keys (:meth:`MirrorPool.key_columns`; default ``d``) the
+    column map (-1) and a removal's row (zeros), at least that long.  Made once per thread and grown by doubling,
+    kept clean between calls (the engines reset the map and the row, :func:`clear_csr_rows` the block), so an engine
+    call costs its rows' nonzeros, never ``d``: hashed text of 2**20 columns paid 290 MB of zeroed scratch a call,
+    one call per 16 rows (``_sub_rows``), and KernelMIRA's defaults on 1,500 such rows took 90 CPU s.  The block's
+    zeros are the allocator's, touched only for caches that are not sparse stores (16 d values)."""
+    width = d if width is None else int(width)
     w = getattr(_WORK, "scratch", None)
     if w is None or w[0].shape[1] != d:
         _WORK.scratch = None  # the old width's first
-        check_allocation("the kernel engines' scratch for sparse rows", (B.ROW_BLOCK + 2, d), 8,
+        check_allocation("the kernel engines' scratch for sparse rows", (B.ROW_BLOCK, d), 8,
                          "fewer features (hash them into fewer columns)")
-        w = (np.zeros((B.ROW_BLOCK, d)), np.full(d, -1, dtype=np.int32), np.zeros(d))
+        w = [np.zeros((B.ROW_BLOCK, d)), np.zeros(0, dtype=np.int32), np.zeros(0)]
         _WORK.scratch = w
-    return w
+    if w[1].shape[0] < width:
+        new = max(width, min(2 * w[1].shape[0], max(d, 1)))
+        check_allocation("the kernel engines' column map for sparse rows", (new,), 12,
+                         "fewer features (hash them into fewer columns)")
+        w[1], w[2] = np.full(new, -1, dtype=np.int32), np.zeros(new)
+    return w[0], w[1], w[2]
 
 
-def csr_rows_record(csr: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.ndarray, d: int) -> B.Rows:
+def csr_rows_record(csr: tuple[np.ndarray, np.ndarray, np.ndarray], keys: tuple[np.ndarray, int], rows: np.ndarray,
+                    d: int) -> B.Rows:
     """The engines' record of CSR rows (:class:`~distlearn.learners._budget.Rows`; ``csr`` from :func:`_csr_rows`,
-    ``rows`` the rounds' rows) with this thread's scratch (:func:`csr_scratch`)."""
-    return B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), *csr_scratch(d))
+    ``keys`` their columns' keys and how many from the cache's or pool's :meth:`MirrorPool.key_columns`, ``rows``
+    the rounds' rows) with this thread's scratch for ``d`` columns and that many keys (:func:`csr_scratch`)."""
+    return B.Rows(*csr, np.ascontiguousarray(rows, dtype=np.int64), *csr_scratch(d, keys[1]), keys[0])
 
 
 def clear_csr_rows(R: B.Rows, filled: bool = True) -> None:
@@ -767,21 +827,43 @@ def squared_norms(X: Any) -> np.ndarray:
     return np.einsum("ij,ij->i", X, X)
 
 
-#: :func:`_dots` gathers CSR blocks through a column map of ``d`` int32 (64 MiB here); wider rows (hashed features
-#: past 2**24) take scipy's sparse product instead.
-CSR_DOTS_FEATURES = 2**24
+def key_into(table: np.ndarray | None, n_keys: int, cols: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, int]:
+    """``out`` = the keys of the int32 columns ``cols`` in the key ``table`` holding ``n_keys`` (None: a new one),
+    a column not in it numbered next (:func:`~distlearn.learners._budget.key_columns`); the table (doubled while
+    it would be more than half full) and the new count."""
+    if table is None:
+        table = np.full(1024, -1, dtype=np.int64)
+    while True:
+        n = int(B.key_columns(table, n_keys, cols, out))
+        if n >= 0:
+            return table, n
+        n_keys = -1 - n  # the keys given before the table filled stay in it
+        table = B.rekey_table(table, np.full(2 * table.shape[0], -1, dtype=np.int64))
+
+
+def dense_keys(*cols: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """The columns of several CSR matrices numbered in the order met (int32 keys, one array per input,
+    :func:`key_into`) and how many there are: a column map indexed by the keys is as wide as the columns met, not
+    ``d``.  A key only names a column, so sums walked in each row's order are the same bits."""
+    table, n, out = None, 0, []
+    for c in cols:
+        k = np.empty(c.shape[0], dtype=np.int32)
+        table, n = key_into(table, n, c, k)
+        out.append(k)
+    return out, max(1, n)
 
 
 def _dots(Xb: Any, S: Any) -> np.ndarray:
     """``Xb @ S.T`` as a dense float64 array.  Both CSR: :func:`~distlearn.learners._budget.csr_dots`, their
     structure checked in full first (:func:`_csr_rows`), 3-4x scipy's sparse product on text, whose
     result is a sparse matrix almost every entry of which is stored (``benchmarks/README.md``)."""
-    if sp.issparse(Xb) and sp.issparse(S) and S.shape[1] <= CSR_DOTS_FEATURES:
+    if sp.issparse(Xb) and sp.issparse(S):
         if Xb.shape[1] != S.shape[1]:
             raise ValueError(f"rows of {Xb.shape[1]} features against patterns of {S.shape[1]}")
         xp, xj, xv = _csr_rows(Xb)
         sp_, sj, sv = _csr_rows(S)
-        return B.csr_dots(xp, xj, xv, sp_, sj, sv, int(S.shape[1]), np.empty((Xb.shape[0], S.shape[0])))
+        (xk, sk), width = dense_keys(xj, sj)  # the column map as wide as the columns met (any d)
+        return B.csr_dots(xp, xk, xv, sp_, sk, sv, width, np.empty((Xb.shape[0], S.shape[0])))
     G = Xb @ S.T
     return np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
 

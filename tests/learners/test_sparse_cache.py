@@ -408,16 +408,18 @@ def test_a_crafted_csr_row_is_refused_before_a_kernel_matrix_reads_it():
         kernel_matrix(make_kernel("rbf", gamma=1.0), sp.csr_matrix(np.eye(3)), S)
 
 
-def test_csr_rows_wider_than_the_column_map_take_scipys_product(monkeypatch):
-    """Past CSR_DOTS_FEATURES columns the column map (d int32) is not allocated: scipy's product, the same values."""
+def test_csr_kernel_matrices_cost_the_columns_met_not_the_width():
+    """The CSR products number the columns they meet densely (``dense_keys``), in column order: the same rows
+    spread over 2**31 - 1 columns (a d-wide column map would be 8 GiB) give the same bits as at 300 columns."""
     from distlearn.learners.kernel import kernel_matrix
 
     X, _ = _text(n=40, d=300, seed=5)
     kern = make_kernel("rbf", gamma=0.4)
     want = kernel_matrix(kern, X, X[:25])
-    monkeypatch.setattr("distlearn.learners.kernel.CSR_DOTS_FEATURES", 299)
-    monkeypatch.setattr("distlearn.learners._budget.csr_dots", None)  # would raise if called
-    np.testing.assert_allclose(kernel_matrix(kern, X, X[:25]), want, rtol=1e-12, atol=1e-14)
+    wide = sp.csr_matrix((X.data, X.indices.astype(np.int64) * 7_000_000 + 11, X.indptr),
+                         shape=(X.shape[0], 2**31 - 1))
+    got = kernel_matrix(kern, wide, wide[:25])
+    assert got.tobytes() == want.tobytes()
 
 
 def test_repeated_columns_in_csr_rows_are_summed_as_scipy_does():
@@ -591,3 +593,35 @@ def test_when_the_cache_compacts_changes_no_bit(seed, case, chunks, k, sparse):
     st0, st2 = fits[0][0], fits[2][0]
     if st0.n_removed:  # the lazy caches did keep dead slots between calls
         assert int(st2.meta[0]) > int(st2.meta[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**31 - 2), max_size=300), min_size=1, max_size=5))
+def test_column_keys_name_each_column_once_in_the_order_met(chunks):
+    """``key_into`` (the stores' column keys, the CSR products'): every column gets one key, the next number the
+    first time it is met, whatever the table's growth on the way (1,024 entries at first, doubled past half full),
+    across calls that carry the table on -- a dict's numbering of the same stream."""
+    from distlearn.learners.kernel import key_into
+
+    table, n, seen = None, 0, {}
+    for chunk in chunks:
+        cols = np.asarray(chunk, dtype=np.int32)
+        out = np.full(cols.shape[0], -7, dtype=np.int32)
+        table, n = key_into(table, n, cols, out)
+        want = [seen.setdefault(int(c), len(seen)) for c in cols]
+        assert out.tolist() == want
+        assert n == len(seen)
+        assert 2 * n <= table.shape[0]
+
+
+def test_many_columns_grow_the_key_table_and_keep_their_keys():
+    """Past half of the first table (512 columns) the keys met before the growth stay theirs."""
+    from distlearn.learners.kernel import key_into
+
+    cols = np.random.default_rng(3).permutation(50_000)[:5_000].astype(np.int32)
+    out = np.empty(5_000, dtype=np.int32)
+    table, n = key_into(None, 0, cols, out)
+    assert n == 5_000 and out.tolist() == list(range(5_000))
+    again = np.empty(5_000, dtype=np.int32)
+    table, n = key_into(table, n, cols[::-1].copy(), again)
+    assert n == 5_000 and again.tolist() == list(range(4_999, -1, -1))
