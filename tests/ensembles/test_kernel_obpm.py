@@ -552,3 +552,43 @@ def test_a_row_pooled_again_reads_its_kernel_values_from_its_first_slot(monkeypa
         (S1, A1, l1), (S2, A2, l2) = st.bayes_point(average), ref.bayes_point(average)
         S1, S2 = (s.toarray() if sp.issparse(s) else s for s in (S1, S2))
         assert np.array_equal(S1, S2) and np.array_equal(A1, A2) and np.array_equal(l1, l2)
+
+
+@pytest.mark.parametrize("budget,removal", [(None, "margin"), (6, "margin"), (6, "oldest")])
+def test_a_sparse_pool_keys_columns_across_chunks_and_compactions(budget, removal):
+    """The pool as a sparse store numbers the columns it meets (``MirrorPool.key_columns``): rows whose columns
+    move on every chunk (1,800 of them, past the key table's first 512), members removing patterns until half the
+    pool is dead and it compacts (the keys move with the nonzeros), passes that reuse the table: members, scores
+    and Bayes points are the dense pool's bits, and every live nonzero's key names its column."""
+    import scipy.sparse as sp
+
+    from distlearn.learners._budget import key_columns
+
+    rs = np.random.default_rng(5)
+    n, d = 120, 1800
+    rows = np.repeat(np.arange(n), 6)
+    cols = (15 * rows + rs.integers(0, 40, size=rows.size)) % d  # each row near its own columns
+    X = sp.csr_matrix((rs.uniform(0.2, 1.0, size=rows.size), (rows, cols)), shape=(n, d))
+    y = (np.asarray(X[:, ::3].sum(axis=1)).ravel() > np.median(np.asarray(X[:, ::3].sum(axis=1)))).astype(np.int64)
+    rule, kern = make_rule("mira", beta=0.1), make_kernel("rbf", gamma=0.3)
+
+    def fit(Xs):
+        return _ensemble(rule, kern, Xs, y, 2, False, 5, 0.6, 7, budget, removal, 0.1, chunks=6, epochs=3,
+                         keep_retired=True)
+
+    st, logs = fit(X)
+    ref, ref_logs = fit(X.toarray())
+    assert st.store and not ref.store and st.Zkn > 512
+    if budget is not None:
+        assert st.n_removed > int(st.pmeta[0])  # enough dead slots that the store's pool compacted
+    used = int(st.Zm[0])
+    keys = np.empty(used, dtype=np.int32)
+    assert key_columns(st.Zkt.copy(), st.Zkn, st.Zi[:used], keys) == st.Zkn
+    assert np.array_equal(keys, st.Zk[:used])
+    for a, b in zip(logs, ref_logs):
+        assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    for name in ("A", "F", "alive", "mmeta"):  # by member slot; the pools' slots differ (a dense pool compacts
+        assert np.array_equal(getattr(st, name), getattr(ref, name)), name  # every call, a store once half dead)
+    for average in (False, True):
+        (S1, A1, l1), (S2, A2, l2) = st.bayes_point(average), ref.bayes_point(average)
+        assert np.array_equal(S1.toarray(), S2) and np.array_equal(A1, A2) and np.array_equal(l1, l2)

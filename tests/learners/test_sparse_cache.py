@@ -625,3 +625,26 @@ def test_many_columns_grow_the_key_table_and_keep_their_keys():
     again = np.empty(5_000, dtype=np.int32)
     table, n = key_into(table, n, cols[::-1].copy(), again)
     assert n == 5_000 and again.tolist() == list(range(4_999, -1, -1))
+
+
+@pytest.mark.parametrize("budget", [None, "variable", 12])
+def test_keys_carried_across_chunks_that_meet_new_columns(budget):
+    """A sparse store's column keys (``key_columns``) over chunks whose rows each meet columns no earlier chunk had
+    -- 2,400 columns in all, so the key table grows past its first 512 keys mid-fit -- with removals, compactions
+    and dead slots between calls: the dense cache's model and logs, bit for bit, and every live nonzero's key names
+    its column."""
+    X, y = _text(n=300, d=3000, nnz=8, seed=23, dup=True)
+    shift = sp.csr_matrix((X.data, (X.indices + 8 * np.arange(X.shape[0]).repeat(np.diff(X.indptr))) % 3000,
+                           X.indptr), shape=X.shape)  # each row's columns moved by 8 per row: new columns every chunk
+    shift.sort_indices()
+    a = _fit(shift, y, 3, budget, chunks=7)
+    st_ = a[0]
+    assert st_.store and st_.Zk is not None and st_.Zkn > 512
+    used = int(st_.Zm[0])
+    keys = np.empty(used, dtype=np.int32)
+    table = st_.Zkt.copy()
+    from distlearn.learners._budget import key_columns
+
+    assert key_columns(table, st_.Zkn, st_.Zi[:used], keys) == st_.Zkn  # no column is new to the table
+    assert np.array_equal(keys, st_.Zk[:used])
+    assert _same(_fit(shift.toarray(), y, 3, budget, chunks=7), a)
