@@ -173,9 +173,9 @@ class Mirror(NamedTuple):
     s: np.ndarray  #: (slots,) int64 each slot's segment start
     m: np.ndarray  #: int64 [pool entries used, the most nonzeros a mirrored pattern may have (0: off)]
     #: (pool,) int32 each nonzero's *key*, the index the engine's column map and removal row use: its column
-    #: (the same array as ``i``), or for a sparse store its place among the columns the call meets, in column
-    #: order (:meth:`~distlearn.learners.kernel.MirrorPool.key_columns`), so the map is as wide as those columns,
-    #: not ``d`` (hashed text: 2**24)
+    #: (the same array as ``i``), or for a sparse store its number among the columns the store has met, in the
+    #: order met (:meth:`~distlearn.learners.kernel.MirrorPool.key_columns`), so the map is as wide as those
+    #: columns, not ``d`` (hashed text: 2**24)
     k: np.ndarray
 
 
@@ -608,8 +608,8 @@ class Rows(NamedTuple):
     buf: np.ndarray    #: the ``(ROW_BLOCK, d)`` zero scratch the engine densifies a block into: ``X`` itself
     cmap: np.ndarray   #: int32, every entry -1, one per key: :func:`_next_mirrored`'s column map, left so on return
     xw: np.ndarray     #: float64 zeros, one per key: a sparse store's removed pattern, left zero on return
-    #: int32 each nonzero's key (:attr:`Mirror.k`): its column, or for a sparse store its place among the columns
-    #: the call meets -- the index into ``cmap`` and ``xw``, which are then as wide as those columns, not ``d``
+    #: int32 each nonzero's key (:attr:`Mirror.k`): its column, or for a sparse store its number among the columns
+    #: the store has met -- the index into ``cmap`` and ``xw``, which are then as wide as those columns, not ``d``
     k: np.ndarray
 
 
@@ -1778,8 +1778,9 @@ def key_columns(table, n_keys, cols, out):
     """``out[q]`` = the key of column ``cols[q]`` in ``table`` (open addressing, linear probing; an entry is
     ``column << 32 | key``, -1 empty), a column not in it given the next key ``n_keys, n_keys + 1, ...`` in the
     order met; returns the new count of keys, or ``-1 - count`` when the table would be more than half full (the
-    caller doubles it, :func:`rekey_table`, and calls again with that count: the keys already given stay).  A chunk's columns keyed in
-    one pass over its nonzeros, a table of about 4 entries per key: no sort, no ``d``-wide map."""
+    caller doubles it, :func:`rekey_table`, and calls again with that count: the keys already given stay).  A
+    chunk's columns keyed in one pass over its nonzeros, a table of 2-4 entries per key: no sort, no ``d``-wide
+    map."""
     size = table.shape[0]
     mask = size - 1
     shift = 64 - _log2(size)
