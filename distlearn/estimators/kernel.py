@@ -300,10 +300,10 @@ class _GammaRace:
             n = int(st.meta[0])
             cols[st.born[:n][st.alive[:n]]] = True
         out = np.empty(((m + ROW_BLOCK - 1) // ROW_BLOCK, t0 + m, ROW_BLOCK))
-        if self.P is not None:  # the rows' columns keyed densely: the column map as wide as the columns met
-            (keys,), width = dense_keys(self.J[: int(self.P[t0 + m])])
-            return shared_csr_dots(self.P, keys, self.V, cols, t0, m,
-                                   csr_scratch(self.runners[0]._state.n_features, width)[1], out)
+        if self.P is not None:  # the column map by column, or as wide as the columns met (wide hashed rows)
+            d = self.runners[0]._state.n_features
+            (keys,), width = dense_keys(d, self.J[: int(self.P[t0 + m])])
+            return shared_csr_dots(self.P, keys, self.V, cols, t0, m, csr_scratch(d, width)[1], out)
         return shared_dots(self.R, cols, t0, m, out)
 
 

@@ -841,10 +841,13 @@ def key_into(table: np.ndarray | None, n_keys: int, cols: np.ndarray, out: np.nd
         table = B.rekey_table(table, np.full(2 * table.shape[0], -1, dtype=np.int64))
 
 
-def dense_keys(*cols: np.ndarray) -> tuple[list[np.ndarray], int]:
-    """The columns of several CSR matrices numbered in the order met (int32 keys, one array per input,
-    :func:`key_into`) and how many there are: a column map indexed by the keys is as wide as the columns met, not
-    ``d``.  A key only names a column, so sums walked in each row's order are the same bits."""
+def dense_keys(d: int, *cols: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """The int32 columns of several CSR matrices of ``d`` columns as the keys a column map is indexed by (one array
+    per input) and the map's width: the columns themselves while ``d`` is at most :data:`CSR_KEYS_PER_NONZERO`
+    times their nonzeros, else numbered in the order met (:func:`key_into`), the map then as wide as the columns
+    met.  A key only names a column, so sums walked in each row's order are the same bits either way."""
+    if d <= CSR_KEYS_PER_NONZERO * sum(c.size for c in cols):
+        return list(cols), int(d)
     table, n, out = None, 0, []
     for c in cols:
         k = np.empty(c.shape[0], dtype=np.int32)
@@ -853,9 +856,8 @@ def dense_keys(*cols: np.ndarray) -> tuple[list[np.ndarray], int]:
     return out, max(1, n)
 
 
-#: :func:`_dots` indexes its column map by column while ``d`` is at most this many times the nonzeros of the rows
-#: and patterns, and keys the columns (:func:`dense_keys`) past it: filling a map costs 0.3-1.3 ns a column, keying
-#: 30-130 ns a nonzero.  One text row scored against 1,155 patterns (87,000 nonzeros): 47,236 columns 1.2 ms either
+#: :func:`dense_keys` indexes a column map by column while ``d`` is at most this many times the nonzeros, and keys
+#: the columns past it: filling a map costs 0.3-1.3 ns a column, keying 30-130 ns a nonzero.  One text row scored against 1,155 patterns (87,000 nonzeros): 47,236 columns 1.2 ms either
 #: way; 2**20 columns 1.7 ms by column, 3.2 ms keyed; 2**24 columns 51 ms by column, 2.7 ms keyed.
 CSR_KEYS_PER_NONZERO = 32
 
@@ -869,10 +871,7 @@ def _dots(Xb: Any, S: Any) -> np.ndarray:
             raise ValueError(f"rows of {Xb.shape[1]} features against patterns of {S.shape[1]}")
         xp, xj, xv = _csr_rows(Xb)
         sp_, sj, sv = _csr_rows(S)
-        if S.shape[1] <= CSR_KEYS_PER_NONZERO * (xj.size + sj.size):  # a map of d columns is the cheaper
-            (xk, sk), width = (xj, sj), int(S.shape[1])
-        else:  # the column map as wide as the columns met
-            (xk, sk), width = dense_keys(xj, sj)
+        (xk, sk), width = dense_keys(int(S.shape[1]), xj, sj)  # by column, or as wide as the columns met
         return B.csr_dots(xp, xk, xv, sp_, sk, sv, width, np.empty((Xb.shape[0], S.shape[0])))
     G = Xb @ S.T
     return np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
