@@ -185,7 +185,7 @@ class MirrorPool:
         """The keys of a chunk's CSR columns ``cols`` (int32) and how many keys there are: a column the store has
         not met gets the next number.  The engine's column map and a removal's row are then as wide as the columns
         met, not ``d``: a map of 2**24 columns (hashed text) was read at random for every nonzero of every pattern
-        against every block of rows, 1.5-1.9x the fit of the same rows with their columns renumbered
+        against every block of rows, 1.1-2.2x the fit of the same rows with their columns renumbered (2**20, 2**24)
         (``benchmarks/README.md``).  A key only names a column (no sum runs in key order), so every sum adds the
         same products in the same order: the same bits.  Not a store: the keys are the columns."""
         if not self.store:
@@ -841,6 +841,13 @@ def key_into(table: np.ndarray | None, n_keys: int, cols: np.ndarray, out: np.nd
         table = B.rekey_table(table, np.full(2 * table.shape[0], -1, dtype=np.int64))
 
 
+#: :func:`dense_keys` indexes a column map by column while ``d`` is at most this many times the nonzeros, and keys
+#: the columns past it: filling a map costs 0.3-1.3 ns a column, keying 30-130 ns a nonzero.  One text row scored
+#: against 1,155 patterns (87,000 nonzeros): 47,236 columns 1.2 ms either way; 2**20 columns 1.7 ms by column,
+#: 3.2 ms keyed; 2**24 columns 51 ms by column, 2.7 ms keyed.
+CSR_KEYS_PER_NONZERO = 32
+
+
 def dense_keys(d: int, *cols: np.ndarray) -> tuple[list[np.ndarray], int]:
     """The int32 columns of several CSR matrices of ``d`` columns as the keys a column map is indexed by (one array
     per input) and the map's width: the columns themselves while ``d`` is at most :data:`CSR_KEYS_PER_NONZERO`
@@ -854,12 +861,6 @@ def dense_keys(d: int, *cols: np.ndarray) -> tuple[list[np.ndarray], int]:
         table, n = key_into(table, n, c, k)
         out.append(k)
     return out, max(1, n)
-
-
-#: :func:`dense_keys` indexes a column map by column while ``d`` is at most this many times the nonzeros, and keys
-#: the columns past it: filling a map costs 0.3-1.3 ns a column, keying 30-130 ns a nonzero.  One text row scored against 1,155 patterns (87,000 nonzeros): 47,236 columns 1.2 ms either
-#: way; 2**20 columns 1.7 ms by column, 3.2 ms keyed; 2**24 columns 51 ms by column, 2.7 ms keyed.
-CSR_KEYS_PER_NONZERO = 32
 
 
 def _dots(Xb: Any, S: Any) -> np.ndarray:
