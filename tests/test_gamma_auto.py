@@ -97,8 +97,8 @@ def test_auto_keeps_the_lowest_progressive_error_to_one_standard_error(name, dat
     assert errs[win] <= min(errs[i] for i in alive) + np.sqrt(max(min(errs[i] for i in alive), 1))
     # the width kept: when the race had every row of the first pass (settled by its end, before its last stage),
     # one power of two wider than the winner if that one ran the whole race; else the winner
-    if _short(est, n):  # the race ran as a pass of its own and the fit refitted at a quarter of its winner
-        assert auto.gamma_ == auto.gamma_race_winner_ * 2.0 ** -GAMMA_WIDEN_SHORT
+    if _short(est, n):  # the race ran as a pass of its own and the fit refitted the width its check kept
+        assert auto.gamma_ == _checked_width(auto)
     else:
         assert auto.gamma_ == auto.gammas_[_kept(win, rows, settled=rows.max() == n < race_length(len(GAMMA_POWERS)))]
     assert rows.max() == min(n, race_length(len(GAMMA_POWERS)))
@@ -109,6 +109,15 @@ def _short(est, n):
     budget, an RBF or polynomial kernel and a first pass within the race's rows."""
     return est.epochs == "auto" and est.budget == "variable" and est.kernel != "linear" \
         and n <= race_length(len(GAMMA_POWERS))
+
+
+def _checked_width(auto):
+    """The width a short fit keeps: a quarter of the race's winner, unless the cross-validated check
+    (``gamma_check_errors_``: the quarter's mistakes, the winner's) found strictly fewer at the winner."""
+    check = auto.gamma_check_errors_
+    assert check.shape in ((0,), (2,))
+    keep_winner = check.size == 2 and check[1] < check[0]
+    return auto.gamma_race_winner_ if keep_winner else auto.gamma_race_winner_ * 2.0 ** -GAMMA_WIDEN_SHORT
 
 
 def _kept(win, rows, settled):
@@ -186,8 +195,9 @@ def test_a_short_first_pass_races_alone_then_refits_a_quarter_of_the_winner(monk
     of its own (its record is a one-pass fit's), and the model is bit for bit a fit at a quarter of its winner's
     width (``GAMMA_WIDEN_SHORT``; a runner's width or one wider than all) for the passes the short rule asks for: the first whose
     update share is under ``AUTO_EPOCH_UPDATES_SHORT``, at most ``AUTO_EPOCHS_SHORT`` (here ``most``: 2 stops on the
-    cap, 30 on the share)."""
+    cap, 30 on the share).  The cross-validated check of the width is off here (its own tests are below)."""
     monkeypatch.setattr(EK, "AUTO_EPOCHS_SHORT", most)
+    monkeypatch.setattr(EK, "GAMMA_CHECK_FOLDS", 0)
     X, y = _digits(n)
     est = KernelMIRA(budget="variable", random_state=0)
     auto = clone(est).fit(X, y)
@@ -195,7 +205,7 @@ def test_a_short_first_pass_races_alone_then_refits_a_quarter_of_the_winner(monk
     for name in ("gammas_", "gamma_online_errors_", "gamma_race_rows_"):
         assert np.array_equal(getattr(auto, name), getattr(race, name)), name
     assert auto.gamma_race_winner_ == race.gamma_race_winner_ and GAMMA_WIDEN_SHORT == 2
-    assert auto.gamma_ == race.gamma_race_winner_ / 4
+    assert auto.gamma_ == race.gamma_race_winner_ / 4 and auto.gamma_check_errors_.size == 0
     fits, want = _passes(est, X, y, auto.gamma_, most, EK.AUTO_EPOCH_UPDATES_SHORT)
     assert auto.n_iter_ == want and (want == most) == (most == 2)  # the cap, then the share, decided it
     _same_model(auto, fits[want])
@@ -206,8 +216,9 @@ def test_a_short_first_pass_races_alone_then_refits_a_quarter_of_the_winner(monk
 def test_a_short_fit_runs_at_most_the_passes_its_rows_allow(monkeypatch, rows, want):
     """The short rule's passes are bounded by AUTO_ROWS_SHORT rows in all (at least AUTO_EPOCHS_MAX passes, at most
     AUTO_EPOCHS_SHORT): 600 rows with a budget of 2,400 run 4; of 1, the floor of 3; of a million, the cap (6 here).
-    The update share is set to 0 so that only the caps stop it."""
+    The update share is set to 0 so that only the caps stop it, and the width's check is off."""
     monkeypatch.setattr(EK, "AUTO_ROWS_SHORT", rows)
+    monkeypatch.setattr(EK, "GAMMA_CHECK_FOLDS", 0)
     monkeypatch.setattr(EK, "AUTO_EPOCHS_SHORT", 6)
     monkeypatch.setattr(EK, "AUTO_EPOCH_UPDATES_SHORT", 0.0)
     X, y = _digits(600)
@@ -228,7 +239,91 @@ def test_the_short_rule_applies_only_to_its_case(monkeypatch):
         auto = est.fit(X[:n], y[:n])
         assert auto.gamma_ in auto.gammas_ and auto.n_iter_ <= EK.AUTO_EPOCHS_MAX, est
     short = KernelMIRA(budget="variable", random_state=0).fit(X[:200], y[:200])
-    assert short.gamma_ == short.gamma_race_winner_ / 4 and short.gamma_race_rows_.max() == 200
+    assert short.gamma_ == _checked_width(short) and short.gamma_race_rows_.max() == 200
+    assert short.gamma_check_errors_.shape == (2,)
+
+
+def _quantiles(n=600):
+    from sklearn.datasets import make_gaussian_quantiles
+
+    X, y = make_gaussian_quantiles(n_samples=n, n_features=4, n_classes=3, random_state=1)
+    return minmax_scale(X), y
+
+
+def _moons(n=400):
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(n, noise=0.25, random_state=1)
+    return minmax_scale(X), y
+
+
+@pytest.mark.parametrize("name,data,kept", [("digits-600", lambda: _digits(600), "winner"),
+                                            ("quantiles-600", _quantiles, "quarter"),
+                                            ("moons-400", _moons, "tie: the quarter")])
+def test_a_short_fit_checks_the_quarter_against_the_winner_by_cross_validation(monkeypatch, name, data, kept):
+    """The short fit's check, written out: 3 folds stratified by class from the seed; on each, the quarter of the
+    race's winner fitted for the passes the short rule asks for (its update share, at most AUTO_EPOCHS_SHORT: 4
+    here) and the winner with the usual epochs="auto", both separate public fits, predict the held-out fold.  The
+    counts are gamma_check_errors_, the winner is kept only with strictly fewer, and the model is a fit at the
+    width kept.  The three sets take the three outcomes (winner, quarter, a tie that keeps the quarter)."""
+    monkeypatch.setattr(EK, "AUTO_EPOCHS_SHORT", 4)
+    X, y = data()
+    est = KernelMIRA(budget="variable", random_state=0)
+    auto = clone(est).fit(X, y)
+    winner, quarter = auto.gamma_race_winner_, auto.gamma_race_winner_ / 4
+    folds = EK._stratified_folds(y, EK.GAMMA_CHECK_FOLDS, rng.normalize_seed(0))
+    want = np.zeros(2, dtype=np.int64)
+    for k in range(EK.GAMMA_CHECK_FOLDS):
+        tr, te = folds != k, folds == k
+        fits, passes = _passes(est, X[tr], y[tr], quarter, 4, EK.AUTO_EPOCH_UPDATES_SHORT)
+        want[0] += np.count_nonzero(fits[passes].predict(X[te]) != y[te])
+        at_winner = clone(est).set_params(gamma=winner).fit(X[tr], y[tr])
+        want[1] += np.count_nonzero(at_winner.predict(X[te]) != y[te])
+    assert auto.gamma_check_errors_.tolist() == want.tolist()
+    outcome = "winner" if want[1] < want[0] else ("quarter" if want[1] > want[0] else "tie: the quarter")
+    assert outcome == kept, want
+    if kept == "winner":  # the usual passes at the winner's width
+        assert auto.gamma_ == winner and auto.n_iter_ <= EK.AUTO_EPOCHS_MAX
+        _same_model(auto, clone(est).set_params(gamma=winner).fit(X, y))
+    else:
+        assert auto.gamma_ == quarter
+        _same_model(auto, clone(est).set_params(gamma=quarter, epochs=auto.n_iter_).fit(X, y))
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(0, 40), min_size=1, max_size=6), k=st.integers(2, 5), seed=st.integers(0, 2**31))
+def test_stratified_folds_deal_every_class_evenly_from_the_seed(counts, k, seed):
+    """The check's folds: a partition of the rows into k folds in which every class's rows differ by at most one
+    between folds (so every fold's complement holds every class), drawn from the seed alone; None when a class
+    has fewer than k rows."""
+    rs = np.random.default_rng(seed)
+    y = rs.permutation(np.repeat(np.arange(len(counts)) * 7, counts))
+    if not len(y):
+        return
+    folds = EK._stratified_folds(y, k, seed)
+    if min(c for c in counts if c) < k:
+        assert folds is None
+        return
+    assert folds.shape == y.shape and set(folds.tolist()) <= set(range(k))
+    for c in np.unique(y):
+        per = np.bincount(folds[y == c], minlength=k)
+        assert per.max() - per.min() <= 1 and per.min() >= 1
+    assert np.array_equal(folds, EK._stratified_folds(y, k, seed))  # the seed alone decides
+
+
+def test_stratified_folds_differ_with_the_seed():
+    y = np.repeat(np.arange(3), 50)
+    assert not np.array_equal(EK._stratified_folds(y, 3, 1), EK._stratified_folds(y, 3, 2))
+
+
+def test_a_class_too_small_to_fold_skips_the_check():
+    """A class of fewer rows than folds: no fold could train on every class, so no check runs and the short rule's
+    quarter is kept."""
+    X, y = _digits(600)
+    y = y.copy()
+    y[np.flatnonzero(y == 3)[2:]] = 4  # class 3 keeps two rows
+    auto = KernelMIRA(budget="variable", random_state=0).fit(X, y)
+    assert auto.gamma_check_errors_.size == 0 and auto.gamma_ == auto.gamma_race_winner_ / 4
 
 
 @pytest.mark.parametrize("fmt", ["csr", "dense"])
@@ -251,7 +346,8 @@ def test_sparse_rows_keep_the_race_within_the_first_pass(fmt):
     assert np.isclose(auto.gamma_, other.gamma_, rtol=1e-12) and auto.n_iter_ == other.n_iter_
     # ... while the same rows with every zero shifted (dense by the rule) take the short rule
     dense = KernelMIRA(budget="variable", random_state=0).fit(X.toarray() + 0.01 * rs.random((n, d)), y)
-    assert dense.gamma_ == dense.gamma_race_winner_ / 4
+    assert dense.gamma_ == _checked_width(dense) and dense.gamma_check_errors_.shape == (2,)
+    assert auto.gamma_check_errors_.size == 0 and other.gamma_check_errors_.size == 0  # no short fit: no check
 
 
 def test_auto_on_a_store_is_streamed_and_bit_identical(tmp_path):
@@ -260,9 +356,14 @@ def test_auto_on_a_store_is_streamed_and_bit_identical(tmp_path):
     create_dataset(path, X, y, block_rows=300, dtype="float64")
     auto = KernelMIRA(gamma="auto", budget="variable", random_state=0).fit(path)
     assert set(auto.gamma_race_rows_) <= {1200, 1500}  # a stage ends at a block's end (1024 -> 1200)
-    # 1,500 rows: the short rule (a pass of race, then a refit at a quarter of the winner), from the store as well
-    assert auto.gamma_ == auto.gamma_race_winner_ / 4
+    # 1,500 rows: the short rule (a pass of race, then a refit at the width its check keeps), from the store as
+    # well: the check reads the store's rows whole, so it counts what it counts on the same rows in memory (the
+    # race itself may differ: its stages end at the store's blocks)
+    assert auto.gamma_ == _checked_width(auto) and auto.gamma_check_errors_.shape == (2,)
     _same_model(auto, KernelMIRA(gamma=auto.gamma_, epochs=auto.n_iter_, budget="variable", random_state=0).fit(path))
+    win = auto.gamma_race_winner_
+    mem = KernelMIRA(gamma="auto", budget="variable", random_state=0)._check_widths(X, y, win, win / 4)
+    assert mem.tolist() == auto.gamma_check_errors_.tolist()
     # the width scales "scale"'s, measured over the whole store, as for arrays
     assert np.allclose(auto.gammas_, KernelMIRA(gamma="auto").fit(X, y).gammas_)
 
