@@ -747,8 +747,8 @@ class KernelClassifier(OnlineLinearClassifier):
         del probe  # its cache is not kept through the refit
         winner, wide = race[3], race[3] * 2.0 ** -GAMMA_WIDEN_SHORT
         check = self._check_widths(X, y, winner, wide)
-        self._refit(X, y, sample_weight, winner if check.size and check[1] < check[0] else wide,
-                    short=not (check.size and check[1] < check[0]))
+        keep_winner = bool(check.size) and check[1] < check[0]  # strictly fewer mistakes; a tie keeps the quarter
+        self._refit(X, y, sample_weight, winner if keep_winner else wide, short=not keep_winner)
         self.gammas_, self.gamma_online_errors_, self.gamma_race_rows_, self.gamma_race_winner_ = race
         self.gamma_check_errors_ = check
         return self
